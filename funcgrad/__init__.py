@@ -1,0 +1,44 @@
+"""funcgrad: composable transformations of numerical Python functions on jaxlib's XLA runtime.
+
+Example:
+    >>> import funcgrad
+    >>> import funcgrad.numpy as jnp
+    >>> f = funcgrad.jit(lambda x: jnp.sum(jnp.tanh(x) ** 2))
+    >>> f(jnp.ones(3))
+    Array(1.7397..., dtype=float32)
+"""
+import os as _os
+
+_os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
+from funcgrad.config import config  # noqa: E402
+from funcgrad.lowering import eager as _eager  # noqa: E402,F401  (installs the root interpreter)
+from funcgrad.lowering.array import Array, device_put, from_dlpack  # noqa: E402
+from funcgrad.lowering.backend import (default_backend, device_count, devices,  # noqa: E402
+                                       local_devices)
+from funcgrad import tree_util  # noqa: E402
+from funcgrad import lax  # noqa: E402
+from funcgrad import numpy  # noqa: E402
+from funcgrad.transforms.jit import jit, make_jaxpr  # noqa: E402
+from funcgrad.core.errors import (ConcretizationTypeError,  # noqa: E402
+                                  TracerArrayConversionError, UnexpectedTracerError)
+
+__version__ = "0.1.0"
+
+
+def block_until_ready(tree):
+    """Wait for every array in ``tree``; returns ``tree``.
+
+    Example:
+        >>> funcgrad.block_until_ready(f(x))
+    """
+    for leaf in tree_util.tree_leaves(tree):
+        if hasattr(leaf, "block_until_ready"):
+            leaf.block_until_ready()
+    return tree
+
+
+def device_get(tree):
+    """Copy every array in ``tree`` to NumPy. Example: ``funcgrad.device_get({"w": w})``."""
+    import numpy as _np
+    return tree_util.tree_map(lambda x: _np.asarray(x) if isinstance(x, Array) else x, tree)

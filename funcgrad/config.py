@@ -1,0 +1,57 @@
+"""Global switches: ``funcgrad.config.update("enable_x64", True)``.
+
+64-bit types are off by default (as in JAX): Python floats and NumPy float64 inputs become
+float32. Set the environment variable ``FUNCGRAD_ENABLE_X64=1`` or call
+``funcgrad.config.update("enable_x64", True)`` before creating arrays to keep 64-bit types.
+
+Example:
+    >>> import funcgrad
+    >>> funcgrad.config.update("enable_x64", True)
+    >>> funcgrad.numpy.ones(2).dtype
+    dtype('float64')
+"""
+import os
+
+_TRUE = ("1", "true", "yes", "on")
+
+
+class Config:
+    """Holds the library's switches; read them as attributes (``config.enable_x64``)."""
+
+    _defaults = {
+        "enable_x64": lambda: os.environ.get("FUNCGRAD_ENABLE_X64", "0").lower() in _TRUE,
+        "cpu_devices": lambda: int(os.environ.get("FUNCGRAD_CPU_DEVICES", "1")),
+        "platform": lambda: os.environ.get("FUNCGRAD_PLATFORM", "").lower() or None,
+        "debug_nans": lambda: os.environ.get("FUNCGRAD_DEBUG_NANS", "0").lower() in _TRUE,
+    }
+
+    def __init__(self):
+        self._values = {name: default() for name, default in self._defaults.items()}
+        self._listeners = []
+
+    def __getattr__(self, name):
+        try:
+            return self.__dict__["_values"][name]
+        except KeyError:
+            raise AttributeError(f"funcgrad.config has no option {name!r}; "
+                                 f"options: {sorted(self._defaults)}") from None
+
+    def update(self, name, value):
+        """Set option ``name`` to ``value``.
+
+        Example:
+            >>> funcgrad.config.update("enable_x64", True)
+        """
+        if name not in self._defaults:
+            raise ValueError(f"funcgrad.config.update: unknown option {name!r}; "
+                             f"options: {sorted(self._defaults)}")
+        self._values[name] = value
+        for listener in self._listeners:
+            listener(name, value)
+
+    def on_change(self, listener):
+        """Register ``listener(name, value)``, called after every ``update``."""
+        self._listeners.append(listener)
+
+
+config = Config()

@@ -1,0 +1,58 @@
+"""Abstract values: what tracing knows about an array (shape, dtype, weak type)."""
+import numpy as np
+
+
+class ShapedArray:
+    """The abstract value of an array: a shape, a dtype and a weak-type flag.
+
+    Weakly typed values come from Python scalars and adopt the dtype of strong operands.
+
+    Example:
+        >>> ShapedArray((2, 3), np.float32)
+        f32[2,3]
+    """
+
+    __slots__ = ("shape", "dtype", "weak_type", "_hash")
+
+    def __init__(self, shape, dtype, weak_type=False):
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = np.dtype(dtype)
+        self.weak_type = bool(weak_type)
+        self._hash = hash((self.shape, self.dtype, self.weak_type))
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def update(self, shape=None, dtype=None, weak_type=None):
+        return ShapedArray(self.shape if shape is None else shape,
+                           self.dtype if dtype is None else dtype,
+                           self.weak_type if weak_type is None else weak_type)
+
+    def strip_weak(self):
+        return self if not self.weak_type else ShapedArray(self.shape, self.dtype, False)
+
+    def __eq__(self, other):
+        return (type(other) is ShapedArray and self.shape == other.shape
+                and self.dtype == other.dtype and self.weak_type == other.weak_type)
+
+    def __hash__(self):
+        return self._hash
+
+    def str_short(self):
+        from funcgrad.core.dtypes import bfloat16
+        names = {bfloat16: "bf16"}
+        d = self.dtype
+        name = names.get(d) or (d.kind.replace("i", "i").replace("b", "bool").replace("V", "float0")
+                                + (str(d.itemsize * 8) if d.kind not in "bV" else ""))
+        return f"{name}[{','.join(map(str, self.shape))}]" + ("{weak}" if self.weak_type else "")
+
+    __repr__ = str_short
+
+
+def same_shape_dtype(a, b):
+    return a.shape == b.shape and a.dtype == b.dtype

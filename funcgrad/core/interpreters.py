@@ -1,0 +1,160 @@
+"""The current interpreter, and the base classes of interpreters, tracers and array values.
+
+Every primitive application goes to ``current()``. Transformations install an interpreter for
+the duration of a call (``using(interp)``); an interpreter hands applications whose arguments
+hold none of its own tracers to its parent, so nested transformations compose.
+"""
+import contextlib
+import contextvars
+
+import numpy as np
+
+from funcgrad.core import errors
+
+_current = contextvars.ContextVar("funcgrad_interpreter")
+_root = None
+
+
+def current():
+    """The interpreter that gives meaning to primitive applications right now."""
+    try:
+        return _current.get()
+    except LookupError:
+        return _root
+
+
+def set_root(interp):
+    """Install the eager (device) interpreter; done by ``funcgrad.lowering`` on import."""
+    global _root
+    _root = interp
+
+
+def root():
+    return _root
+
+
+@contextlib.contextmanager
+def using(interp):
+    """Make ``interp`` the current interpreter inside the ``with`` block."""
+    token = _current.set(interp)
+    try:
+        yield interp
+    finally:
+        _current.reset(token)
+
+
+class Interpreter:
+    """Base class: gives each primitive application a meaning.
+
+    ``parent`` is the interpreter that was current when this one was created; values that are
+    not this interpreter's tracers belong to it (or to one of its ancestors).
+    """
+
+    parent = None
+    debug_name = None
+
+    def process_primitive(self, prim, args, params):
+        raise NotImplementedError
+
+    def is_own(self, x):
+        return isinstance(x, Tracer) and x._interp is self
+
+    def depth(self):
+        d, i = 0, self
+        while i is not None:
+            d, i = d + 1, i.parent
+        return d
+
+
+class Value:
+    """Base of everything that acts like an array: device ``Array``s and tracers.
+
+    ``funcgrad.numpy`` installs the arithmetic operators and array methods on this class.
+    """
+
+    __slots__ = ()
+    __array_priority__ = 100
+
+    @property
+    def shape(self):
+        return self.aval.shape
+
+    @property
+    def dtype(self):
+        return self.aval.dtype
+
+    @property
+    def ndim(self):
+        return len(self.aval.shape)
+
+    @property
+    def size(self):
+        return self.aval.size
+
+    @property
+    def weak_type(self):
+        return self.aval.weak_type
+
+    def __len__(self):
+        if not self.aval.shape:
+            raise TypeError(f"len() of a 0-d array (shape {self.aval.shape})")
+        return self.aval.shape[0]
+
+    def __iter__(self):
+        if not self.aval.shape:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self.aval.shape[0]))
+
+
+class Tracer(Value):
+    """A value standing for an array inside a transformation; owned by ``_interp``."""
+
+    __slots__ = ("_interp",)
+
+    def _concrete(self, operation):
+        """The concrete value behind this tracer, or raise ConcretizationTypeError."""
+        raise errors.concretization_error(self, operation)
+
+    def __bool__(self):
+        return bool(self._concrete("bool() (an if/while condition or `and`/`or`)"))
+
+    def __int__(self):
+        return int(self._concrete("int()"))
+
+    def __float__(self):
+        return float(self._concrete("float()"))
+
+    def __complex__(self):
+        return complex(self._concrete("complex()"))
+
+    def __index__(self):
+        return self._concrete("using an array as an index (__index__)").__index__()
+
+    def item(self):
+        return self._concrete("item()").item()
+
+    def tolist(self):
+        return self._concrete("tolist()").tolist()
+
+    def __array__(self, dtype=None, copy=None):
+        try:
+            value = self._concrete("conversion to a NumPy array")
+        except errors.ConcretizationTypeError as e:
+            raise errors.TracerArrayConversionError(str(e)) from None
+        return np.asarray(value, dtype=dtype)
+
+    def __hash__(self):
+        raise TypeError(f"unhashable type: traced array {self.aval.str_short()}")
+
+    def __repr__(self):
+        return f"Traced<{self.aval.str_short()}>({type(self._interp).__name__})"
+
+
+def escaped_tracer_error(tracer, prim):
+    """The error for a tracer used after the transformation that made it has finished."""
+    return errors.UnexpectedTracerError(
+        f"{prim.name}: got a traced value {tracer.aval.str_short()} from a transformation that "
+        f"has already finished ({type(tracer._interp).__name__}, tracing "
+        f"{getattr(tracer._interp, 'debug_name', None) or 'a function'}). A traced value "
+        f"escaped, e.g. stored in a global or a closure by a jitted function: return it "
+        f"instead. Used at {errors.user_frame()}.")

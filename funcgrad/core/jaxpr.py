@@ -1,0 +1,244 @@
+"""The intermediate representation: a Jaxpr is a typed, first-order list of equations.
+
+    { lambda a:f32[3]; b:f32[3]. let
+        c:f32[3] = mul a b
+        d:f32[] = reduce_sum[axes=(0,)] c
+      in (d,) }
+
+Constants captured from the environment are ``constvars`` (before the ``;``), arguments are
+``invars``; higher-order primitives (cond, scan, custom_jvp_call...) carry sub-Jaxprs in
+their params.
+"""
+import itertools
+
+import numpy as np
+
+from funcgrad.core import interpreters
+from funcgrad.core.avals import ShapedArray
+from funcgrad.core.primitive import out_avals
+
+
+class Var:
+    """A variable of a Jaxpr, typed by its aval."""
+
+    __slots__ = ("aval",)
+
+    def __init__(self, aval):
+        self.aval = aval
+
+    def __repr__(self):
+        return f"Var<{self.aval.str_short()}>"
+
+
+class Literal:
+    """A scalar constant written inline in a Jaxpr."""
+
+    __slots__ = ("val", "aval")
+
+    def __init__(self, val, aval):
+        self.val = val
+        self.aval = aval
+
+    def __repr__(self):
+        return f"{self.val!r}"
+
+
+class Eqn:
+    """``outvars = prim[params] invars``."""
+
+    __slots__ = ("prim", "invars", "params", "outvars")
+
+    def __init__(self, prim, invars, params, outvars):
+        self.prim, self.invars, self.params, self.outvars = prim, list(invars), dict(params), list(outvars)
+
+
+class Jaxpr:
+    """A typed function: constvars and invars in, equations, outvars out.
+
+    Hashing and equality are by identity, so Jaxprs can sit in primitive params and cache keys.
+    """
+
+    __slots__ = ("constvars", "invars", "eqns", "outvars", "__weakref__")
+
+    def __init__(self, constvars, invars, eqns, outvars):
+        self.constvars, self.invars = list(constvars), list(invars)
+        self.eqns, self.outvars = list(eqns), list(outvars)
+
+    @property
+    def in_avals(self):
+        return [v.aval for v in self.invars]
+
+    @property
+    def out_avals(self):
+        return [v.aval for v in self.outvars]
+
+    def __str__(self):
+        return pretty_print(self)
+
+    __repr__ = __str__
+
+
+class ClosedJaxpr:
+    """A Jaxpr together with the values of its constvars.
+
+    Example:
+        >>> closed = make_jaxpr(f)(x)
+        >>> closed.jaxpr.eqns, closed.consts
+    """
+
+    __slots__ = ("jaxpr", "consts", "__weakref__")
+
+    def __init__(self, jaxpr, consts):
+        self.jaxpr, self.consts = jaxpr, list(consts)
+
+    in_avals = property(lambda self: self.jaxpr.in_avals)
+    out_avals = property(lambda self: self.jaxpr.out_avals)
+    eqns = property(lambda self: self.jaxpr.eqns)
+
+    def __call__(self, *args):
+        return eval_jaxpr(self.jaxpr, self.consts, *args)
+
+    def __str__(self):
+        return pretty_print(self.jaxpr)
+
+    __repr__ = __str__
+
+
+# --- printing ----------------------------------------------------------------------------------
+def _names():
+    for size in itertools.count(1):
+        for letters in itertools.product("abcdefghijklmnopqrstuvwxyz", repeat=size):
+            yield "".join(letters)
+
+
+class _Namer:
+    def __init__(self):
+        self.names, self.gen = {}, _names()
+
+    def __call__(self, atom):
+        if isinstance(atom, Literal):
+            v = atom.val
+            return repr(v.item() if isinstance(v, np.generic) else v)
+        if atom not in self.names:
+            self.names[atom] = next(self.gen)
+        return self.names[atom]
+
+    def typed(self, var):
+        return f"{self(var)}:{var.aval.str_short()}"
+
+
+def _param_str(value, namer, indent):
+    if isinstance(value, ClosedJaxpr):
+        value = value.jaxpr
+    if isinstance(value, Jaxpr):
+        return "\n" + pretty_print(value, indent + 4)
+    if isinstance(value, np.dtype):
+        return value.name
+    if isinstance(value, (tuple, list)) and any(isinstance(v, (Jaxpr, ClosedJaxpr)) for v in value):
+        return "(" + ", ".join(_param_str(v, namer, indent) for v in value) + ")"
+    if callable(value) and hasattr(value, "__name__"):
+        return value.__name__
+    return repr(value)
+
+
+def pretty_print(jaxpr, indent=0):
+    """A readable, JAX-like rendering of ``jaxpr``."""
+    namer = _Namer()
+    pad = " " * indent
+    consts = " ".join(namer.typed(v) for v in jaxpr.constvars)
+    args = " ".join(namer.typed(v) for v in jaxpr.invars)
+    lines = [f"{pad}{{ lambda {consts}; {args}. let"]
+    for eqn in jaxpr.eqns:
+        outs = " ".join(namer.typed(v) for v in eqn.outvars)
+        params = ""
+        if eqn.params:
+            params = "[" + " ".join(f"{k}={_param_str(v, namer, indent + 4)}"
+                                    for k, v in eqn.params.items()) + "]"
+        ins = " ".join(namer(v) for v in eqn.invars)
+        lines.append(f"{pad}    {outs} = {eqn.prim.name}{params} {ins}")
+    outs = ", ".join(namer(v) for v in jaxpr.outvars)
+    lines.append(f"{pad}  in ({outs}{',' if len(jaxpr.outvars) == 1 else ''}) }}")
+    return "\n".join(lines)
+
+
+# --- checking ----------------------------------------------------------------------------------
+class JaxprTypeError(TypeError):
+    """A Jaxpr is malformed: a variable used before definition or an equation mistyped."""
+
+
+def _types_match(declared, inferred):
+    return declared.shape == inferred.shape and declared.dtype == inferred.dtype
+
+
+def check_jaxpr(jaxpr):
+    """Type-check ``jaxpr``: every variable is defined once before use, every equation's output
+    types are what its primitive's abstract evaluation infers. Raises JaxprTypeError."""
+    defined = set()
+
+    def define(var, where):
+        if not isinstance(var, Var):
+            raise JaxprTypeError(f"{where}: expected a Var, got {var!r}")
+        if var in defined:
+            raise JaxprTypeError(f"{where}: variable {var} defined twice")
+        defined.add(var)
+
+    def read(atom, where):
+        if isinstance(atom, Literal):
+            return atom.aval
+        if atom not in defined:
+            raise JaxprTypeError(f"{where}: variable {atom} used before it is defined")
+        return atom.aval
+
+    for v in jaxpr.constvars:
+        define(v, "constvars")
+    for v in jaxpr.invars:
+        define(v, "invars")
+    for i, eqn in enumerate(jaxpr.eqns):
+        where = f"equation {i} ({eqn.prim.name})"
+        in_avals = [read(a, where) for a in eqn.invars]
+        inferred = out_avals(eqn.prim, in_avals, eqn.params)
+        if len(inferred) != len(eqn.outvars):
+            raise JaxprTypeError(f"{where}: {len(eqn.outvars)} outputs declared, "
+                                 f"{len(inferred)} inferred")
+        for var, aval in zip(eqn.outvars, inferred):
+            if not _types_match(var.aval, aval):
+                raise JaxprTypeError(f"{where}: output declared {var.aval.str_short()} but "
+                                     f"{eqn.prim.name} gives {aval.str_short()}")
+            define(var, where)
+    for v in jaxpr.outvars:
+        read(v, "outvars")
+
+
+# --- evaluation --------------------------------------------------------------------------------
+def eval_jaxpr(jaxpr, consts, *args):
+    """Apply ``jaxpr`` to ``args`` under the current interpreter; returns a list of outputs."""
+    env = {}
+    for var, val in zip(jaxpr.constvars, consts):
+        env[var] = val
+    if len(args) != len(jaxpr.invars):
+        raise TypeError(f"eval_jaxpr: the jaxpr takes {len(jaxpr.invars)} arguments, "
+                        f"got {len(args)}")
+    for var, val in zip(jaxpr.invars, args):
+        env[var] = val
+
+    def read(atom):
+        return atom.val if isinstance(atom, Literal) else env[atom]
+
+    interp = interpreters.current()
+    for eqn in jaxpr.eqns:
+        outs = interp.process_primitive(eqn.prim, [read(a) for a in eqn.invars], eqn.params)
+        if not eqn.prim.multiple_results:
+            outs = [outs]
+        for var, val in zip(eqn.outvars, outs):
+            env[var] = val
+    return [read(v) for v in jaxpr.outvars]
+
+
+def literal(value, dtype=None):
+    """A Literal for a scalar (NumPy scalar with a dtype, or a weakly typed Python scalar)."""
+    from funcgrad.core import dtypes
+    if isinstance(value, (bool, int, float, complex)) and dtype is None:
+        dt, weak = dtypes.python_scalar_dtype(value)
+        return Literal(np.array(value, dt)[()], ShapedArray((), dt, weak))
+    dt = np.dtype(dtype or value.dtype)
+    return Literal(np.array(value, dt)[()], ShapedArray((), dt, False))

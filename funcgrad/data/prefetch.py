@@ -1,0 +1,156 @@
+"""Device prefetch: start moving the next batches to the device while the current one is used.
+
+Transfers are asynchronous, so issuing ``device_put`` for batch k+1 (and k+2, ...) before the
+model consumes batch k lets the copy overlap the computation.
+
+Example:
+    >>> import numpy as np
+    >>> batches = ({"x": np.full((4, 2), k, np.float32)} for k in range(3))
+    >>> [float(b["x"][0, 0]) for b in prefetch_to_device(batches, size=2)]
+    [0.0, 1.0, 2.0]
+"""
+import collections
+import collections.abc
+import operator
+
+import numpy as np
+
+__all__ = ["prefetch_to_device", "shard"]
+
+
+def _tree_map(fn, tree):
+    """Apply ``fn`` to every array-like leaf of nested dicts/lists/tuples/namedtuples."""
+    if isinstance(tree, collections.abc.Mapping):
+        out = {k: _tree_map(fn, v) for k, v in tree.items()}
+        try:
+            return type(tree)(out)
+        except TypeError:
+            return out
+    if isinstance(tree, tuple) and hasattr(tree, "_fields"):
+        return type(tree)(*(_tree_map(fn, v) for v in tree))
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_tree_map(fn, v) for v in tree)
+    if tree is None or isinstance(tree, (str, bytes)):
+        return tree
+    return fn(tree)
+
+
+def shard(batch, num_shards):
+    """Reshape every array leaf of ``batch`` from (N, ...) to (num_shards, N // num_shards, ...).
+
+    Errors when N is not a multiple of ``num_shards`` (use ``drop_last=True`` or a batch size
+    divisible by the device count).
+
+    Example:
+        >>> import numpy as np
+        >>> shard({"x": np.zeros((8, 3))}, 4)["x"].shape
+        (4, 2, 3)
+    """
+    num_shards = operator.index(num_shards)
+
+    def split(x):
+        x = np.asarray(x)
+        if x.ndim == 0 or x.shape[0] % num_shards:
+            raise ValueError(f"shard: cannot split an array of shape {x.shape} along axis 0 "
+                             f"into {num_shards} equal parts (one per device); use a batch "
+                             f"size divisible by {num_shards}, and drop_last=True")
+        return x.reshape((num_shards, x.shape[0] // num_shards) + x.shape[1:])
+
+    return _tree_map(split, batch)
+
+
+def _core(where):
+    """The funcgrad package, checked for the device API that prefetching needs."""
+    try:
+        import funcgrad
+    except ImportError as exc:
+        raise ImportError(f"{where}: cannot import funcgrad ({exc}); device prefetch needs the "
+                          f"funcgrad core") from exc
+    missing = [name for name in ("device_put", "devices") if not hasattr(funcgrad, name)]
+    if missing:
+        raise ImportError(f"{where}: this funcgrad has no {', '.join(missing)}; device "
+                          f"prefetch needs the funcgrad core's device API")
+    return funcgrad
+
+
+def _resolve_devices(devices):
+    import funcgrad
+    if devices is None:
+        return None, False
+    if isinstance(devices, (list, tuple)):
+        devs = list(devices)
+        if not devs:
+            raise ValueError("prefetch_to_device: devices is an empty list")
+        return devs, True
+    if isinstance(devices, str) and devices == "all":
+        return list(funcgrad.devices()), True
+    return devices, False
+
+
+def _sharded_put(x, devs):
+    """Put the rows x[i] on devs[i]; returns one array with a leading device axis."""
+    import funcgrad
+    put_sharded = getattr(funcgrad, "device_put_sharded", None)
+    shards = [x[i] for i in range(x.shape[0])]
+    if put_sharded is not None:
+        return put_sharded(shards, devs)
+    return [funcgrad.device_put(s, d) for s, d in zip(shards, devs)]
+
+
+def prefetch_to_device(iterable, size=2, devices=None):
+    """Yield the batches of ``iterable`` as funcgrad device arrays, ``size`` batches ahead.
+
+    ``devices``: None for the default device; one device; or a list of devices (or "all")
+    to split every leaf along axis 0 into one equal part per device, giving arrays with a
+    leading device axis of length ``len(devices)``, ready for ``pmap``. Works on nested
+    dicts/tuples/lists of arrays; strings and None pass through.
+
+    Example:
+        >>> import numpy as np
+        >>> out = list(prefetch_to_device([np.arange(4)], size=1))
+        >>> np.asarray(out[0]).tolist()
+        [0, 1, 2, 3]
+    """
+    funcgrad = _core("prefetch_to_device")
+    try:
+        size = operator.index(size)
+    except TypeError:
+        raise TypeError(f"prefetch_to_device: size must be an int >= 1, got {size!r}") from None
+    if size < 1:
+        raise ValueError(f"prefetch_to_device: size must be >= 1, got {size}")
+    target, sharded = _resolve_devices(devices)
+    if sharded:
+        n = len(target)
+
+        def put_leaf(x):
+            return _sharded_put(shard(x, n), target)
+    else:
+        def put_leaf(x):
+            return funcgrad.device_put(np.asarray(x) if not hasattr(x, "block_until_ready")
+                                       else x, target)
+
+    def put(batch):
+        return _tree_map(put_leaf, batch)
+
+    return _prefetch_gen(iter(iterable), size, put)
+
+
+def _prefetch_gen(it, size, put):
+    queue = collections.deque()
+    try:
+        for _ in range(size):
+            try:
+                queue.append(put(next(it)))
+            except StopIteration:
+                break
+        while queue:
+            ready = queue.popleft()
+            try:
+                queue.append(put(next(it)))     # start the next transfer before handing over
+            except StopIteration:
+                pass
+            yield ready
+    finally:
+        close = getattr(it, "close", None)
+        if close is not None:
+            close()

@@ -1,0 +1,23 @@
+"""funcgrad.lax: the primitives and the thin functions that bind them (as ``jax.lax``).
+
+Each family lives in one module with every rule of its primitives.
+"""
+from funcgrad.lax.elementwise import (
+    abs, acos, acosh, add, asin, asinh, atan, atan2, atanh, bitcast_convert_type, bitwise_and,
+    bitwise_not,
+    bitwise_or, bitwise_xor, cbrt, ceil, clamp, clz, complex, conj, convert_element_type, cos,
+    cosh, div, eq, exp, expm1, floor, ge, gt, imag, integer_pow, is_finite, le, log, log1p,
+    logistic, lt, max, min, mul, ne, neg, nextafter, population_count, pow, real, reciprocal,
+    rem, round, rsqrt, select, select_n, shift_left, shift_right_arithmetic,
+    shift_right_logical, sign, sin, sinh, sqrt, square, sub, tan, tanh)
+from funcgrad.lax.shapes import (
+    broadcast, broadcast_in_dim, broadcast_to_rank, broadcasted_iota, concatenate,
+    expand_dims, full, index_in_dim, iota, pad, reshape, rev, slice, slice_in_dim, squeeze,
+    transpose)
+from funcgrad.lax.reductions import (
+    argmax, argmin, cummax, cummin, cumprod, cumsum, reduce_and, reduce_max, reduce_min,
+    reduce_or, reduce_prod, reduce_sum, reduce_xor)
+from funcgrad.lax.dot import dot, dot_general
+from funcgrad.lax.indexing import (
+    GatherDimensionNumbers, ScatterDimensionNumbers, dynamic_index_in_dim, dynamic_slice,
+    dynamic_update_slice, gather, scatter, scatter_add, scatter_max, scatter_min, scatter_mul)

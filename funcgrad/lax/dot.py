@@ -1,0 +1,81 @@
+"""``dot_general``: batched tensor contraction, the one primitive behind matmul, dot, einsum."""
+from jaxlib.mlir.dialects import stablehlo
+
+from funcgrad.core import dtypes
+from funcgrad.core.avals import ShapedArray
+from funcgrad.core.primitive import Primitive
+from funcgrad.core.values import aval_of
+from funcgrad.lax import _hlo
+
+dot_general_p = Primitive("dot_general")
+
+
+def _check_dims(lhs, rhs, dimension_numbers):
+    (lc, rc), (lb, rb) = dimension_numbers
+    for dims, aval, what in ((lc, lhs, "lhs contracting"), (rc, rhs, "rhs contracting"),
+                             (lb, lhs, "lhs batch"), (rb, rhs, "rhs batch")):
+        for d in dims:
+            if not 0 <= d < aval.ndim:
+                raise TypeError(f"lax.dot_general: {what} dimension {d} is out of range for "
+                                f"{aval.str_short()}")
+    if len(lc) != len(rc) or len(lb) != len(rb):
+        raise TypeError(f"lax.dot_general: contracting {lc}/{rc} and batch {lb}/{rb} dimension "
+                        f"lists must pair up")
+    for l, r in list(zip(lc, rc)) + list(zip(lb, rb)):
+        if lhs.shape[l] != rhs.shape[r]:
+            raise TypeError(f"lax.dot_general: size mismatch between lhs {lhs.str_short()} axis "
+                            f"{l} and rhs {rhs.str_short()} axis {r}")
+
+
+@dot_general_p.def_abstract_eval
+def _dot_general_abstract(lhs, rhs, dimension_numbers, preferred_element_type=None):
+    _check_dims(lhs, rhs, dimension_numbers)
+    if lhs.dtype != rhs.dtype:
+        raise TypeError(f"lax.dot_general: operand dtypes must match, got {lhs.str_short()} "
+                        f"and {rhs.str_short()}")
+    (lc, rc), (lb, rb) = dimension_numbers
+    batch = [lhs.shape[d] for d in lb]
+    lfree = [s for i, s in enumerate(lhs.shape) if i not in lc and i not in lb]
+    rfree = [s for i, s in enumerate(rhs.shape) if i not in rc and i not in rb]
+    dtype = preferred_element_type or lhs.dtype
+    return ShapedArray(batch + lfree + rfree, dtype, lhs.weak_type and rhs.weak_type)
+
+
+def _dot_general_lowering(ctx, lhs, rhs, dimension_numbers, preferred_element_type=None):
+    (lc, rc), (lb, rb) = dimension_numbers
+    dnums = stablehlo.DotDimensionNumbers.get(
+        lhs_batching_dimensions=list(lb), rhs_batching_dimensions=list(rb),
+        lhs_contracting_dimensions=list(lc), rhs_contracting_dimensions=list(rc))
+    out = ctx.avals_out[0]
+    return stablehlo.dot_general(_hlo.ir_type(out), lhs, rhs, dnums)
+
+
+dot_general_p.def_lowering(_dot_general_lowering)
+
+
+def _canonical_dnums(dimension_numbers):
+    (lc, rc), (lb, rb) = dimension_numbers
+    return ((tuple(int(d) for d in lc), tuple(int(d) for d in rc)),
+            (tuple(int(d) for d in lb), tuple(int(d) for d in rb)))
+
+
+def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
+    """Contract ``lhs`` and ``rhs``: ``dimension_numbers = ((lhs_contract, rhs_contract),
+    (lhs_batch, rhs_batch))``. The result axes are batch, then lhs free, then rhs free.
+
+    Example:
+        >>> lax.dot_general(a, b, (((1,), (0,)), ((), ())))   # a @ b for matrices
+    """
+    pet = dtypes.canonicalize(preferred_element_type) if preferred_element_type else None
+    return dot_general_p.bind(lhs, rhs, dimension_numbers=_canonical_dnums(dimension_numbers),
+                              preferred_element_type=pet)
+
+
+def dot(lhs, rhs, precision=None, preferred_element_type=None):
+    """Vector/matrix product of rank-1 or rank-2 operands. Example: ``lax.dot(a, b)``."""
+    la, ra = aval_of(lhs), aval_of(rhs)
+    if la.ndim not in (1, 2) or ra.ndim not in (1, 2):
+        raise TypeError(f"lax.dot: expects rank-1 or rank-2 operands, got {la.str_short()} and "
+                        f"{ra.str_short()}; use dot_general or funcgrad.numpy.matmul")
+    return dot_general(lhs, rhs, (((la.ndim - 1,), (0,)), ((), ())),
+                       preferred_element_type=preferred_element_type)

@@ -1,0 +1,417 @@
+"""Elementwise primitives: arithmetic, math functions, comparisons, logic, select, conversion.
+
+Binary primitives take operands of one shape and one dtype (``funcgrad.numpy`` broadcasts and
+promotes before binding). Python scalars given to the ``lax`` functions adopt the other
+operand's dtype, as in ``jax.lax``.
+"""
+import numpy as np
+from jaxlib.mlir.dialects import chlo, stablehlo
+
+from funcgrad.core import dtypes
+from funcgrad.core.avals import ShapedArray
+from funcgrad.core.primitive import Primitive
+from funcgrad.core.values import PYTHON_SCALARS, aval_of
+from funcgrad.lax import _hlo
+
+# --- dtype classes that each operation accepts --------------------------------------------
+_ANY = "any"
+_NUM = "number"        # not bool
+_INEXACT = "inexact"   # float or complex
+_FLOAT = "float"
+_INT_BOOL = "integer or bool"
+_INT = "integer"
+_COMPLEX = "complex"
+
+
+def _accepts(cls, dtype):
+    if cls == _ANY:
+        return True
+    if cls == _NUM:
+        return dtype != dtypes.bool_
+    if cls == _INEXACT:
+        return dtypes.is_inexact(dtype)
+    if cls == _FLOAT:
+        return dtypes.is_float(dtype)
+    if cls == _INT_BOOL:
+        return dtypes.is_integer(dtype) or dtype == dtypes.bool_
+    if cls == _INT:
+        return dtypes.is_integer(dtype)
+    if cls == _COMPLEX:
+        return dtypes.is_complex(dtype)
+    raise ValueError(cls)
+
+
+def _check_dtype(name, cls, aval):
+    if not _accepts(cls, aval.dtype):
+        raise TypeError(f"lax.{name}: expected a {cls} operand, got {aval.str_short()}")
+
+
+def _same_type_avals(name, *avals):
+    shape, dtype = avals[0].shape, avals[0].dtype
+    for a in avals[1:]:
+        if a.shape != shape:
+            raise TypeError(f"lax.{name}: operand shapes must match, got "
+                            f"{', '.join(x.str_short() for x in avals)}; use funcgrad.numpy "
+                            f"for broadcasting")
+        if a.dtype != dtype:
+            raise TypeError(f"lax.{name}: operand dtypes must match, got "
+                            f"{', '.join(x.str_short() for x in avals)}; convert with "
+                            f"lax.convert_element_type or use funcgrad.numpy for promotion")
+    return shape, dtype, all(a.weak_type for a in avals)
+
+
+# --- primitive factories --------------------------------------------------------------------
+def unary(name, hlo_fn, accepts=_NUM, out_dtype=None):
+    """An elementwise one-operand primitive. ``out_dtype(dtype)`` maps the result dtype."""
+    prim = Primitive(name)
+
+    @prim.def_abstract_eval
+    def _abstract(x, **params):
+        _check_dtype(name, accepts, x)
+        dt = out_dtype(x.dtype) if out_dtype else x.dtype
+        return ShapedArray(x.shape, dt, x.weak_type)
+
+    prim.def_lowering(lambda ctx, x, **params: hlo_fn(x))
+    return prim
+
+
+def binary(name, hlo_fn, accepts=_NUM, out_dtype=None):
+    """An elementwise two-operand primitive over operands of one shape and dtype."""
+    prim = Primitive(name)
+
+    @prim.def_abstract_eval
+    def _abstract(x, y, **params):
+        shape, dt, weak = _same_type_avals(name, x, y)
+        _check_dtype(name, accepts, x)
+        return ShapedArray(shape, out_dtype(dt) if out_dtype else dt, weak)
+
+    prim.def_lowering(lambda ctx, x, y, **params: hlo_fn(x, y))
+    return prim
+
+
+def _to_bool(dtype):
+    return dtypes.bool_
+
+
+# --- unary math ------------------------------------------------------------------------------
+neg_p = unary("neg", stablehlo.negate)
+sign_p = unary("sign", stablehlo.sign)
+floor_p = unary("floor", stablehlo.floor, _FLOAT)
+ceil_p = unary("ceil", stablehlo.ceil, _FLOAT)
+is_finite_p = unary("is_finite", stablehlo.is_finite, _FLOAT, _to_bool)
+exp_p = unary("exp", stablehlo.exponential, _INEXACT)
+log_p = unary("log", stablehlo.log, _INEXACT)
+log1p_p = unary("log1p", stablehlo.log_plus_one, _INEXACT)
+expm1_p = unary("expm1", stablehlo.exponential_minus_one, _INEXACT)
+tanh_p = unary("tanh", stablehlo.tanh, _INEXACT)
+logistic_p = unary("logistic", stablehlo.logistic, _INEXACT)
+sin_p = unary("sin", stablehlo.sine, _INEXACT)
+cos_p = unary("cos", stablehlo.cosine, _INEXACT)
+tan_p = unary("tan", stablehlo.tan, _INEXACT)
+asin_p = unary("asin", chlo.asin, _INEXACT)
+acos_p = unary("acos", chlo.acos, _INEXACT)
+atan_p = unary("atan", chlo.atan, _INEXACT)
+sinh_p = unary("sinh", chlo.sinh, _INEXACT)
+cosh_p = unary("cosh", chlo.cosh, _INEXACT)
+asinh_p = unary("asinh", chlo.asinh, _INEXACT)
+acosh_p = unary("acosh", chlo.acosh, _INEXACT)
+atanh_p = unary("atanh", chlo.atanh, _INEXACT)
+sqrt_p = unary("sqrt", stablehlo.sqrt, _INEXACT)
+rsqrt_p = unary("rsqrt", stablehlo.rsqrt, _INEXACT)
+cbrt_p = unary("cbrt", stablehlo.cbrt, _FLOAT)
+not_p = unary("not", stablehlo.not_, _INT_BOOL)
+population_count_p = unary("population_count", stablehlo.popcnt, _INT)
+clz_p = unary("clz", stablehlo.count_leading_zeros, _INT)
+real_p = unary("real", stablehlo.real, _COMPLEX, dtypes.real_dtype)
+imag_p = unary("imag", stablehlo.imag, _COMPLEX, dtypes.real_dtype)
+conj_p = unary("conj", chlo.conj, _COMPLEX)
+abs_p = unary("abs", stablehlo.abs, _NUM, dtypes.real_dtype)
+
+# round: rounding_method 0 = away from zero (lax default), 1 = to nearest even (NumPy's)
+round_p = unary("round", None, _FLOAT)
+round_p.def_lowering(lambda ctx, x, rounding_method=0:
+                     stablehlo.round_nearest_even(x) if rounding_method == 1
+                     else stablehlo.round_nearest_afz(x))
+
+# integer_pow: x ** y for a static Python int y, by repeated squaring.
+integer_pow_p = unary("integer_pow", None, _NUM)
+
+
+def _integer_pow_lowering(ctx, x, y):
+    aval = ctx.avals_in[0]
+    if y == 0:
+        return _hlo.constant(1, aval.dtype, aval.shape)
+    is_reciprocal = y < 0
+    n = -y if is_reciprocal else y
+    acc, base = None, x
+    while n:
+        if n & 1:
+            acc = base if acc is None else stablehlo.multiply(acc, base)
+        n >>= 1
+        if n:
+            base = stablehlo.multiply(base, base)
+    if is_reciprocal:
+        acc = stablehlo.divide(_hlo.constant(1, aval.dtype, aval.shape), acc)
+    return acc
+
+
+integer_pow_p.def_lowering(_integer_pow_lowering)
+
+# convert_element_type: to new_dtype, weak_type says whether the result is weakly typed.
+convert_element_type_p = Primitive("convert_element_type")
+
+
+@convert_element_type_p.def_abstract_eval
+def _convert_abstract(x, new_dtype, weak_type=False):
+    return ShapedArray(x.shape, new_dtype, weak_type)
+
+
+convert_element_type_p.def_lowering(
+    lambda ctx, x, new_dtype, weak_type=False: _hlo.convert(x, ctx.avals_in[0], new_dtype))
+
+# --- binary ------------------------------------------------------------------------------
+add_p = binary("add", stablehlo.add, _ANY)
+sub_p = binary("sub", stablehlo.subtract)
+mul_p = binary("mul", stablehlo.multiply, _ANY)
+div_p = binary("div", stablehlo.divide)
+rem_p = binary("rem", stablehlo.remainder)
+pow_p = binary("pow", stablehlo.power, _INEXACT)
+max_p = binary("max", stablehlo.maximum, _ANY)
+min_p = binary("min", stablehlo.minimum, _ANY)
+atan2_p = binary("atan2", stablehlo.atan2, _FLOAT)
+nextafter_p = binary("nextafter", chlo.next_after, _FLOAT)
+and_p = binary("and", stablehlo.and_, _INT_BOOL)
+or_p = binary("or", stablehlo.or_, _INT_BOOL)
+xor_p = binary("xor", stablehlo.xor, _INT_BOOL)
+shift_left_p = binary("shift_left", stablehlo.shift_left, _INT)
+shift_right_arithmetic_p = binary("shift_right_arithmetic", stablehlo.shift_right_arithmetic,
+                                  _INT)
+shift_right_logical_p = binary("shift_right_logical", stablehlo.shift_right_logical, _INT)
+complex_p = binary("complex", stablehlo.complex, _FLOAT, dtypes.complex_dtype)
+
+
+def _comparison(name, direction):
+    prim = binary(name, None, _ANY, _to_bool)
+    prim.def_lowering(lambda ctx, x, y: _hlo.compare(x, y, direction, ctx.avals_in[0].dtype))
+    return prim
+
+
+eq_p = _comparison("eq", "EQ")
+ne_p = _comparison("ne", "NE")
+lt_p = _comparison("lt", "LT")
+le_p = _comparison("le", "LE")
+gt_p = _comparison("gt", "GT")
+ge_p = _comparison("ge", "GE")
+
+# --- select_n and clamp ------------------------------------------------------------------------
+select_n_p = Primitive("select_n")
+
+
+@select_n_p.def_abstract_eval
+def _select_n_abstract(which, *cases):
+    if not cases:
+        raise TypeError("lax.select_n: needs at least one case")
+    shape, dt, weak = _same_type_avals("select_n", *cases)
+    if which.shape not in ((), shape):
+        raise TypeError(f"lax.select_n: the selector {which.str_short()} must be a scalar or "
+                        f"have the cases' shape {shape}")
+    if which.dtype != dtypes.bool_ and not dtypes.is_integer(which.dtype):
+        raise TypeError(f"lax.select_n: the selector must be bool or int32, got "
+                        f"{which.str_short()}")
+    if which.dtype == dtypes.bool_ and len(cases) > 2:
+        raise TypeError(f"lax.select_n: a bool selector picks between 2 cases, got {len(cases)}")
+    return ShapedArray(shape, dt, weak)
+
+
+def _select_n_lowering(ctx, which, *cases):
+    which_aval, case_aval = ctx.avals_in[0], ctx.avals_in[1]
+    if which_aval.shape != case_aval.shape:
+        which = _hlo.broadcast_to(which, which_aval, case_aval.shape)
+        which_aval = which_aval.update(shape=case_aval.shape)
+    if len(cases) == 1:
+        return cases[0]
+    if which_aval.dtype == dtypes.bool_:
+        return stablehlo.select(which, cases[1], cases[0])
+    # Binary search over the case index: which < mid picks from the lower half.
+    def pick(lo, hi):
+        if hi - lo == 1:
+            return cases[lo]
+        mid = (lo + hi) // 2
+        pred = _hlo.compare(which, _hlo.constant(mid, which_aval.dtype, which_aval.shape), "LT",
+                            which_aval.dtype)
+        return stablehlo.select(pred, pick(lo, mid), pick(mid, hi))
+    return pick(0, len(cases))
+
+
+select_n_p.def_lowering(_select_n_lowering)
+
+clamp_p = Primitive("clamp")
+
+
+@clamp_p.def_abstract_eval
+def _clamp_abstract(lo, x, hi):
+    for bound, which in ((lo, "min"), (hi, "max")):
+        if bound.dtype != x.dtype or bound.shape not in ((), x.shape):
+            raise TypeError(f"lax.clamp: {which} {bound.str_short()} must be a scalar or match "
+                            f"the operand {x.str_short()} in shape and dtype")
+    return ShapedArray(x.shape, x.dtype, x.weak_type)
+
+
+clamp_p.def_lowering(lambda ctx, lo, x, hi: stablehlo.clamp(lo, x, hi))
+
+
+# --- the lax functions -----------------------------------------------------------------------
+def _match_scalar(x, like):
+    """A Python scalar operand as a 0-d NumPy value of ``like``'s dtype (JAX's weak typing)."""
+    if isinstance(x, PYTHON_SCALARS) and not isinstance(like, PYTHON_SCALARS):
+        like_aval, own = aval_of(like), aval_of(x)
+        if like_aval.weak_type and own.dtype == like_aval.dtype:
+            return x
+        return np.asarray(x, like_aval.dtype)
+    return x
+
+
+def _binary_fn(prim):
+    def fn(x, y):
+        x, y = _match_scalar(x, y), _match_scalar(y, x)
+        ax, ay = aval_of(x), aval_of(y)
+        if ax.shape != ay.shape:
+            from funcgrad.lax.shapes import broadcast_in_dim
+            if not ax.shape:
+                x = broadcast_in_dim(x, ay.shape, ())
+            elif not ay.shape:
+                y = broadcast_in_dim(y, ax.shape, ())
+        return prim.bind(x, y)
+    fn.__name__ = prim.name
+    fn.__doc__ = (f"Elementwise ``{prim.name}`` of two arrays of one shape and dtype "
+                  f"(scalars broadcast).\n\nExample:\n    >>> lax.{prim.name}(x, y)\n")
+    return fn
+
+
+def _unary_fn(prim):
+    def fn(x):
+        return prim.bind(x)
+    fn.__name__ = prim.name
+    fn.__doc__ = f"Elementwise ``{prim.name}``.\n\nExample:\n    >>> lax.{prim.name}(x)\n"
+    return fn
+
+
+neg, sign, floor, ceil, is_finite = map(_unary_fn, (neg_p, sign_p, floor_p, ceil_p, is_finite_p))
+exp, log, log1p, expm1, tanh, logistic = map(_unary_fn, (exp_p, log_p, log1p_p, expm1_p, tanh_p,
+                                                        logistic_p))
+sin, cos, tan, asin, acos, atan = map(_unary_fn, (sin_p, cos_p, tan_p, asin_p, acos_p, atan_p))
+sinh, cosh, asinh, acosh, atanh = map(_unary_fn, (sinh_p, cosh_p, asinh_p, acosh_p, atanh_p))
+sqrt, rsqrt, cbrt, abs, bitwise_not = map(_unary_fn, (sqrt_p, rsqrt_p, cbrt_p, abs_p, not_p))
+population_count, clz, real, imag, conj = map(_unary_fn, (population_count_p, clz_p, real_p,
+                                                          imag_p, conj_p))
+add, sub, mul, div, rem, pow, max, min = map(_binary_fn, (add_p, sub_p, mul_p, div_p, rem_p,
+                                                         pow_p, max_p, min_p))
+atan2, nextafter, bitwise_and, bitwise_or, bitwise_xor = map(
+    _binary_fn, (atan2_p, nextafter_p, and_p, or_p, xor_p))
+shift_left, shift_right_arithmetic, shift_right_logical = map(
+    _binary_fn, (shift_left_p, shift_right_arithmetic_p, shift_right_logical_p))
+eq, ne, lt, le, gt, ge = map(_binary_fn, (eq_p, ne_p, lt_p, le_p, gt_p, ge_p))
+complex = _binary_fn(complex_p)
+
+
+def round(x, rounding_method=0):
+    """Round to integral values: method 0 rounds halves away from zero, 1 to nearest even.
+
+    Example:
+        >>> lax.round(x, rounding_method=1)
+    """
+    return round_p.bind(x, rounding_method=int(rounding_method))
+
+
+def integer_pow(x, y):
+    """``x ** y`` for a static Python int ``y`` (negative too, for inexact x).
+
+    Example:
+        >>> lax.integer_pow(x, 3)
+    """
+    return integer_pow_p.bind(x, y=int(y))
+
+
+def square(x):
+    """``x * x``. Example: ``lax.square(x)``."""
+    return integer_pow(x, 2)
+
+
+def reciprocal(x):
+    """``1 / x``. Example: ``lax.reciprocal(x)``."""
+    return integer_pow(x, -1)
+
+
+def convert_element_type(x, new_dtype, weak_type=False):
+    """Convert ``x`` to ``new_dtype`` (canonicalized: float64 -> float32 unless x64 is on).
+
+    Example:
+        >>> lax.convert_element_type(x, "int32")
+    """
+    new_dtype = dtypes.canonicalize(new_dtype)
+    aval = aval_of(x)
+    if aval.dtype == new_dtype and aval.weak_type == weak_type and not isinstance(
+            x, PYTHON_SCALARS + (np.ndarray, np.generic)):
+        return x
+    if isinstance(x, PYTHON_SCALARS + (np.generic,)) or (isinstance(x, np.ndarray)):
+        # Host values convert on the host: no device round trip for constants.
+        value = np.asarray(x)
+        if dtypes.is_complex(value.dtype) and not dtypes.is_complex(new_dtype):
+            value = value.real
+        return _host_constant(value.astype(new_dtype), weak_type)
+    return convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=bool(weak_type))
+
+
+def _host_constant(value, weak_type):
+    if weak_type:
+        return convert_element_type_p.bind(value, new_dtype=value.dtype, weak_type=True)
+    return value
+
+
+def select_n(which, *cases):
+    """Pick elementwise from ``cases`` by ``which`` (bool: False->cases[0]; int: an index).
+
+    Example:
+        >>> lax.select_n(x > 0, -x, x)      # abs
+    """
+    return select_n_p.bind(which, *cases)
+
+
+def select(pred, on_true, on_false):
+    """``on_true`` where ``pred`` else ``on_false``. Example: ``lax.select(p, a, b)``."""
+    return select_n_p.bind(pred, on_false, on_true)
+
+
+def clamp(min, x, max):
+    """Clip ``x`` to [min, max] (bounds are scalars or of x's shape).
+
+    Example:
+        >>> lax.clamp(0.0, x, 1.0)
+    """
+    min, max = _match_scalar(min, x), _match_scalar(max, x)
+    return clamp_p.bind(min, x, max)
+
+
+# --- bitcast_convert_type ------------------------------------------------------------------------
+bitcast_convert_type_p = Primitive("bitcast_convert_type")
+
+
+@bitcast_convert_type_p.def_abstract_eval
+def _bitcast_abstract(x, new_dtype):
+    if np.dtype(new_dtype).itemsize != x.dtype.itemsize:
+        raise TypeError(f"lax.bitcast_convert_type: {x.str_short()} and {new_dtype} differ in "
+                        f"width; only same-width bitcasts are supported")
+    return ShapedArray(x.shape, new_dtype)
+
+
+bitcast_convert_type_p.def_lowering(
+    lambda ctx, x, new_dtype: stablehlo.bitcast_convert(_hlo.ir_type(ctx.avals_out[0]), x))
+
+
+def bitcast_convert_type(x, new_dtype):
+    """Reinterpret the bits of ``x`` as ``new_dtype`` of the same width.
+
+    Example:
+        >>> lax.bitcast_convert_type(jnp.float32(1.0), "int32")
+    """
+    return bitcast_convert_type_p.bind(x, new_dtype=np.dtype(new_dtype))

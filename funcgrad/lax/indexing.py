@@ -1,0 +1,320 @@
+"""Indexing primitives: dynamic_slice, dynamic_update_slice, gather and the scatter family.
+
+Index vectors of ``gather``/``scatter`` lie along the last axis of ``indices`` (as in
+``jax.lax``). Out-of-bounds handling (``mode``): gather clamps ("clip", the default, also what
+XLA does natively) or returns ``fill_value`` ("fill"); scatter drops out-of-bounds updates
+("drop"/"fill", the default) or clamps them ("clip").
+"""
+import collections
+
+import numpy as np
+from jaxlib.mlir.dialects import stablehlo
+
+from funcgrad.core import dtypes
+from funcgrad.core.avals import ShapedArray
+from funcgrad.core.primitive import Primitive
+from funcgrad.core.values import aval_of
+from funcgrad.lax import _hlo
+
+# --- dynamic_slice -----------------------------------------------------------------------------
+dynamic_slice_p = Primitive("dynamic_slice")
+
+
+def _check_starts(name, operand, starts):
+    if len(starts) != operand.ndim:
+        raise TypeError(f"lax.{name}: {operand.str_short()} needs {operand.ndim} start indices, "
+                        f"got {len(starts)}")
+    for s in starts:
+        if s.shape != () or not dtypes.is_integer(s.dtype):
+            raise TypeError(f"lax.{name}: start indices must be integer scalars, got "
+                            f"{s.str_short()}")
+
+
+@dynamic_slice_p.def_abstract_eval
+def _dynamic_slice_abstract(operand, *starts, slice_sizes):
+    _check_starts("dynamic_slice", operand, starts)
+    for d, s in zip(operand.shape, slice_sizes):
+        if not 0 <= s <= d:
+            raise TypeError(f"lax.dynamic_slice: slice_sizes {slice_sizes} do not fit in "
+                            f"{operand.str_short()}")
+    return ShapedArray(slice_sizes, operand.dtype, operand.weak_type)
+
+
+def _same_index_type(starts, avals):
+    """stablehlo wants all start indices of one integer type: convert them to int32."""
+    return [_hlo.convert(s, a, dtypes.int32) for s, a in zip(starts, avals)]
+
+
+dynamic_slice_p.def_lowering(
+    lambda ctx, operand, *starts, slice_sizes: stablehlo.dynamic_slice(
+        operand, _same_index_type(starts, ctx.avals_in[1:]), list(slice_sizes)))
+
+
+def dynamic_slice(operand, start_indices, slice_sizes):
+    """``operand[s0:s0+n0, ...]`` with traced starts, clamped so the slice stays in bounds.
+
+    Example:
+        >>> lax.dynamic_slice(x, (i, 0), (2, 3))
+    """
+    return dynamic_slice_p.bind(operand, *start_indices,
+                                slice_sizes=tuple(int(s) for s in slice_sizes))
+
+
+def dynamic_index_in_dim(operand, index, axis=0, keepdims=True):
+    aval = aval_of(operand)
+    starts = [0] * aval.ndim
+    starts[axis] = index
+    sizes = list(aval.shape)
+    sizes[axis] = 1
+    out = dynamic_slice(operand, [np.int32(s) if isinstance(s, int) else s for s in starts], sizes)
+    if keepdims:
+        return out
+    from funcgrad.lax.shapes import squeeze
+    return squeeze(out, (axis,))
+
+
+# --- dynamic_update_slice ------------------------------------------------------------------
+dynamic_update_slice_p = Primitive("dynamic_update_slice")
+
+
+@dynamic_update_slice_p.def_abstract_eval
+def _dus_abstract(operand, update, *starts):
+    _check_starts("dynamic_update_slice", operand, starts)
+    if update.ndim != operand.ndim or any(u > d for u, d in zip(update.shape, operand.shape)) \
+            or update.dtype != operand.dtype:
+        raise TypeError(f"lax.dynamic_update_slice: update {update.str_short()} must have the "
+                        f"dtype and rank of {operand.str_short()} and fit inside it")
+    return ShapedArray(operand.shape, operand.dtype, operand.weak_type)
+
+
+dynamic_update_slice_p.def_lowering(
+    lambda ctx, operand, update, *starts: stablehlo.dynamic_update_slice(
+        operand, update, _same_index_type(starts, ctx.avals_in[2:])))
+
+
+def dynamic_update_slice(operand, update, start_indices):
+    """``operand`` with ``update`` written at ``start_indices`` (clamped to stay in bounds).
+
+    Example:
+        >>> lax.dynamic_update_slice(x, jnp.ones((1, 3)), (i, 0))
+    """
+    return dynamic_update_slice_p.bind(operand, update, *start_indices)
+
+
+# --- gather ----------------------------------------------------------------------------------
+GatherDimensionNumbers = collections.namedtuple(
+    "GatherDimensionNumbers", ["offset_dims", "collapsed_slice_dims", "start_index_map",
+                               "operand_batching_dims", "start_indices_batching_dims"],
+    defaults=((), ()))
+
+gather_p = Primitive("gather")
+
+
+def gather_shape(operand, indices, dnums, slice_sizes):
+    batch_shape = indices.shape[:-1]
+    offset_sizes = [s for i, s in enumerate(slice_sizes)
+                    if i not in dnums.collapsed_slice_dims and i not in dnums.operand_batching_dims]
+    rank = len(batch_shape) + len(offset_sizes)
+    shape, b, o = [], iter(batch_shape), iter(offset_sizes)
+    for i in range(rank):
+        shape.append(next(o) if i in dnums.offset_dims else next(b))
+    return tuple(shape)
+
+
+@gather_p.def_abstract_eval
+def _gather_abstract(operand, indices, dimension_numbers, slice_sizes, mode, fill_value):
+    d = dimension_numbers
+    if not dtypes.is_integer(indices.dtype) or indices.ndim < 1:
+        raise TypeError(f"lax.gather: indices must be an integer array with the index vector "
+                        f"on the last axis, got {indices.str_short()}")
+    if indices.shape[-1] != len(d.start_index_map):
+        raise TypeError(f"lax.gather: index vectors of length {indices.shape[-1]} but "
+                        f"start_index_map {d.start_index_map}")
+    if len(slice_sizes) != operand.ndim:
+        raise TypeError(f"lax.gather: slice_sizes {slice_sizes} must have one entry per axis "
+                        f"of {operand.str_short()}")
+    for i in d.collapsed_slice_dims:
+        if slice_sizes[i] > 1:
+            raise TypeError(f"lax.gather: collapsed axis {i} needs slice size <= 1, got "
+                            f"{slice_sizes[i]}")
+    return ShapedArray(gather_shape(operand, indices, d, slice_sizes), operand.dtype,
+                       operand.weak_type)
+
+
+def _in_bounds_mask(ctx, indices, idx_aval, operand_aval, dims, window_sizes):
+    """bool[batch...]: whether each index vector's window lies inside the operand."""
+    batch_shape = idx_aval.shape[:-1]
+    n = idx_aval.shape[-1]
+    limit = np.array([operand_aval.shape[d] - window_sizes[d] for d in dims],
+                     dtypes.int64 if idx_aval.dtype.itemsize == 8 else dtypes.int32)
+    idx_dtype = idx_aval.dtype
+    zero = _hlo.constant(0, idx_dtype, idx_aval.shape)
+    upper = _hlo.constant(limit.astype(idx_dtype), idx_dtype, (n,))
+    upper = stablehlo.broadcast_in_dim(_hlo.ir_type(idx_aval), upper, [idx_aval.ndim - 1])
+    ok = stablehlo.and_(_hlo.compare(indices, zero, "GE", idx_dtype),
+                        _hlo.compare(indices, upper, "LE", idx_dtype))
+    from funcgrad.lax.reductions import reduce_hlo
+    return reduce_hlo("and", ok, idx_aval.update(dtype=dtypes.bool_), [idx_aval.ndim - 1],
+                      ShapedArray(batch_shape, dtypes.bool_))
+
+
+def _gather_lowering(ctx, operand, indices, dimension_numbers, slice_sizes, mode, fill_value):
+    d = dimension_numbers
+    op_aval, idx_aval = ctx.avals_in
+    out = ctx.avals_out[0]
+    dnums = stablehlo.GatherDimensionNumbers.get(
+        offset_dims=list(d.offset_dims), collapsed_slice_dims=list(d.collapsed_slice_dims),
+        operand_batching_dims=list(d.operand_batching_dims),
+        start_indices_batching_dims=list(d.start_indices_batching_dims),
+        start_index_map=list(d.start_index_map), index_vector_dim=idx_aval.ndim - 1)
+    result = stablehlo.gather(operand, indices, dnums, list(slice_sizes),
+                              indices_are_sorted=False)
+    if mode != "fill":
+        return result
+    mask = _in_bounds_mask(ctx, indices, idx_aval, op_aval, d.start_index_map, slice_sizes)
+    batch_positions = [i for i in range(out.ndim) if i not in d.offset_dims]
+    mask = stablehlo.broadcast_in_dim(_hlo.tensor_type(out.shape, dtypes.bool_), mask,
+                                      batch_positions)
+    if fill_value is None:
+        fill_value = (np.nan if dtypes.is_inexact(out.dtype) else
+                      (True if out.dtype == dtypes.bool_ else
+                       (np.iinfo(out.dtype).min if dtypes.is_signed(out.dtype)
+                        else np.iinfo(out.dtype).max)))
+    fill = _hlo.constant(fill_value, out.dtype, out.shape)
+    return stablehlo.select(mask, result, fill)
+
+
+gather_p.def_lowering(_gather_lowering)
+
+
+def _check_mode(name, mode, allowed):
+    mode = "clip" if mode is None and "clip" in allowed and name == "gather" else mode
+    if mode is None:
+        mode = allowed[0]
+    if mode == "promise_in_bounds":
+        mode = "clip"
+    if mode not in allowed:
+        raise ValueError(f"lax.{name}: mode must be one of {allowed + ('promise_in_bounds',)}, "
+                         f"got {mode!r}")
+    return mode
+
+
+def gather(operand, start_indices, dimension_numbers, slice_sizes, mode=None, fill_value=None):
+    """General gather: slices of ``operand`` of ``slice_sizes`` starting at ``start_indices``
+    (index vectors on the last axis), arranged per ``dimension_numbers``.
+
+    Example:
+        >>> dn = GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,),
+        ...                             start_index_map=(0,))
+        >>> lax.gather(x, idx[:, None], dn, slice_sizes=(1, x.shape[1]))   # x[idx]
+    """
+    dn = GatherDimensionNumbers(*(tuple(int(i) for i in f) for f in dimension_numbers))
+    return gather_p.bind(operand, start_indices, dimension_numbers=dn,
+                         slice_sizes=tuple(int(s) for s in slice_sizes),
+                         mode=_check_mode("gather", mode, ("clip", "fill")),
+                         fill_value=fill_value)
+
+
+# --- scatter family --------------------------------------------------------------------------
+ScatterDimensionNumbers = collections.namedtuple(
+    "ScatterDimensionNumbers", ["update_window_dims", "inserted_window_dims",
+                                "scatter_dims_to_operand_dims", "operand_batching_dims",
+                                "scatter_indices_batching_dims"], defaults=((), ()))
+
+
+def _scatter_abstract(operand, indices, updates, dimension_numbers, mode, **_):
+    d = dimension_numbers
+    if updates.dtype != operand.dtype:
+        raise TypeError(f"lax.scatter: updates {updates.str_short()} must have the dtype of the "
+                        f"operand {operand.str_short()}")
+    if not dtypes.is_integer(indices.dtype) or indices.shape[-1:] != (
+            len(d.scatter_dims_to_operand_dims),):
+        raise TypeError(f"lax.scatter: indices {indices.str_short()} must be integer with index "
+                        f"vectors of length {len(d.scatter_dims_to_operand_dims)} on the last axis")
+    expected_rank = indices.ndim - 1 + len(d.update_window_dims)
+    if updates.ndim != expected_rank:
+        raise TypeError(f"lax.scatter: updates {updates.str_short()} should have rank "
+                        f"{expected_rank} for indices {indices.str_short()}")
+    return ShapedArray(operand.shape, operand.dtype, operand.weak_type)
+
+
+_COMBINE = {"set": lambda a, b: b, "add": stablehlo.add, "mul": stablehlo.multiply,
+            "min": stablehlo.minimum, "max": stablehlo.maximum}
+
+
+def _scatter_lowering(kind):
+    def rule(ctx, operand, indices, updates, dimension_numbers, mode, **_):
+        d = dimension_numbers
+        op_aval, idx_aval, upd_aval = ctx.avals_in
+        if mode == "clip":
+            window_sizes = _scatter_window_sizes(op_aval, upd_aval, d)
+            upper = [op_aval.shape[od] - window_sizes[od] for od in d.scatter_dims_to_operand_dims]
+            lo = _hlo.constant(0, idx_aval.dtype, idx_aval.shape)
+            hi = _hlo.constant(np.asarray(upper, idx_aval.dtype), idx_aval.dtype,
+                               (len(upper),))
+            hi = stablehlo.broadcast_in_dim(_hlo.ir_type(idx_aval), hi, [idx_aval.ndim - 1])
+            indices = stablehlo.clamp(lo, indices, hi)
+        dnums = stablehlo.ScatterDimensionNumbers.get(
+            update_window_dims=list(d.update_window_dims),
+            inserted_window_dims=list(d.inserted_window_dims),
+            input_batching_dims=list(d.operand_batching_dims),
+            scatter_indices_batching_dims=list(d.scatter_indices_batching_dims),
+            scattered_dims_to_operand_dims=list(d.scatter_dims_to_operand_dims),
+            index_vector_dim=idx_aval.ndim - 1)
+        op = stablehlo.ScatterOp([_hlo.ir_type(op_aval)], [operand], indices, [updates], dnums,
+                                 indices_are_sorted=False, unique_indices=False)
+        scalar = ShapedArray((), op_aval.dtype)
+        _hlo.scalar_region(op, [scalar, scalar], _COMBINE[kind])
+        return op.results[0]
+    return rule
+
+
+def _scatter_window_sizes(op_aval, upd_aval, d):
+    """Per operand axis, the extent of one update window."""
+    window = [upd_aval.shape[i] for i in d.update_window_dims]
+    sizes, it = [], iter(window)
+    for axis in range(op_aval.ndim):
+        if axis in d.inserted_window_dims or axis in d.operand_batching_dims:
+            sizes.append(1)
+        else:
+            sizes.append(next(it))
+    return sizes
+
+
+def _make_scatter(kind):
+    prim = Primitive("scatter" if kind == "set" else f"scatter_{kind}")
+    prim.def_abstract_eval(_scatter_abstract)
+    prim.def_lowering(_scatter_lowering(kind))
+    return prim
+
+
+scatter_p = _make_scatter("set")
+scatter_add_p = _make_scatter("add")
+scatter_mul_p = _make_scatter("mul")
+scatter_min_p = _make_scatter("min")
+scatter_max_p = _make_scatter("max")
+_SCATTERS = {"set": scatter_p, "add": scatter_add_p, "mul": scatter_mul_p,
+             "min": scatter_min_p, "max": scatter_max_p}
+
+
+def _scatter_fn(kind):
+    prim = _SCATTERS[kind]
+
+    def fn(operand, scatter_indices, updates, dimension_numbers, mode=None):
+        dn = ScatterDimensionNumbers(*(tuple(int(i) for i in f) for f in dimension_numbers))
+        return prim.bind(operand, scatter_indices, updates, dimension_numbers=dn,
+                         mode=_check_mode(prim.name, mode, ("drop", "clip", "fill")))
+    fn.__name__ = prim.name
+    fn.__doc__ = (f"Scatter ``updates`` into ``operand`` at ``scatter_indices`` combining with "
+                  f"``{kind}``; out-of-bounds updates are dropped unless mode='clip'.\n\n"
+                  f"Example:\n    >>> dn = ScatterDimensionNumbers(update_window_dims=(), "
+                  f"inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))\n"
+                  f"    >>> lax.{prim.name}(x, idx[:, None], vals, dn)\n")
+    return fn
+
+
+scatter = _scatter_fn("set")
+scatter_add = _scatter_fn("add")
+scatter_mul = _scatter_fn("mul")
+scatter_min = _scatter_fn("min")
+scatter_max = _scatter_fn("max")

@@ -1,0 +1,218 @@
+"""Reductions over axes: reduce_sum/max/min/prod/and/or/xor, argmax/argmin, cumulative sums."""
+import numpy as np
+from jaxlib.mlir.dialects import stablehlo
+
+from funcgrad.core import dtypes
+from funcgrad.core.avals import ShapedArray
+from funcgrad.core.primitive import Primitive
+from funcgrad.core.values import aval_of
+from funcgrad.lax import _hlo
+
+
+def _reduced_shape(name, x, axes):
+    for a in axes:
+        if not 0 <= a < x.ndim:
+            raise TypeError(f"lax.{name}: axis {a} is out of range for {x.str_short()}")
+    if len(set(axes)) != len(axes):
+        raise TypeError(f"lax.{name}: repeated axis in {axes}")
+    return tuple(d for i, d in enumerate(x.shape) if i not in axes)
+
+
+def identity_value(kind, dtype):
+    """The identity element of a monoid (sum, prod, max, min, and, or, xor) for ``dtype``."""
+    dtype = np.dtype(dtype)
+    if kind in ("sum", "or", "xor"):
+        return np.zeros((), dtype)
+    if kind == "prod":
+        return np.ones((), dtype)
+    if kind == "and":
+        return np.array(True if dtype == dtypes.bool_ else -1).astype(dtype)
+    if kind in ("max", "min"):
+        if dtype == dtypes.bool_:
+            return np.array(kind == "min")
+        if dtypes.is_float(dtype):
+            return np.array(-np.inf if kind == "max" else np.inf, dtype)
+        info = np.iinfo(dtype)
+        return np.array(info.min if kind == "max" else info.max, dtype)
+    raise ValueError(kind)
+
+
+_MONOID_HLO = {"sum": stablehlo.add, "prod": stablehlo.multiply, "max": stablehlo.maximum,
+               "min": stablehlo.minimum, "and": stablehlo.and_, "or": stablehlo.or_,
+               "xor": stablehlo.xor}
+
+
+def reduce_hlo(kind, x, aval, axes, out_aval):
+    """Emit a stablehlo.reduce of ``x`` over ``axes`` with monoid ``kind``."""
+    init = _hlo.constant(identity_value(kind, aval.dtype), aval.dtype)
+    op = stablehlo.ReduceOp([_hlo.ir_type(out_aval)], [x], [init], list(axes))
+    scalar = ShapedArray((), aval.dtype)
+    _hlo.scalar_region(op, [scalar, scalar], _MONOID_HLO[kind])
+    return op.result
+
+
+def _reduction(kind, accepts_bool=True, logical=False):
+    prim = Primitive(f"reduce_{kind}")
+
+    @prim.def_abstract_eval
+    def _abstract(x, axes):
+        if logical and not (dtypes.is_integer(x.dtype) or x.dtype == dtypes.bool_):
+            raise TypeError(f"lax.reduce_{kind}: expected a bool or integer operand, got "
+                            f"{x.str_short()}")
+        if not accepts_bool and x.dtype == dtypes.bool_:
+            raise TypeError(f"lax.reduce_{kind}: bool operands are not supported; convert "
+                            f"first")
+        return ShapedArray(_reduced_shape(prim.name, x, axes), x.dtype, x.weak_type)
+
+    prim.def_lowering(lambda ctx, x, axes: reduce_hlo(kind, x, ctx.avals_in[0], axes,
+                                                      ctx.avals_out[0]))
+    return prim
+
+
+reduce_sum_p = _reduction("sum", accepts_bool=False)
+reduce_prod_p = _reduction("prod", accepts_bool=False)
+reduce_max_p = _reduction("max")
+reduce_min_p = _reduction("min")
+reduce_and_p = _reduction("and", logical=True)
+reduce_or_p = _reduction("or", logical=True)
+reduce_xor_p = _reduction("xor", logical=True)
+
+
+def _axes(x, axes):
+    ndim = aval_of(x).ndim
+    return tuple(sorted(int(a) % ndim if ndim else int(a) for a in axes))
+
+
+def _reducer(prim):
+    def fn(x, axes):
+        axes = _axes(x, axes)
+        if not axes:
+            return x
+        return prim.bind(x, axes=axes)
+    fn.__name__ = prim.name
+    fn.__doc__ = (f"``{prim.name}`` of ``x`` over ``axes`` (a tuple of ints).\n\n"
+                  f"Example:\n    >>> lax.{prim.name}(x, (0,))\n")
+    return fn
+
+
+reduce_sum = _reducer(reduce_sum_p)
+reduce_prod = _reducer(reduce_prod_p)
+reduce_max = _reducer(reduce_max_p)
+reduce_min = _reducer(reduce_min_p)
+reduce_and = _reducer(reduce_and_p)
+reduce_or = _reducer(reduce_or_p)
+reduce_xor = _reducer(reduce_xor_p)
+
+
+# --- argmax / argmin -------------------------------------------------------------------------
+def _arg_reduction(kind):
+    prim = Primitive(f"arg{kind}")
+
+    @prim.def_abstract_eval
+    def _abstract(x, axes, index_dtype):
+        if len(axes) != 1:
+            raise TypeError(f"lax.arg{kind}: reduces exactly one axis, got {axes}")
+        if x.shape[axes[0]] == 0:
+            raise ValueError(f"lax.arg{kind}: attempt to get arg{kind} of an empty sequence "
+                             f"({x.str_short()}, axis {axes[0]})")
+        return ShapedArray(_reduced_shape(prim.name, x, axes), index_dtype)
+
+    def _lowering(ctx, x, axes, index_dtype):
+        aval, out = ctx.avals_in[0], ctx.avals_out[0]
+        axis = axes[0]
+        idx_aval = ShapedArray(aval.shape, index_dtype)
+        idx = stablehlo.iota(_hlo.ir_type(idx_aval), axis)
+        init_val = _hlo.constant(identity_value(kind, aval.dtype), aval.dtype)
+        init_idx = _hlo.constant(0, index_dtype)
+        op = stablehlo.ReduceOp([_hlo.ir_type(out.update(dtype=aval.dtype)), _hlo.ir_type(out)],
+                                [x, idx], [init_val, init_idx], [axis])
+        sv, si = ShapedArray((), aval.dtype), ShapedArray((), index_dtype)
+
+        def body(a_val, a_idx, b_val, b_idx):
+            # Pick a if it is strictly better, or equal with a smaller index; NaN wins (first).
+            better = _hlo.compare(a_val, b_val, "GT" if kind == "max" else "LT", aval.dtype)
+            equal = _hlo.compare(a_val, b_val, "EQ", aval.dtype)
+            if dtypes.is_float(aval.dtype):
+                a_nan = _hlo.compare(a_val, a_val, "NE", aval.dtype)
+                b_nan = _hlo.compare(b_val, b_val, "NE", aval.dtype)
+                better = stablehlo.or_(better, stablehlo.and_(a_nan, stablehlo.not_(b_nan)))
+                equal = stablehlo.or_(equal, stablehlo.and_(a_nan, b_nan))
+            smaller_idx = _hlo.compare(a_idx, b_idx, "LT", index_dtype)
+            pick_a = stablehlo.or_(better, stablehlo.and_(equal, smaller_idx))
+            return [stablehlo.select(pick_a, a_val, b_val), stablehlo.select(pick_a, a_idx, b_idx)]
+
+        _hlo.scalar_region(op, [sv, si, sv, si], body)
+        return op.results[1]
+
+    prim.def_lowering(_lowering)
+    return prim
+
+
+argmax_p = _arg_reduction("max")
+argmin_p = _arg_reduction("min")
+
+
+def argmax(x, axis, index_dtype="int32"):
+    """Index of the largest element along ``axis`` (first one on ties; NaN counts as largest).
+
+    Example:
+        >>> lax.argmax(x, 0)
+    """
+    return argmax_p.bind(x, axes=_axes(x, (axis,)), index_dtype=dtypes.canonicalize(index_dtype))
+
+
+def argmin(x, axis, index_dtype="int32"):
+    """Index of the smallest element along ``axis``. Example: ``lax.argmin(x, 0)``."""
+    return argmin_p.bind(x, axes=_axes(x, (axis,)), index_dtype=dtypes.canonicalize(index_dtype))
+
+
+# --- cumulative reductions -------------------------------------------------------------------
+def _cumulative(kind):
+    prim = Primitive(f"cum{kind}")
+
+    @prim.def_abstract_eval
+    def _abstract(x, axis, reverse):
+        if not 0 <= axis < x.ndim:
+            raise TypeError(f"lax.cum{kind}: axis {axis} is out of range for {x.str_short()}")
+        return ShapedArray(x.shape, x.dtype, x.weak_type)
+
+    def _lowering(ctx, x, axis, reverse):
+        aval = ctx.avals_in[0]
+        n = aval.shape[axis]
+        window = [1] * aval.ndim
+        window[axis] = max(n, 1)
+        padding = [[0, 0] for _ in range(aval.ndim)]
+        padding[axis] = [0, n - 1] if reverse else [n - 1, 0]
+        init = _hlo.constant(identity_value(kind, aval.dtype), aval.dtype)
+        from jaxlib.mlir import ir
+        pad_attr = ir.DenseIntElementsAttr.get(np.asarray(padding, np.int64),
+                                               shape=[aval.ndim, 2])
+        op = stablehlo.ReduceWindowOp([_hlo.ir_type(aval)], [x], [init], window,
+                                      window_strides=[1] * aval.ndim, padding=pad_attr)
+        scalar = ShapedArray((), aval.dtype)
+        _hlo.scalar_region(op, [scalar, scalar], _MONOID_HLO[kind])
+        return op.result
+
+    prim.def_lowering(_lowering)
+    return prim
+
+
+cumsum_p = _cumulative("sum")
+cumprod_p = _cumulative("prod")
+cummax_p = _cumulative("max")
+cummin_p = _cumulative("min")
+
+
+def _cumulative_fn(prim):
+    def fn(x, axis=0, reverse=False):
+        return prim.bind(x, axis=_axes(x, (axis,))[0], reverse=bool(reverse))
+    fn.__name__ = prim.name
+    fn.__doc__ = (f"Running ``{prim.name[3:]}`` along ``axis`` (from the end if ``reverse``)."
+                  f"\n\nExample:\n    >>> lax.{prim.name}(x, axis=0)\n")
+    return fn
+
+
+cumsum = _cumulative_fn(cumsum_p)
+cumprod = _cumulative_fn(cumprod_p)
+cummax = _cumulative_fn(cummax_p)
+cummin = _cumulative_fn(cummin_p)

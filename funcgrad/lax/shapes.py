@@ -1,0 +1,373 @@
+"""Shape primitives: broadcast_in_dim, reshape, transpose, squeeze, expand_dims, concatenate,
+pad, iota, slice and rev."""
+import builtins
+import math
+
+import numpy as np
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import stablehlo
+
+from funcgrad.core import dtypes
+from funcgrad.core.avals import ShapedArray
+from funcgrad.core.primitive import Primitive
+from funcgrad.core.values import aval_of
+from funcgrad.lax import _hlo
+
+
+def _ints(values):
+    return tuple(int(v) for v in values)
+
+
+# --- broadcast_in_dim ---------------------------------------------------------------------
+broadcast_in_dim_p = Primitive("broadcast_in_dim")
+
+
+@broadcast_in_dim_p.def_abstract_eval
+def _broadcast_in_dim_abstract(x, shape, broadcast_dimensions):
+    if len(broadcast_dimensions) != x.ndim:
+        raise TypeError(f"lax.broadcast_in_dim: operand {x.str_short()} needs {x.ndim} "
+                        f"broadcast_dimensions, got {broadcast_dimensions}")
+    for d, od in zip(x.shape, broadcast_dimensions):
+        if not 0 <= od < len(shape) or d not in (1, shape[od]):
+            raise TypeError(f"lax.broadcast_in_dim: cannot broadcast {x.str_short()} to shape "
+                            f"{shape} with broadcast_dimensions={broadcast_dimensions}")
+    if list(broadcast_dimensions) != sorted(broadcast_dimensions):
+        raise TypeError(f"lax.broadcast_in_dim: broadcast_dimensions {broadcast_dimensions} "
+                        f"must be increasing")
+    return ShapedArray(shape, x.dtype, x.weak_type)
+
+
+broadcast_in_dim_p.def_lowering(
+    lambda ctx, x, shape, broadcast_dimensions:
+    stablehlo.broadcast_in_dim(_hlo.ir_type(ctx.avals_out[0]), x, list(broadcast_dimensions)))
+
+
+def broadcast_in_dim(x, shape, broadcast_dimensions):
+    """Broadcast ``x`` to ``shape``; operand dim i maps to output dim broadcast_dimensions[i].
+
+    Example:
+        >>> lax.broadcast_in_dim(jnp.ones(3), (2, 3), (1,)).shape
+        (2, 3)
+    """
+    shape, dims = _ints(shape), _ints(broadcast_dimensions)
+    aval = aval_of(x)
+    if aval.shape == shape and dims == tuple(range(len(shape))):
+        return x
+    return broadcast_in_dim_p.bind(x, shape=shape, broadcast_dimensions=dims)
+
+
+def broadcast(x, sizes):
+    """Add leading dimensions ``sizes``. Example: ``lax.broadcast(x, (4,))``."""
+    aval = aval_of(x)
+    sizes = _ints(sizes)
+    return broadcast_in_dim(x, sizes + aval.shape,
+                            tuple(range(len(sizes), len(sizes) + aval.ndim)))
+
+
+def broadcast_to_rank(x, rank):
+    aval = aval_of(x)
+    return broadcast(x, (1,) * (rank - aval.ndim)) if aval.ndim < rank else x
+
+
+# --- reshape ----------------------------------------------------------------------------------
+reshape_p = Primitive("reshape")
+
+
+@reshape_p.def_abstract_eval
+def _reshape_abstract(x, new_sizes):
+    if math.prod(new_sizes) != x.size:
+        raise TypeError(f"lax.reshape: cannot reshape {x.str_short()} ({x.size} elements) to "
+                        f"{new_sizes} ({math.prod(new_sizes)} elements)")
+    return ShapedArray(new_sizes, x.dtype, x.weak_type)
+
+
+reshape_p.def_lowering(
+    lambda ctx, x, new_sizes: stablehlo.reshape(_hlo.ir_type(ctx.avals_out[0]), x))
+
+
+def reshape(x, new_sizes, dimensions=None):
+    """Reshape (row-major); ``dimensions`` transposes first.
+
+    Example:
+        >>> lax.reshape(jnp.arange(6), (2, 3)).shape
+        (2, 3)
+    """
+    if dimensions is not None and tuple(dimensions) != tuple(range(len(dimensions))):
+        x = transpose(x, dimensions)
+    new_sizes = _ints(new_sizes)
+    if aval_of(x).shape == new_sizes:
+        return x
+    return reshape_p.bind(x, new_sizes=new_sizes)
+
+
+# --- transpose ----------------------------------------------------------------------------
+transpose_p = Primitive("transpose")
+
+
+@transpose_p.def_abstract_eval
+def _transpose_abstract(x, permutation):
+    if sorted(permutation) != list(range(x.ndim)):
+        raise TypeError(f"lax.transpose: permutation {permutation} is not a permutation of "
+                        f"the axes of {x.str_short()}")
+    return ShapedArray(tuple(x.shape[p] for p in permutation), x.dtype, x.weak_type)
+
+
+transpose_p.def_lowering(lambda ctx, x, permutation: stablehlo.transpose(x, list(permutation)))
+
+
+def transpose(x, permutation):
+    """Permute axes. Example: ``lax.transpose(x, (1, 0))``."""
+    permutation = _ints(permutation)
+    if permutation == tuple(range(len(permutation))):
+        return x
+    return transpose_p.bind(x, permutation=permutation)
+
+
+# --- squeeze and expand_dims (as reshapes, with their own names in the Jaxpr) -----------------
+squeeze_p = Primitive("squeeze")
+
+
+@squeeze_p.def_abstract_eval
+def _squeeze_abstract(x, dimensions):
+    for d in dimensions:
+        if not 0 <= d < x.ndim or x.shape[d] != 1:
+            raise TypeError(f"lax.squeeze: cannot squeeze axis {d} of {x.str_short()} (it must "
+                            f"exist and have size 1)")
+    return ShapedArray(tuple(s for i, s in enumerate(x.shape) if i not in dimensions), x.dtype,
+                       x.weak_type)
+
+
+squeeze_p.def_lowering(
+    lambda ctx, x, dimensions: stablehlo.reshape(_hlo.ir_type(ctx.avals_out[0]), x))
+
+
+def squeeze(x, dimensions):
+    """Remove size-1 axes ``dimensions``. Example: ``lax.squeeze(x, (0,))``."""
+    ndim = aval_of(x).ndim
+    dimensions = tuple(sorted(d % ndim if ndim else d for d in _ints(dimensions)))
+    if not dimensions:
+        return x
+    return squeeze_p.bind(x, dimensions=dimensions)
+
+
+expand_dims_p = Primitive("expand_dims")
+
+
+@expand_dims_p.def_abstract_eval
+def _expand_dims_abstract(x, dimensions):
+    ndim = x.ndim + len(dimensions)
+    shape = list(x.shape)
+    for d in sorted(dimensions):
+        if not 0 <= d < ndim:
+            raise TypeError(f"lax.expand_dims: axis {d} is out of range for a result of rank "
+                            f"{ndim}")
+        shape.insert(d, 1)
+    return ShapedArray(shape, x.dtype, x.weak_type)
+
+
+expand_dims_p.def_lowering(
+    lambda ctx, x, dimensions: stablehlo.reshape(_hlo.ir_type(ctx.avals_out[0]), x))
+
+
+def expand_dims(x, dimensions):
+    """Insert size-1 axes at ``dimensions`` (of the result). Example: ``lax.expand_dims(x, (0,))``."""
+    ndim = aval_of(x).ndim + len(dimensions)
+    dimensions = tuple(sorted(d % ndim for d in _ints(dimensions)))
+    if not dimensions:
+        return x
+    return expand_dims_p.bind(x, dimensions=dimensions)
+
+
+# --- concatenate ----------------------------------------------------------------------------
+concatenate_p = Primitive("concatenate")
+
+
+@concatenate_p.def_abstract_eval
+def _concatenate_abstract(*xs, dimension):
+    first = xs[0]
+    if not 0 <= dimension < first.ndim:
+        raise TypeError(f"lax.concatenate: dimension {dimension} is out of range for "
+                        f"{first.str_short()}")
+    for x in xs[1:]:
+        same = (x.ndim == first.ndim and x.dtype == first.dtype and builtins.all(
+            a == b for i, (a, b) in enumerate(zip(x.shape, first.shape)) if i != dimension))
+        if not same:
+            raise TypeError(f"lax.concatenate: operands must agree in dtype and in every axis "
+                            f"but {dimension}, got {', '.join(a.str_short() for a in xs)}")
+    shape = list(first.shape)
+    shape[dimension] = builtins.sum(x.shape[dimension] for x in xs)
+    return ShapedArray(shape, first.dtype, builtins.all(x.weak_type for x in xs))
+
+
+concatenate_p.def_lowering(
+    lambda ctx, *xs, dimension: stablehlo.concatenate(list(xs), dimension))
+
+
+def concatenate(operands, dimension):
+    """Join arrays along ``dimension``. Example: ``lax.concatenate([x, y], 0)``."""
+    operands = list(operands)
+    if len(operands) == 1:
+        return operands[0]
+    return concatenate_p.bind(*operands, dimension=int(dimension))
+
+
+# --- pad ----------------------------------------------------------------------------------
+pad_p = Primitive("pad")
+
+
+@pad_p.def_abstract_eval
+def _pad_abstract(x, padding_value, padding_config):
+    if padding_value.shape != () or padding_value.dtype != x.dtype:
+        raise TypeError(f"lax.pad: padding_value must be a scalar of {x.dtype}, got "
+                        f"{padding_value.str_short()}")
+    if len(padding_config) != x.ndim:
+        raise TypeError(f"lax.pad: padding_config needs {x.ndim} (low, high, interior) "
+                        f"triples for {x.str_short()}, got {len(padding_config)}")
+    shape = []
+    for d, (lo, hi, interior) in zip(x.shape, padding_config):
+        if interior < 0:
+            raise TypeError(f"lax.pad: interior padding must be >= 0, got {interior}")
+        size = lo + hi + d + builtins.max(d - 1, 0) * interior
+        if size < 0:
+            raise TypeError(f"lax.pad: padding {padding_config} gives a negative size for "
+                            f"{x.str_short()}")
+        shape.append(size)
+    return ShapedArray(shape, x.dtype, x.weak_type)
+
+
+pad_p.def_lowering(
+    lambda ctx, x, pv, padding_config: stablehlo.pad(
+        x, pv, [c[0] for c in padding_config], [c[1] for c in padding_config],
+        [c[2] for c in padding_config]))
+
+
+def pad(x, padding_value, padding_config):
+    """Pad with (low, high, interior) per axis; negative low/high crop.
+
+    Example:
+        >>> lax.pad(x, 0.0, [(1, 1, 0)])
+    """
+    from funcgrad.lax.elementwise import _match_scalar
+    padding_value = _match_scalar(padding_value, x)
+    config = tuple(tuple(int(v) for v in c) for c in padding_config)
+    return pad_p.bind(x, padding_value, padding_config=config)
+
+
+# --- iota -----------------------------------------------------------------------------------
+iota_p = Primitive("iota")
+
+
+@iota_p.def_abstract_eval
+def _iota_abstract(dtype, shape, dimension):
+    if not 0 <= dimension < len(shape):
+        raise TypeError(f"lax.iota: dimension {dimension} out of range for shape {shape}")
+    return ShapedArray(shape, dtype, False)
+
+
+iota_p.def_lowering(
+    lambda ctx, dtype, shape, dimension: stablehlo.iota(_hlo.ir_type(ctx.avals_out[0]),
+                                                        dimension))
+
+
+def iota(dtype, size):
+    """``[0, 1, ..., size-1]`` of ``dtype``. Example: ``lax.iota("int32", 4)``."""
+    return broadcasted_iota(dtype, (size,), 0)
+
+
+def broadcasted_iota(dtype, shape, dimension):
+    """An array of ``shape`` counting along ``dimension``.
+
+    Example:
+        >>> lax.broadcasted_iota("int32", (2, 3), 1)
+    """
+    return iota_p.bind(dtype=dtypes.canonicalize(dtype), shape=_ints(shape),
+                       dimension=int(dimension))
+
+
+# --- slice ----------------------------------------------------------------------------------
+slice_p = Primitive("slice")
+
+
+@slice_p.def_abstract_eval
+def _slice_abstract(x, start_indices, limit_indices, strides):
+    if not (len(start_indices) == len(limit_indices) == len(strides) == x.ndim):
+        raise TypeError(f"lax.slice: {x.str_short()} needs {x.ndim} start/limit/stride "
+                        f"values, got {start_indices}, {limit_indices}, {strides}")
+    shape = []
+    for d, s, l, st in zip(x.shape, start_indices, limit_indices, strides):
+        if not (0 <= s <= l <= d) or st < 1:
+            raise TypeError(f"lax.slice: invalid slice start={start_indices} "
+                            f"limit={limit_indices} strides={strides} of {x.str_short()}")
+        shape.append(-(-(l - s) // st))
+    return ShapedArray(shape, x.dtype, x.weak_type)
+
+
+slice_p.def_lowering(
+    lambda ctx, x, start_indices, limit_indices, strides: stablehlo.slice(
+        x, list(start_indices), list(limit_indices), list(strides)))
+
+
+def slice(x, start_indices, limit_indices, strides=None):
+    """Static slice ``x[start:limit:stride]`` per axis.
+
+    Example:
+        >>> lax.slice(jnp.arange(10), (2,), (8,), (2,))
+    """
+    aval = aval_of(x)
+    strides = _ints(strides) if strides is not None else (1,) * aval.ndim
+    start, limit = _ints(start_indices), _ints(limit_indices)
+    if start == (0,) * aval.ndim and limit == aval.shape and strides == (1,) * aval.ndim:
+        return x
+    return slice_p.bind(x, start_indices=start, limit_indices=limit, strides=strides)
+
+
+def slice_in_dim(x, start, limit, stride=1, axis=0):
+    """Slice along one axis. Example: ``lax.slice_in_dim(x, 1, 3, axis=1)``."""
+    aval = aval_of(x)
+    starts, limits, strides = [0] * aval.ndim, list(aval.shape), [1] * aval.ndim
+    starts[axis], limits[axis], strides[axis] = start, limit, stride
+    return slice(x, starts, limits, strides)
+
+
+def index_in_dim(x, index, axis=0, keepdims=True):
+    """``x`` at ``index`` of ``axis`` (static). Example: ``lax.index_in_dim(x, 0, keepdims=False)``."""
+    out = slice_in_dim(x, index, index + 1, 1, axis)
+    return out if keepdims else squeeze(out, (axis,))
+
+
+# --- rev ------------------------------------------------------------------------------------
+rev_p = Primitive("rev")
+
+
+@rev_p.def_abstract_eval
+def _rev_abstract(x, dimensions):
+    for d in dimensions:
+        if not 0 <= d < x.ndim:
+            raise TypeError(f"lax.rev: axis {d} out of range for {x.str_short()}")
+    return ShapedArray(x.shape, x.dtype, x.weak_type)
+
+
+rev_p.def_lowering(lambda ctx, x, dimensions: stablehlo.reverse(x, list(dimensions)))
+
+
+def rev(x, dimensions):
+    """Reverse the order of elements along ``dimensions``. Example: ``lax.rev(x, (0,))``."""
+    dimensions = _ints(dimensions)
+    if not dimensions:
+        return x
+    return rev_p.bind(x, dimensions=dimensions)
+
+
+def full(shape, fill_value, dtype=None):
+    """An array of ``shape`` filled with ``fill_value``. Example: ``lax.full((2,), 1.0)``."""
+    from funcgrad.lax.elementwise import convert_element_type
+    dtype = dtypes.canonicalize(dtype) if dtype is not None else aval_of(fill_value).dtype
+    value = convert_element_type(fill_value, dtype)
+    return broadcast(value, _ints(shape))
+
+
+def zeros_like_shape(shape, dtype):
+    return full(shape, np.zeros((), dtype), dtype)
+
+
+_ = ir  # keep the MLIR module imported for rules that need attributes

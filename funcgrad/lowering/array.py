@@ -1,0 +1,294 @@
+"""``funcgrad.Array``: an immutable array held in a PJRT device buffer.
+
+Operations on Arrays dispatch asynchronously; reading a value (``np.asarray``, ``item``,
+``repr``, ``float``...) waits for it.
+"""
+import numpy as np
+from jaxlib import _jax
+from jaxlib import xla_client as xc
+
+from funcgrad.core import dtypes
+from funcgrad.core.avals import ShapedArray
+from funcgrad.core.interpreters import Value
+from funcgrad.core.values import PYTHON_SCALARS
+from funcgrad.lowering import backend
+
+_REPLICATED = xc.HloSharding.replicate()
+
+
+class DeviceSharding(_jax.SingleDeviceSharding):
+    """The single-device placement the C++ runtime expects with every buffer."""
+
+    def _to_xla_hlo_sharding(self, ndim):
+        return _REPLICATED
+
+    @property
+    def _device_assignment(self):
+        return (self._device,)
+
+    @property
+    def device_set(self):
+        return {self._device}
+
+    @property
+    def memory_kind(self):
+        return None
+
+    def is_fully_replicated(self):
+        return True
+
+    def is_fully_addressable(self):
+        return True
+
+    def devices_indices_map(self, shape):
+        return {self._device: (slice(None),) * len(shape)}
+
+
+_shardings = {}
+
+
+def sharding_for(device):
+    s = _shardings.get(device)
+    if s is None:
+        s = _shardings[device] = DeviceSharding(device)
+    return s
+
+
+class _BufferAval:
+    """What the runtime reads off an aval: shape, dtype and weak_type (float0 stored as bool)."""
+
+    __slots__ = ("shape", "dtype", "weak_type")
+
+    def __init__(self, aval):
+        self.shape = aval.shape
+        self.dtype = storage_dtype(aval.dtype)
+        self.weak_type = aval.weak_type
+
+
+def storage_dtype(dtype):
+    return dtypes.bool_ if dtype == dtypes.float0 else dtype
+
+
+class Array(Value):
+    """An n-dimensional array on a device (CPU, GPU or TPU), immutable and NumPy-like.
+
+    Example:
+        >>> x = funcgrad.numpy.arange(6.0).reshape(2, 3)
+        >>> (x * 2).sum(axis=0)
+        Array([ 6., 10., 14.], dtype=float32)
+    """
+
+    __slots__ = ("aval", "_buf", "__weakref__")
+
+    def __init__(self, aval, buf):
+        self.aval = aval
+        self._buf = buf
+
+    # --- device and readiness --------------------------------------------------------------
+    @property
+    def device(self):
+        """The device holding this array."""
+        return self._buf._sharding._device
+
+    def devices(self):
+        return {self.device}
+
+    @property
+    def sharding(self):
+        return self._buf._sharding
+
+    def block_until_ready(self):
+        """Wait until the value is computed; returns ``self``."""
+        self._buf.block_until_ready()
+        return self
+
+    def is_ready(self):
+        return self._buf.is_ready()
+
+    def delete(self):
+        self._buf.delete()
+
+    def is_deleted(self):
+        return self._buf.is_deleted()
+
+    @property
+    def nbytes(self):
+        return self.size * self.dtype.itemsize
+
+    # --- to host ----------------------------------------------------------------------------
+    def _value(self):
+        if self._buf.is_deleted():
+            raise RuntimeError(f"Array {self.aval.str_short()} was deleted (donated to a jit "
+                               f"call or deleted explicitly); its value cannot be read")
+        value = np.asarray(self._buf)
+        if self.aval.dtype == dtypes.float0:
+            return np.zeros(self.aval.shape, dtypes.float0)
+        return value
+
+    def __array__(self, dtype=None, copy=None):
+        value = self._value()
+        if dtype is not None and np.dtype(dtype) != value.dtype:
+            return value.astype(dtype)
+        if copy:
+            return value.copy()
+        return value
+
+    def _concrete(self, operation=None):
+        return self._value()
+
+    def item(self, *index):
+        return self._value().item(*index)
+
+    def tolist(self):
+        return self._value().tolist()
+
+    def __bool__(self):
+        if self.size != 1:
+            raise ValueError(f"The truth value of an array with shape {self.shape} is "
+                             f"ambiguous: use .any() or .all()")
+        return bool(self._value())
+
+    def __int__(self):
+        return int(self._value())
+
+    def __float__(self):
+        return float(self._value())
+
+    def __complex__(self):
+        return complex(self._value())
+
+    def __index__(self):
+        if not dtypes.is_integer(self.dtype) or self.ndim:
+            raise TypeError(f"only integer scalar arrays can be used as an index, got "
+                            f"{self.aval.str_short()}")
+        return int(self._value())
+
+    def __hash__(self):
+        raise TypeError("unhashable type: 'funcgrad.Array'")
+
+    def __format__(self, spec):
+        if self.ndim == 0:
+            return format(self._value()[()], spec)
+        return format(str(self), spec)
+
+    def __str__(self):
+        return str(self._value())
+
+    def __repr__(self):
+        value = self._value()
+        body = np.array2string(value, separator=", ", prefix="Array(")
+        default = {dtypes.default_float(), dtypes.default_int(), dtypes.bool_}
+        if value.dtype in default and value.size > 0:
+            if value.dtype == dtypes.bool_ or value.dtype == dtypes.default_float():
+                return f"Array({body}, dtype={value.dtype.name})"
+        return f"Array({body}, dtype={value.dtype.name})"
+
+    def __reduce__(self):
+        return (_rebuild, (self._value(),))
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    # --- DLPack -----------------------------------------------------------------------------
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        if self.device.platform != "cpu":
+            return _jax.buffer_to_dlpack_managed_tensor(self._buf, stream=stream)
+        return _jax.buffer_to_dlpack_managed_tensor(self._buf)
+
+    def __dlpack_device__(self):
+        platform = self.device.platform
+        if platform == "cpu":
+            return (1, 0)   # kDLCPU
+        if platform in ("cuda", "gpu"):
+            return (2, self.device.local_hardware_id)
+        raise TypeError(f"__dlpack_device__: no DLPack device type for platform {platform!r}")
+
+
+def _rebuild(value):
+    return device_put(value)
+
+
+def wrap_buffer(aval, buf):
+    return Array(aval, buf)
+
+
+def _as_numpy(x, dtype=None):
+    if isinstance(x, np.ndarray) and (dtype is None or x.dtype == dtype):
+        return x
+    return np.asarray(x, dtype=dtype)
+
+
+def device_put(x, device=None):
+    """Place ``x`` (NumPy array, Python scalar, Array, or a pytree of them) on ``device``.
+
+    Python scalars stay weakly typed; 64-bit inputs narrow to 32 bits unless x64 is enabled.
+
+    Example:
+        >>> a = funcgrad.device_put(np.ones(3))
+        >>> a.device
+        CpuDevice(id=0)
+    """
+    from funcgrad import tree_util
+    return tree_util.tree_map(lambda leaf: _put_leaf(leaf, device), x)
+
+
+def _put_leaf(x, device):
+    device = device or backend.default_device()
+    if isinstance(x, Array):
+        if x.device == device:
+            return x
+        return transfer(x, device)
+    if isinstance(x, Value):
+        raise TypeError(f"device_put: cannot place a traced value {x.aval.str_short()} on a "
+                        f"device inside a transformation")
+    return put_numpy(x, device)
+
+
+def put_numpy(x, device, aval=None):
+    """Copy a NumPy value or Python scalar to ``device`` as an Array."""
+    if aval is None:
+        if isinstance(x, PYTHON_SCALARS):
+            dt, weak = dtypes.python_scalar_dtype(x)
+            aval = ShapedArray((), dt, weak)
+        else:
+            arr = np.asarray(x)
+            if arr.dtype == object:
+                raise TypeError(f"device_put: cannot convert {type(x).__name__} holding Python "
+                                f"objects to an array")
+            aval = ShapedArray(arr.shape, dtypes.canonicalize(arr.dtype), False)
+    host = _as_numpy(x, storage_dtype(aval.dtype))
+    buf = _jax.batched_device_put(_BufferAval(aval), sharding_for(device), [host], [device],
+                                  True, False)
+    return Array(aval, buf)
+
+
+def transfer(x, device):
+    """Copy Array ``x`` to another device."""
+    return put_numpy(x._value(), device, x.aval)
+
+
+def from_dlpack(external, device=None):
+    """An Array sharing memory with a DLPack-capable object (a NumPy array, a torch tensor...).
+
+    Example:
+        >>> a = funcgrad.from_dlpack(np.arange(4.0))
+    """
+    if hasattr(external, "__dlpack__"):
+        capsule = external.__dlpack__()
+    else:
+        capsule = external
+    client = backend.get_client("cpu") if device is None else device.client
+    buf = _jax.dlpack_managed_tensor_to_buffer(capsule, client.devices()[0], None)
+    dtype = np.dtype(buf.dtype) if not hasattr(buf, "aval") else buf.dtype
+    aval = ShapedArray(buf.shape, dtype, False)
+    arr = Array(aval, _rewrap(buf, aval))
+    if dtypes.canonicalize(aval.dtype) != aval.dtype:
+        return device_put(np.asarray(arr))
+    return arr
+
+
+def _rewrap(buf, aval):
+    return buf

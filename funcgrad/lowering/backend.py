@@ -1,0 +1,147 @@
+"""PJRT clients and devices: one client per platform, created on first use.
+
+The CPU client is always there (``FUNCGRAD_CPU_DEVICES=N`` or ``config.update("cpu_devices", N)``
+before first use gives N host devices, for testing multi-device code on one machine). A CUDA
+client is made when the CUDA PJRT plugin wheel (``jax-cuda13-plugin``/``jax-cuda12-plugin``) is
+installed; ``FUNCGRAD_PLATFORM=cpu`` or ``config.update("platform", "cpu")`` forces the CPU.
+"""
+import glob
+import importlib.util
+import os
+import threading
+
+from jaxlib import _jax
+from jaxlib import xla_client as xc
+
+from funcgrad.config import config
+
+_lock = threading.Lock()
+_clients = {}
+_failed = {}
+_x64_state_set = False
+
+
+def _set_x64_state_once():
+    # The C++ runtime needs this flag set before any transfer. funcgrad canonicalizes dtypes in
+    # Python, so the runtime is told to keep whatever 64-bit types it is given.
+    global _x64_state_set
+    if not _x64_state_set:
+        _jax.jax_jit.set_enable_x64_state(
+            _jax.config.Config("funcgrad_enable_x64", True, include_in_jit_key=True))
+        _x64_state_set = True
+
+
+def _cuda_plugin_path():
+    for name in ("jax_cuda13_plugin", "jax_cuda12_plugin", "jax_plugins.xla_cuda13",
+                 "jax_plugins.xla_cuda12"):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        for folder in spec.submodule_search_locations:
+            found = glob.glob(os.path.join(folder, "xla_cuda_plugin*.so"))
+            if found:
+                return found[0]
+    return None
+
+
+def _make_client(platform):
+    if platform == "cpu":
+        return xc.make_cpu_client(num_devices=int(config.cpu_devices))
+    if platform in ("cuda", "gpu"):
+        path = _cuda_plugin_path()
+        if path is None:
+            raise RuntimeError("no CUDA PJRT plugin is installed (pip install jax-cuda13-plugin)")
+        if not xc.pjrt_plugin_loaded("cuda"):
+            xc.load_pjrt_plugin_dynamically("cuda", path)
+        if not xc.pjrt_plugin_initialized("cuda"):
+            xc.initialize_pjrt_plugin("cuda")
+        return xc.make_c_api_client("cuda", xc.generate_pjrt_gpu_plugin_options())
+    raise ValueError(f"funcgrad: unknown platform {platform!r} (known: 'cpu', 'cuda')")
+
+
+def get_client(platform=None):
+    """The PJRT client for ``platform`` ('cpu', 'cuda'); the default platform when None."""
+    platform = platform or default_backend()
+    client = _clients.get(platform)
+    if client is not None:
+        return client
+    with _lock:
+        if platform not in _clients:
+            _set_x64_state_once()
+            _clients[platform] = _make_client(platform)
+        return _clients[platform]
+
+
+def _cuda_available():
+    if "cuda" in _clients:
+        return True
+    if "cuda" in _failed or _cuda_plugin_path() is None:
+        return False
+    try:
+        get_client("cuda")
+        return True
+    except Exception as exc:  # a broken driver or no GPU: fall back to the CPU
+        _failed["cuda"] = exc
+        return False
+
+
+_default = {}
+
+
+def _forget_default(name, value):
+    if name in ("platform", "cpu_devices"):
+        _default.clear()
+
+
+config.on_change(_forget_default)
+
+
+def default_backend():
+    """The platform name of the default device: 'cuda' when a GPU is usable, else 'cpu'.
+
+    Example:
+        >>> funcgrad.default_backend()
+        'cpu'
+    """
+    name = _default.get("backend")
+    if name is None:
+        forced = config.platform
+        if forced:
+            name = "cuda" if forced == "gpu" else forced
+        else:
+            name = "cuda" if _cuda_available() else "cpu"
+        _default["backend"] = name
+    return name
+
+
+def devices(backend=None):
+    """The devices of ``backend`` (default: the default backend).
+
+    Example:
+        >>> funcgrad.devices()
+        [CpuDevice(id=0)]
+    """
+    return list(get_client(backend).devices())
+
+
+def local_devices(backend=None):
+    return list(get_client(backend).local_devices())
+
+
+def device_count(backend=None):
+    return len(devices(backend))
+
+
+def default_device():
+    """The device that new arrays and uncommitted computations go to."""
+    device = _default.get("device")
+    if device is None:
+        device = _default["device"] = devices()[0]
+    return device
+
+
+def client_of(device):
+    return device.client

@@ -1,0 +1,107 @@
+"""The eager interpreter: a primitive applied to concrete values runs right away on the device.
+
+Each (primitive, params, input avals, device) compiles once to a single-operation executable
+that is cached, so eager code and jitted code share one lowering and one semantics.
+"""
+import numpy as np
+
+from funcgrad.core import dtypes, interpreters
+from funcgrad.core.interpreters import Interpreter, Tracer
+from funcgrad.core.jaxpr import ClosedJaxpr, Eqn, Jaxpr, Var
+from funcgrad.core.primitive import out_avals
+from funcgrad.core.values import aval_of
+from funcgrad.lowering import backend
+from funcgrad.lowering.array import Array, put_numpy
+from funcgrad.lowering.executable import compile_closed_jaxpr
+
+_op_cache = {}
+_scalar_cache = {}
+_SCALAR_CACHE_MAX = 4096
+
+
+def hashable_params(params):
+    """A hashable key for a params dict (lists become tuples, arrays become bytes)."""
+    return tuple((k, _freeze(v)) for k, v in params.items())
+
+
+def _freeze(v):
+    if isinstance(v, list):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, tuple):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, np.ndarray):
+        return ("ndarray", v.dtype.str, v.shape, v.tobytes())
+    if isinstance(v, dict):
+        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    return v
+
+
+def single_op_jaxpr(prim, in_avals, params):
+    invars = [Var(a) for a in in_avals]
+    outvars = [Var(a) for a in out_avals(prim, in_avals, params)]
+    return ClosedJaxpr(Jaxpr([], invars, [Eqn(prim, invars, params, outvars)], outvars), [])
+
+
+def _compile_op(prim, avals, params, device):
+    closed = single_op_jaxpr(prim, avals, params)
+    return compile_closed_jaxpr(closed, device, name=prim.name)
+
+
+def _scalar_array(x, device):
+    key = (type(x), x, device, dtypes.x64_enabled())
+    arr = _scalar_cache.get(key)
+    if arr is None:
+        arr = put_numpy(x, device)
+        if len(_scalar_cache) < _SCALAR_CACHE_MAX:
+            _scalar_cache[key] = arr
+    return arr
+
+
+class EagerInterpreter(Interpreter):
+    """The root interpreter: runs primitives now on device arrays."""
+
+    debug_name = "eager"
+
+    def process_primitive(self, prim, args, params):
+        if prim.impl is not None:
+            return prim.impl(*args, **params)
+        device = None
+        for a in args:
+            if type(a) is Array:
+                device = a._buf._sharding._device
+                break
+            if isinstance(a, Tracer):
+                raise interpreters.escaped_tracer_error(a, prim)
+        if device is None:
+            device = backend.default_device()
+        bufs, avals = [], []
+        for a in args:
+            if type(a) is Array:
+                avals.append(a.aval)
+                if a._buf._sharding._device is not device and a.device != device:
+                    a = put_numpy(a._value(), device, a.aval)
+                bufs.append(a._buf)
+            else:
+                if isinstance(a, Tracer):
+                    raise interpreters.escaped_tracer_error(a, prim)
+                arr = _scalar_array(a, device) if type(a) in (int, float, bool, complex) else \
+                    put_numpy(a, device, aval_of(a))
+                avals.append(arr.aval)
+                bufs.append(arr._buf)
+        key = (prim, hashable_params(params) if params else (), tuple(avals), device)
+        exe = _op_cache.get(key)
+        if exe is None:
+            exe = _op_cache[key] = _compile_op(prim, avals, params, device)
+        outs = exe.loaded.execute_sharded(bufs).consume_with_handlers(exe._handlers)
+        if prim.multiple_results:
+            return [Array(a, b) for a, b in zip(exe.out_avals, outs)]
+        return Array(exe.out_avals[0], outs[0])
+
+
+eager_interpreter = EagerInterpreter()
+interpreters.set_root(eager_interpreter)
+
+
+def clear_caches():
+    _op_cache.clear()
+    _scalar_cache.clear()

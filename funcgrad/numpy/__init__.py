@@ -1,0 +1,82 @@
+"""funcgrad.numpy: NumPy's API on funcgrad arrays (as ``jax.numpy``).
+
+Functions broadcast and promote dtypes (JAX's lattice: Python scalars are weakly typed, 64-bit
+types only with x64 enabled), then call ``funcgrad.lax``. They work the same eagerly and under
+every transformation.
+
+Example:
+    >>> import funcgrad.numpy as jnp
+    >>> jnp.sum(jnp.arange(6.0).reshape(2, 3) ** 2, axis=1)
+    Array([ 5., 50.], dtype=float32)
+"""
+import numpy as _np
+
+from funcgrad.core import dtypes as _dtypes
+from funcgrad.numpy import methods as _methods
+from funcgrad.numpy.creation import (
+    arange, array, asarray, diag, diagonal, empty, empty_like, eye, full, full_like, geomspace,
+    identity, linspace, logspace, meshgrid, ones, ones_like, tri, tril, triu, zeros, zeros_like)
+from funcgrad.numpy.indexing import take, take_along_axis
+from funcgrad.numpy.products import (dot, einsum, inner, matmul, outer, tensordot, vdot,
+                                     vecdot)
+from funcgrad.numpy.reductions import (
+    all, amax, amin, any, argmax, argmin, average, count_nonzero, cumprod, cumsum,
+    cumulative_prod, cumulative_sum, max, mean, min, prod, ptp, std, sum, var)
+from funcgrad.numpy.searching import argwhere, flatnonzero, nonzero
+from funcgrad.numpy.shape_ops import (
+    array_split, atleast_1d, atleast_2d, atleast_3d, broadcast_arrays, broadcast_to,
+    column_stack, concat, concatenate, dstack, expand_dims, flip, fliplr, flipud, hsplit, hstack,
+    matrix_transpose, moveaxis, ndim, pad, permute_dims, ravel, repeat, reshape, roll, rollaxis,
+    rot90, row_stack, shape, size, split, squeeze, stack, swapaxes, tile, transpose, vsplit,
+    vstack)
+from funcgrad.numpy.shape_ops import broadcast_shapes_ as broadcast_shapes
+from funcgrad.numpy.ufuncs import (
+    abs, absolute, add, angle, arccos, arccosh, arcsin, arcsinh, arctan, arctan2, arctanh,
+    around, bitwise_and, bitwise_not, bitwise_or, bitwise_xor, cbrt, ceil, clip, conj,
+    conjugate, copysign, cos, cosh, deg2rad, degrees, divide, divmod, equal, exp, exp2, expm1,
+    fix, float_power, floor, floor_divide, fmax, fmin, fmod, gcd, greater, greater_equal,
+    heaviside, hypot, imag, invert, isfinite, isinf, isnan, isneginf, isposinf, lcm, left_shift,
+    less, less_equal, log, log1p, log2, log10, logaddexp, logical_and, logical_not, logical_or,
+    logical_xor, maximum, minimum, mod, multiply, nan_to_num, negative, nextafter, not_equal,
+    positive, pow, power, rad2deg, radians, real, reciprocal, remainder, right_shift, rint,
+    round, sign, signbit, sin, sinc, sinh, sqrt, square, subtract, tan, tanh, true_divide,
+    trunc, where)
+
+# --- dtypes and constants ------------------------------------------------------------------
+bool_ = _dtypes.bool_
+int8, int16, int32, int64 = _dtypes.int8, _dtypes.int16, _dtypes.int32, _dtypes.int64
+uint8, uint16, uint32, uint64 = _dtypes.uint8, _dtypes.uint16, _dtypes.uint32, _dtypes.uint64
+bfloat16, float16, float32, float64 = (_dtypes.bfloat16, _dtypes.float16, _dtypes.float32,
+                                       _dtypes.float64)
+complex64, complex128 = _dtypes.complex64, _dtypes.complex128
+float0 = _dtypes.float0
+dtype = _np.dtype
+promote_types = _dtypes.promote_types
+result_type = _dtypes.result_type
+finfo = _dtypes.finfo
+iinfo = _np.iinfo
+pi, e, inf, nan, euler_gamma = _np.pi, _np.e, _np.inf, _np.nan, _np.euler_gamma
+newaxis = None
+integer, floating, inexact, number, signedinteger, unsignedinteger, complexfloating = (
+    _np.integer, _np.floating, _np.inexact, _np.number, _np.signedinteger, _np.unsignedinteger,
+    _np.complexfloating)
+
+
+def issubdtype(arg1, arg2):
+    """``numpy.issubdtype`` that knows bfloat16 is a float. Example: ``jnp.issubdtype(x.dtype, jnp.floating)``."""
+    if _np.dtype(arg1) == _dtypes.bfloat16:
+        return arg2 in (_np.floating, _np.inexact, _np.number, _np.generic) or \
+            _np.dtype(arg2) == _dtypes.bfloat16 if not isinstance(arg2, type) else \
+            arg2 in (_np.floating, _np.inexact, _np.number, _np.generic)
+    return _np.issubdtype(arg1, arg2)
+
+
+def isscalar(element):
+    """True for Python/NumPy scalars and 0-d arrays."""
+    from funcgrad.core.values import is_arraylike, aval_of
+    return is_arraylike(element) and aval_of(element).ndim == 0
+
+
+from funcgrad.lowering.array import Array as ndarray  # noqa: E402  (isinstance checks)
+
+_methods.install()

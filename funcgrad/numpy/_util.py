@@ -1,0 +1,104 @@
+"""Argument handling shared by funcgrad.numpy: conversion, promotion, broadcasting, axes."""
+import numpy as np
+
+from funcgrad import lax
+from funcgrad.core import dtypes
+from funcgrad.core.interpreters import Value
+from funcgrad.core.values import PYTHON_SCALARS, aval_of
+
+
+def check_arraylike(fname, *args):
+    for i, a in enumerate(args):
+        if not isinstance(a, (Value, np.ndarray, np.generic) + PYTHON_SCALARS):
+            if isinstance(a, (list, tuple)):
+                raise TypeError(f"funcgrad.numpy.{fname}: argument {i} is a {type(a).__name__}; "
+                                f"convert it with jnp.asarray first (funcgrad does not treat "
+                                f"lists as arrays implicitly, as JAX)")
+            raise TypeError(f"funcgrad.numpy.{fname}: argument {i} of type "
+                            f"{type(a).__name__} is not an array")
+
+
+def canonical_dtype(dtype):
+    return dtypes.canonicalize(dtype) if dtype is not None else None
+
+
+def shape_of(x):
+    return aval_of(x).shape
+
+
+def promote_dtypes(*args):
+    """Convert ``args`` to their common dtype (JAX's promotion lattice, weak scalars)."""
+    if len(args) == 2:
+        a, b = args
+        if type(a) is type(b) and isinstance(a, Value) and a.aval.dtype == b.aval.dtype \
+                and a.aval.weak_type == b.aval.weak_type:
+            return list(args)
+    dtype, weak = dtypes.result_type_and_weak(*args)
+    out = []
+    for a in args:
+        av = aval_of(a)
+        if av.dtype != dtype or (av.weak_type != weak and isinstance(a, Value)):
+            a = lax.convert_element_type(a, dtype, weak)
+        elif isinstance(a, PYTHON_SCALARS):
+            a = np.asarray(a, dtype)[()] if not weak else a
+        out.append(a)
+    return out
+
+
+def broadcast_shapes(fname, *shapes):
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ValueError(f"funcgrad.numpy.{fname}: shapes {', '.join(map(str, shapes))} cannot "
+                         f"be broadcast together") from None
+
+
+def broadcast_to_shape(x, shape):
+    xs = shape_of(x)
+    if xs == tuple(shape):
+        return x
+    nlead = len(shape) - len(xs)
+    if nlead < 0:
+        raise ValueError(f"cannot broadcast {xs} to {shape}")
+    squeeze_dims = [i for i, d in enumerate(xs) if d == 1 and shape[nlead + i] != 1]
+    if squeeze_dims:
+        x = lax.squeeze(x, squeeze_dims)
+    kept = [i for i in range(len(xs)) if i not in squeeze_dims]
+    return lax.broadcast_in_dim(x, shape, [nlead + i for i in kept])
+
+
+def promote_and_broadcast(fname, *args):
+    args = promote_dtypes(*args)
+    shapes = [shape_of(a) for a in args]
+    if all(s == shapes[0] for s in shapes[1:]):
+        return args
+    shape = broadcast_shapes(fname, *shapes)
+    return [broadcast_to_shape(a, shape) for a in args]
+
+
+def canonicalize_axis(fname, axis, ndim):
+    axis = int(axis)
+    if not -ndim <= axis < max(ndim, 1):
+        raise ValueError(f"funcgrad.numpy.{fname}: axis {axis} is out of bounds for an array of "
+                         f"rank {ndim}")
+    return axis % ndim if ndim else 0
+
+
+def canonicalize_axes(fname, axis, ndim):
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (tuple, list)):
+        axes = tuple(canonicalize_axis(fname, a, ndim) for a in axis)
+    else:
+        axes = (canonicalize_axis(fname, axis, ndim),)
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"funcgrad.numpy.{fname}: repeated axis in {axis}")
+    return axes
+
+
+def to_inexact(x):
+    """Promote integer/bool inputs to the default float type (NumPy's true-division rule)."""
+    av = aval_of(x)
+    if dtypes.is_inexact(av.dtype):
+        return x
+    return lax.convert_element_type(x, dtypes.default_float(), av.weak_type)

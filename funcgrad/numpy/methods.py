@@ -1,0 +1,103 @@
+"""Operators and NumPy-style methods of arrays and tracers (installed on ``Value``)."""
+import operator
+
+import numpy as np
+
+from funcgrad import lax
+from funcgrad.core import dtypes
+from funcgrad.core.interpreters import Value
+from funcgrad.numpy import creation, indexing, products, reductions, shape_ops, ufuncs
+
+
+def _swap(fn):
+    return lambda self, other: fn(other, self)
+
+
+def _defer_unknown(fn):
+    """Binary operator that returns NotImplemented for operands funcgrad cannot handle."""
+    def op(self, other):
+        if not isinstance(other, (Value, np.ndarray, np.generic, bool, int, float, complex)):
+            return NotImplemented
+        return fn(self, other)
+    return op
+
+
+def _reshape(self, *shape, order="C"):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    return shape_ops.reshape(self, shape, order)
+
+
+def _transpose(self, *axes):
+    if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+        axes = axes[0]
+    return shape_ops.transpose(self, axes or None)
+
+
+def _astype(self, dtype, copy=False):
+    return lax.convert_element_type(self, dtype)
+
+
+def _matrix_transpose(self):
+    return shape_ops.matrix_transpose(self)
+
+
+_BINARY = {
+    "__add__": ufuncs.add, "__sub__": ufuncs.subtract, "__mul__": ufuncs.multiply,
+    "__truediv__": ufuncs.divide, "__floordiv__": ufuncs.floor_divide,
+    "__mod__": ufuncs.remainder, "__pow__": ufuncs.power, "__matmul__": products.matmul,
+    "__and__": ufuncs.bitwise_and, "__or__": ufuncs.bitwise_or, "__xor__": ufuncs.bitwise_xor,
+    "__lshift__": ufuncs.left_shift, "__rshift__": ufuncs.right_shift,
+    "__divmod__": ufuncs.divmod,
+}
+_COMPARE = {
+    "__eq__": ufuncs.equal, "__ne__": ufuncs.not_equal, "__lt__": ufuncs.less,
+    "__le__": ufuncs.less_equal, "__gt__": ufuncs.greater, "__ge__": ufuncs.greater_equal,
+}
+_METHODS = {
+    "sum": reductions.sum, "prod": reductions.prod, "max": reductions.max,
+    "min": reductions.min, "mean": reductions.mean, "var": reductions.var,
+    "std": reductions.std, "all": reductions.all, "any": reductions.any,
+    "argmax": reductions.argmax, "argmin": reductions.argmin, "cumsum": reductions.cumsum,
+    "cumprod": reductions.cumprod, "ptp": reductions.ptp,
+    "ravel": shape_ops.ravel, "flatten": shape_ops.ravel, "squeeze": shape_ops.squeeze,
+    "swapaxes": shape_ops.swapaxes, "repeat": shape_ops.repeat, "clip": ufuncs.clip,
+    "round": ufuncs.round, "conj": ufuncs.conjugate, "conjugate": ufuncs.conjugate,
+    "dot": products.dot, "take": indexing.take, "diagonal": creation.diagonal,
+    "nonzero": lambda self, **kw: __import__("funcgrad.numpy.searching",
+                                             fromlist=["x"]).nonzero(self, **kw),
+}
+
+
+def install():
+    for name, fn in _BINARY.items():
+        setattr(Value, name, _defer_unknown(fn))
+        setattr(Value, "__r" + name[2:], _defer_unknown(_swap(fn)))
+    for name, fn in _COMPARE.items():
+        setattr(Value, name, _defer_unknown(fn))
+    Value.__neg__ = lambda self: ufuncs.negative(self)
+    Value.__pos__ = lambda self: self
+    Value.__abs__ = lambda self: ufuncs.abs(self)
+    Value.__invert__ = lambda self: ufuncs.invert(self)
+    Value.__getitem__ = indexing.getitem
+    Value.__round__ = lambda self, ndigits=None: ufuncs.round(self, ndigits or 0)
+    Value.at = property(lambda self: indexing._AtIndexer(self))
+    Value.T = property(lambda self: shape_ops.transpose(self))
+    Value.mT = property(_matrix_transpose)
+    Value.real = property(lambda self: ufuncs.real(self))
+    Value.imag = property(lambda self: ufuncs.imag(self))
+    Value.reshape = _reshape
+    Value.transpose = _transpose
+    Value.astype = _astype
+    Value.__array_namespace__ = lambda self, api_version=None: __import__(
+        "funcgrad.numpy", fromlist=["x"])
+    Value.__setitem__ = _setitem_error
+    for name, fn in _METHODS.items():
+        setattr(Value, name, fn)
+
+
+
+def _setitem_error(self, index, value):
+    raise TypeError(f"funcgrad arrays are immutable: instead of x[idx] = y use "
+                    f"x = x.at[idx].set(y) (got an assignment to a {self.aval.str_short()})")
+

@@ -1,0 +1,331 @@
+"""``jit``: trace once per input signature, compile with XLA, cache, and dispatch fast.
+
+Under another transformation a jitted function binds the ``jit`` primitive, whose params carry
+the staged Jaxpr, so every transformation sees one equation it knows how to transform.
+"""
+import functools
+import inspect
+import weakref
+
+from funcgrad import tree_util
+from funcgrad.core import interpreters
+from funcgrad.core.avals import ShapedArray
+from funcgrad.core.jaxpr import ClosedJaxpr, Jaxpr
+from funcgrad.core.interpreters import Tracer
+from funcgrad.core.primitive import Primitive
+from funcgrad.core.staging import trace_to_jaxpr
+from funcgrad.core.values import aval_of
+from funcgrad.lowering import backend, mlir
+from funcgrad.lowering.array import Array
+from funcgrad.lowering.executable import compile_closed_jaxpr, to_buffer
+
+# --- the jit primitive ---------------------------------------------------------------------
+jit_p = Primitive("jit", multiple_results=True)
+jit_p.def_abstract_eval(lambda *avals, jaxpr, name, donated: list(jaxpr.out_avals))
+
+_compiled_jaxprs = weakref.WeakKeyDictionary()   # ClosedJaxpr -> {device: Executable}
+
+
+def _executable_for(closed, device, name, donated):
+    per_device = _compiled_jaxprs.get(closed)
+    if per_device is None:
+        per_device = _compiled_jaxprs[closed] = {}
+    exe = per_device.get((device, donated))
+    if exe is None:
+        exe = per_device[(device, donated)] = compile_closed_jaxpr(closed, device, name, donated)
+    return exe
+
+
+def _device_of(args):
+    for a in args:
+        if type(a) is Array:
+            return a.device
+    return backend.default_device()
+
+
+@jit_p.def_impl
+def _jit_impl(*args, jaxpr, name, donated):
+    device = _device_of(args)
+    exe = _executable_for(jaxpr, device, name, donated if any(donated) else ())
+    return exe(list(jaxpr.consts) + list(args))
+
+
+def _jit_lowering(ctx, *args, jaxpr, name, donated):
+    return ctx.lower_jaxpr(jaxpr, [], args)
+
+
+def consts_as_args(closed):
+    """(jaxpr without consts taking (consts..., args...), consts): how ``jit_p`` carries them,
+    so that consts that are tracers of an enclosing transformation flow as ordinary operands."""
+    j = closed.jaxpr
+    if not j.constvars:
+        return closed, []
+    return ClosedJaxpr(Jaxpr([], j.constvars + j.invars, j.eqns, j.outvars), []), closed.consts
+
+
+jit_p.def_lowering(_jit_lowering)
+
+
+# --- jit ---------------------------------------------------------------------------------
+def _normalize_static(fun, static_argnums, static_argnames):
+    if isinstance(static_argnums, int):
+        static_argnums = (static_argnums,)
+    if isinstance(static_argnames, str):
+        static_argnames = (static_argnames,)
+    static_argnums = tuple(static_argnums or ())
+    static_argnames = tuple(static_argnames or ())
+    try:
+        sig = inspect.signature(fun)
+    except (TypeError, ValueError):
+        return static_argnums, static_argnames
+    params = list(sig.parameters.values())
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = set(static_argnames)
+    nums = set(static_argnums)
+    for i in static_argnums:
+        if 0 <= i < len(positional):
+            names.add(positional[i])
+    for n in static_argnames:
+        if n in positional:
+            nums.add(positional.index(n))
+    return tuple(sorted(nums)), tuple(sorted(names))
+
+
+class _CacheEntry:
+    __slots__ = ("closed", "out_tree", "exe", "consts_bufs", "out_avals", "handlers", "bindable")
+
+
+class Lowered:
+    """The result of ``jit(f).lower(*args)``: StableHLO text and a way to compile it."""
+
+    def __init__(self, jitted, closed, device, donated):
+        self._jitted, self.jaxpr, self._device, self._donated = jitted, closed, device, donated
+
+    def as_text(self):
+        """The StableHLO module, as text.
+
+        Example:
+            >>> print(funcgrad.jit(f).lower(x).as_text())
+        """
+        module, ctx = mlir.lower_closed_jaxpr(self.jaxpr, name=self._jitted.__name__,
+                                              platform=self._device.platform,
+                                              donated=self._donated)
+        with ctx:
+            return str(module)
+
+    def compile(self):
+        """Compile for the device; returns the executable (with ``cost_analysis()``)."""
+        return _executable_for(self.jaxpr, self._device, self._jitted.__name__, self._donated)
+
+
+class JitFunction:
+    """A function compiled by XLA on first call for each input signature.
+
+    Example:
+        >>> f = funcgrad.jit(lambda x, y: x @ y + 1.0)
+        >>> f(jnp.ones((2, 3)), jnp.ones((3, 4))).shape
+        (2, 4)
+    """
+
+    def __init__(self, fun, static_argnums=(), static_argnames=(), donate_argnums=()):
+        functools.update_wrapper(self, fun)
+        self._fun = fun
+        self._static_argnums, self._static_argnames = _normalize_static(
+            fun, static_argnums, static_argnames)
+        if isinstance(donate_argnums, int):
+            donate_argnums = (donate_argnums,)
+        self._donate_argnums = tuple(donate_argnums or ())
+        self._cache = {}
+        self._simple = not (self._static_argnums or self._static_argnames
+                            or self._donate_argnums)
+        self.trace_count = 0
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return functools.partial(self, obj)
+
+    # --- argument handling ----------------------------------------------------------------
+    def _split(self, args, kwargs):
+        """(dynamic args, dynamic kwargs, hashable static key)."""
+        if self._simple:
+            return args, kwargs, ()
+        static = []
+        dyn_args = []
+        for i, a in enumerate(args):
+            if i in self._static_argnums:
+                static.append((i, _hashable_static(self, i, a)))
+            else:
+                dyn_args.append(a)
+        dyn_kwargs = {}
+        for k, v in kwargs.items():
+            if k in self._static_argnames:
+                static.append((k, _hashable_static(self, k, v)))
+            else:
+                dyn_kwargs[k] = v
+        return tuple(dyn_args), dyn_kwargs, tuple(static)
+
+    def _rebuild(self, static, dyn_args, dyn_kwargs):
+        static = dict(static)
+        args, it = [], iter(dyn_args)
+        total = len(dyn_args) + sum(1 for k in static if isinstance(k, int))
+        for i in range(total):
+            args.append(static[i] if i in static else next(it))
+        kwargs = dict(dyn_kwargs)
+        kwargs.update({k: v for k, v in static.items() if isinstance(k, str)})
+        return args, kwargs
+
+    def _donated_flags(self, args, kwargs):
+        if not self._donate_argnums:
+            return ()
+        flags = []
+        dyn_index = 0
+        for i, a in enumerate(args):
+            if i in self._static_argnums:
+                continue
+            n = len(tree_util.tree_leaves(a))
+            flags.extend([i in self._donate_argnums] * n)
+            dyn_index += 1
+        flags.extend([False] * len(tree_util.tree_leaves(kwargs)))
+        return tuple(flags)
+
+    # --- tracing ----------------------------------------------------------------------------
+    def _trace(self, static, treedef, in_avals, donated):
+        self.trace_count += 1
+        out_tree = []
+
+        def flat_fun(*leaves):
+            dyn_args, dyn_kwargs = treedef.unflatten(leaves)
+            args, kwargs = self._rebuild(static, dyn_args, dyn_kwargs)
+            out = self._fun(*args, **kwargs)
+            out_leaves, tree = tree_util.tree_flatten(out)
+            out_tree.append(tree)
+            return out_leaves
+
+        closed, _ = trace_to_jaxpr(flat_fun, in_avals, debug_name=self.__name__)
+        return closed, out_tree[0]
+
+    def _entry(self, args, kwargs):
+        dyn_args, dyn_kwargs, static = self._split(args, kwargs)
+        leaves, treedef = tree_util.registry.flatten((dyn_args, dyn_kwargs))
+        try:
+            avals = tuple([leaf.aval if type(leaf) is Array else aval_of(leaf) for leaf in leaves])
+        except TypeError as exc:
+            raise TypeError(f"jit({self.__name__}): argument leaves must be arrays or scalars: "
+                            f"{exc}. Mark non-array arguments static with static_argnums / "
+                            f"static_argnames.") from None
+        device = _device_of(leaves)
+        key = (treedef, avals, static, device)
+        entry = self._cache.get(key)
+        if entry is None:
+            donated = self._donated_flags(args, kwargs) if self._donate_argnums else ()
+            closed, out_tree = self._trace(static, treedef, avals, donated)
+            entry = _CacheEntry()
+            entry.closed, entry.out_tree = closed, out_tree
+            entry.exe = None
+            entry.consts_bufs = None
+            entry.handlers = donated
+            entry.bindable = None
+            # A trace that closed over another transformation's tracers belongs to that
+            # transformation only: it must not be reused from the cache later.
+            if not any(isinstance(c, Tracer) for c in closed.consts):
+                self._cache[key] = entry
+        return entry, leaves, device
+
+    def __call__(self, *args, **kwargs):
+        entry, leaves, device = self._entry(args, kwargs)
+        if interpreters.current() is not interpreters.root():
+            if entry.bindable is None:
+                entry.bindable = consts_as_args(entry.closed)
+            jaxpr, consts = entry.bindable
+            donated = (False,) * len(consts) + (entry.handlers or (False,) * len(leaves))
+            outs = jit_p.bind(*consts, *leaves, jaxpr=jaxpr, name=self.__name__, donated=donated)
+            return entry.out_tree.unflatten(outs)
+        exe = entry.exe
+        if exe is None:
+            exe = entry.exe = _executable_for(entry.closed, device, self.__name__,
+                                              entry.handlers or ())
+            entry.consts_bufs = [to_buffer(c, device, v.aval) for c, v in
+                                 zip(entry.closed.consts, entry.closed.jaxpr.constvars)]
+            entry.out_avals = exe.out_avals
+        bufs = list(entry.consts_bufs)
+        for leaf, aval in zip(leaves, entry.closed.in_avals):
+            bufs.append(leaf._buf if type(leaf) is Array and leaf._buf._sharding._device is device
+                        else to_buffer(leaf, device, aval))
+        outs = exe.loaded.execute_sharded(bufs).consume_with_handlers(exe._handlers)
+        return entry.out_tree.unflatten([Array(a, b) for a, b in zip(entry.out_avals, outs)])
+
+    def lower(self, *args, **kwargs):
+        """Trace and lower for these arguments without running.
+
+        Example:
+            >>> funcgrad.jit(f).lower(x).as_text()[:6]
+            'module'
+        """
+        entry, _, device = self._entry(args, kwargs)
+        return Lowered(self, entry.closed, device, entry.handlers or ())
+
+    def clear_cache(self):
+        self._cache.clear()
+
+    def __repr__(self):
+        return f"<jit({self.__name__})>"
+
+
+def _hashable_static(jitted, where, value):
+    try:
+        hash(value)
+    except TypeError:
+        raise TypeError(f"jit({jitted.__name__}): static argument {where!r} must be hashable, "
+                        f"got {type(value).__name__} {value!r}; pass a tuple instead of a "
+                        f"list, or make it a non-static array argument") from None
+    return value
+
+
+def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=()):
+    """Compile ``fun`` with XLA: traced once per input signature (pytree structure, shapes,
+    dtypes, static arguments, device), then cached.
+
+    Example:
+        >>> @funcgrad.jit
+        ... def f(x):
+        ...     return jnp.sin(x) * 2.0
+        >>> f(jnp.ones(3))
+        Array([1.682942, 1.682942, 1.682942], dtype=float32)
+    """
+    if fun is None:
+        return functools.partial(jit, static_argnums=static_argnums,
+                                 static_argnames=static_argnames, donate_argnums=donate_argnums)
+    return JitFunction(fun, static_argnums, static_argnames, donate_argnums)
+
+
+def make_jaxpr(fun, static_argnums=()):
+    """A function returning the ClosedJaxpr that ``fun`` stages for given arguments.
+
+    Example:
+        >>> print(funcgrad.make_jaxpr(lambda x: jnp.sin(x) + 1.0)(1.0))
+        { lambda ; a:f32[]. let
+            b:f32[] = sin a
+            c:f32[] = add b 1.0
+          in (c,) }
+    """
+    if isinstance(static_argnums, int):
+        static_argnums = (static_argnums,)
+
+    @functools.wraps(fun)
+    def make(*args, **kwargs):
+        static = {i: a for i, a in enumerate(args) if i in static_argnums}
+        dyn = [a for i, a in enumerate(args) if i not in static_argnums]
+        leaves, treedef = tree_util.tree_flatten((dyn, kwargs))
+        avals = [aval_of(x) if not isinstance(x, ShapedArray) else x for x in leaves]
+
+        def flat_fun(*flat):
+            d, kw = treedef.unflatten(flat)
+            it = iter(d)
+            full = [static[i] if i in static else next(it) for i in range(len(args))]
+            return tree_util.tree_leaves(fun(*full, **kw))
+
+        closed, _ = trace_to_jaxpr(flat_fun, avals, debug_name=getattr(fun, "__name__", None))
+        return closed
+    return make
+
