@@ -104,6 +104,18 @@ class ClosedJaxpr:
     __repr__ = __str__
 
 
+def consts_as_args(closed):
+    """(ClosedJaxpr without consts taking (consts..., args...), consts).
+
+    Higher-order primitives (jit, cond, scan...) carry sub-jaxprs this way, so that consts
+    that are tracers of an enclosing transformation flow as ordinary operands.
+    """
+    j = closed.jaxpr
+    if not j.constvars:
+        return closed, []
+    return ClosedJaxpr(Jaxpr([], j.constvars + j.invars, j.eqns, j.outvars), []), closed.consts
+
+
 # --- printing ----------------------------------------------------------------------------------
 def _names():
     for size in itertools.count(1):

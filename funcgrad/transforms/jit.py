@@ -10,7 +10,7 @@ import weakref
 from funcgrad import tree_util
 from funcgrad.core import interpreters
 from funcgrad.core.avals import ShapedArray
-from funcgrad.core.jaxpr import ClosedJaxpr, Jaxpr
+from funcgrad.core.jaxpr import ClosedJaxpr, consts_as_args
 from funcgrad.core.interpreters import Tracer
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.staging import trace_to_jaxpr
@@ -52,15 +52,6 @@ def _jit_impl(*args, jaxpr, name, donated):
 
 def _jit_lowering(ctx, *args, jaxpr, name, donated):
     return ctx.lower_jaxpr(jaxpr, [], args)
-
-
-def consts_as_args(closed):
-    """(jaxpr without consts taking (consts..., args...), consts): how ``jit_p`` carries them,
-    so that consts that are tracers of an enclosing transformation flow as ordinary operands."""
-    j = closed.jaxpr
-    if not j.constvars:
-        return closed, []
-    return ClosedJaxpr(Jaxpr([], j.constvars + j.invars, j.eqns, j.outvars), []), closed.consts
 
 
 jit_p.def_lowering(_jit_lowering)
