@@ -1,0 +1,141 @@
+"""Symbolic zeros and the vocabulary shared by jvp and transpose rules.
+
+A tangent or cotangent that is known to be zero is represented by ``Zero(aval)`` instead of an
+array of zeros, so work that would only multiply or add zeros is skipped. ``aval`` is the
+*tangent* aval: for integer and boolean primals the tangent dtype is ``float0`` (no data).
+
+In a transpose rule, the linear inputs (whose cotangent is wanted) arrive as
+``UndefinedPrimal(aval)``.
+
+Example:
+    >>> t = Zero(ShapedArray((3,), np.float32))
+    >>> is_zero(t), instantiate(t).shape
+    (True, (3,))
+"""
+import numpy as np
+
+from funcgrad.core import dtypes
+from funcgrad.core.avals import ShapedArray
+
+
+class Zero:
+    """A symbolic zero tangent/cotangent of abstract value ``aval``.
+
+    Example:
+        >>> Zero(ShapedArray((2,), np.float32)).aval
+        f32[2]
+    """
+
+    __slots__ = ("aval",)
+
+    def __init__(self, aval):
+        self.aval = aval
+
+    @staticmethod
+    def from_primal_value(x):
+        """The zero tangent of the primal ``x`` (float0 for integer/bool values)."""
+        from funcgrad.core.values import aval_of
+        return Zero(tangent_aval(aval_of(x)))
+
+    def __repr__(self):
+        return f"Zero({self.aval.str_short()})"
+
+
+def is_zero(x):
+    """Whether ``x`` is a symbolic zero."""
+    return type(x) is Zero
+
+
+def tangent_aval(aval):
+    """The aval of a tangent of a primal of ``aval``: float0 for integer and bool dtypes."""
+    dt = dtypes.tangent_dtype(aval.dtype)
+    if dt == aval.dtype:
+        return aval
+    return ShapedArray(aval.shape, dt, False)
+
+
+def float0_zeros(shape):
+    """A NumPy array of float0 zeros (the value of an integer input's tangent)."""
+    return np.zeros(shape, dtypes.float0)
+
+
+def zeros_like_aval(aval):
+    """An array of zeros of ``aval`` (float0 zeros on the host for a float0 aval).
+
+    Example:
+        >>> zeros_like_aval(ShapedArray((2,), np.float32))
+    """
+    if aval.dtype == dtypes.float0:
+        return float0_zeros(aval.shape)
+    from funcgrad.core import interpreters
+    from funcgrad.lax.elementwise import convert_element_type_p
+    from funcgrad.lax.shapes import broadcast_in_dim_p
+    zero = np.zeros((), aval.dtype)
+    if aval.weak_type:
+        zero = convert_element_type_p.bind(zero, new_dtype=aval.dtype, weak_type=True)
+    if aval.shape:
+        return broadcast_in_dim_p.bind(zero, shape=aval.shape, broadcast_dimensions=())
+    if interpreters.current() is interpreters.root() and not aval.weak_type:
+        # hand users a device array rather than a bare NumPy scalar
+        return convert_element_type_p.bind(zero, new_dtype=aval.dtype, weak_type=False)
+    return zero
+
+
+def instantiate(t):
+    """Materialize ``t``: a Zero becomes an array of zeros (float0 for int/bool avals);
+    anything else is returned unchanged.
+
+    Example:
+        >>> instantiate(Zero(ShapedArray((3,), np.float32)))      # zeros(3)
+    """
+    if type(t) is not Zero:
+        return t
+    aval = t.aval
+    if aval.dtype == dtypes.float0 or not dtypes.is_inexact(aval.dtype):
+        return float0_zeros(aval.shape)
+    return zeros_like_aval(aval)
+
+
+def add_tangents(a, b):
+    """``a + b`` where either may be a symbolic Zero (float0 tangents add to float0).
+
+    Example:
+        >>> add_tangents(Zero(aval), t) is t
+        True
+    """
+    if type(a) is Zero:
+        return b
+    if type(b) is Zero:
+        return a
+    if _is_float0(a) or _is_float0(b):
+        return a
+    from funcgrad.lax.elementwise import add_p
+    return add_p.bind(a, b)
+
+
+def _is_float0(x):
+    dt = getattr(x, "dtype", None)
+    return dt is not None and np.dtype(dt) == dtypes.float0
+
+
+class UndefinedPrimal:
+    """A linear input of a transpose rule: its value is unknown, its cotangent is wanted.
+
+    Example:
+        >>> x = UndefinedPrimal(ShapedArray((3,), np.float32))
+        >>> is_undefined_primal(x), x.aval
+        (True, f32[3])
+    """
+
+    __slots__ = ("aval",)
+
+    def __init__(self, aval):
+        self.aval = aval
+
+    def __repr__(self):
+        return f"UndefinedPrimal({self.aval.str_short()})"
+
+
+def is_undefined_primal(x):
+    """Whether ``x`` is an UndefinedPrimal (a linear input of a transpose rule)."""
+    return type(x) is UndefinedPrimal
