@@ -78,14 +78,21 @@ reduce_or_p = _reduction("or", logical=True)
 reduce_xor_p = _reduction("xor", logical=True)
 
 
-def _axes(x, axes):
-    ndim = aval_of(x).ndim
-    return tuple(sorted(int(a) % ndim if ndim else int(a) for a in axes))
+def _axes(x, axes, name="reduce"):
+    aval = aval_of(x)
+    ndim = aval.ndim
+    out = []
+    for a in axes:
+        a = int(a)
+        if not -ndim <= a < ndim:
+            raise TypeError(f"lax.{name}: axis {a} is out of range for {aval.str_short()}")
+        out.append(a % ndim)
+    return tuple(sorted(out))
 
 
 def _reducer(prim):
     def fn(x, axes):
-        axes = _axes(x, axes)
+        axes = _axes(x, axes, prim.name)
         if not axes:
             return x
         return prim.bind(x, axes=axes)
@@ -158,12 +165,14 @@ def argmax(x, axis, index_dtype="int32"):
     Example:
         >>> lax.argmax(x, 0)
     """
-    return argmax_p.bind(x, axes=_axes(x, (axis,)), index_dtype=dtypes.canonicalize(index_dtype))
+    return argmax_p.bind(x, axes=_axes(x, (axis,), "argmax"),
+                        index_dtype=dtypes.canonicalize(index_dtype))
 
 
 def argmin(x, axis, index_dtype="int32"):
     """Index of the smallest element along ``axis``. Example: ``lax.argmin(x, 0)``."""
-    return argmin_p.bind(x, axes=_axes(x, (axis,)), index_dtype=dtypes.canonicalize(index_dtype))
+    return argmin_p.bind(x, axes=_axes(x, (axis,), "argmin"),
+                        index_dtype=dtypes.canonicalize(index_dtype))
 
 
 # --- cumulative reductions -------------------------------------------------------------------
@@ -205,7 +214,7 @@ cummin_p = _cumulative("min")
 
 def _cumulative_fn(prim):
     def fn(x, axis=0, reverse=False):
-        return prim.bind(x, axis=_axes(x, (axis,))[0], reverse=bool(reverse))
+        return prim.bind(x, axis=_axes(x, (axis,), prim.name)[0], reverse=bool(reverse))
     fn.__name__ = prim.name
     fn.__doc__ = (f"Running ``{prim.name[3:]}`` along ``axis`` (from the end if ``reverse``)."
                   f"\n\nExample:\n    >>> lax.{prim.name}(x, axis=0)\n")

@@ -120,7 +120,9 @@ class Array(Value):
         if self._buf.is_deleted():
             raise RuntimeError(f"Array {self.aval.str_short()} was deleted (donated to a jit "
                                f"call or deleted explicitly); its value cannot be read")
-        value = np.asarray(self._buf)
+        # The runtime's own host copy: read-only, shared with the buffer on CPU, and correct for
+        # every dtype (the buffer protocol cannot express bfloat16 and friends).
+        value = self._buf._single_device_array_to_np_array_did_copy()[0]
         if self.aval.dtype == dtypes.float0:
             return np.zeros(self.aval.shape, dtypes.float0)
         return value
