@@ -79,3 +79,36 @@ def dot(lhs, rhs, precision=None, preferred_element_type=None):
                         f"{ra.str_short()}; use dot_general or funcgrad.numpy.matmul")
     return dot_general(lhs, rhs, (((la.ndim - 1,), (0,)), ((), ())),
                        preferred_element_type=preferred_element_type)
+
+
+# --- batching rules ---
+def _dot_general_batch(args, dims, dimension_numbers, preferred_element_type=None):
+    """Fold vmap's axis into dot_general itself: a batch dimension when both operands are
+    batched, a free dimension when one is; never a loop and never an extra copy."""
+    lhs, rhs = args
+    ld, rd = dims
+    (lc, rc), (lb, rb) = dimension_numbers
+
+    def shift(axes, d):
+        return tuple(a + (a >= d) for a in axes)
+
+    if ld is not None and rd is not None:
+        dn = ((shift(lc, ld), shift(rc, rd)), ((ld,) + shift(lb, ld), (rd,) + shift(rb, rd)))
+        out_dim = 0
+    elif ld is not None:
+        lc2, lb2 = shift(lc, ld), shift(lb, ld)
+        dn = ((lc2, rc), (lb2, rb))
+        free_before = sum(1 for a in range(ld) if a not in lc2 and a not in lb2)
+        out_dim = len(lb) + free_before
+    else:
+        rc2, rb2 = shift(rc, rd), shift(rb, rd)
+        dn = ((lc, rc2), (lb, rb2))
+        lhs_aval = aval_of(lhs)
+        lhs_free = lhs_aval.ndim - len(lc) - len(lb)
+        free_before = sum(1 for a in range(rd) if a not in rc2 and a not in rb2)
+        out_dim = len(lb) + lhs_free + free_before
+    return dot_general_p.bind(lhs, rhs, dimension_numbers=dn,
+                              preferred_element_type=preferred_element_type), out_dim
+
+
+dot_general_p.def_batch(_dot_general_batch)

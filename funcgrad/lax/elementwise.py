@@ -415,3 +415,16 @@ def bitcast_convert_type(x, new_dtype):
         >>> lax.bitcast_convert_type(jnp.float32(1.0), "int32")
     """
     return bitcast_convert_type_p.bind(x, new_dtype=np.dtype(new_dtype))
+
+
+# --- batching rules ---
+# Every primitive of this family is elementwise: operands are aligned on one batch axis (or
+# broadcast), scalar selectors/bounds stay scalars when unbatched.
+def _def_elementwise_batching():
+    from funcgrad.core.batching_util import broadcast_batcher
+    for _value in list(globals().values()):
+        if isinstance(_value, Primitive) and _value.batch is None:
+            _value.def_batch(broadcast_batcher(_value))
+
+
+_def_elementwise_batching()

@@ -318,3 +318,132 @@ scatter_add = _scatter_fn("add")
 scatter_mul = _scatter_fn("mul")
 scatter_min = _scatter_fn("min")
 scatter_max = _scatter_fn("max")
+
+
+# --- batching rules ---
+from funcgrad.core import batching_util as _bu  # noqa: E402
+
+
+def _stack_starts(starts, dims, size):
+    """Batched start indices (scalars, some batched) as int32[size, n] index vectors."""
+    from funcgrad.lax.elementwise import convert_element_type
+    from funcgrad.lax.shapes import broadcast_in_dim, concatenate
+    cols = []
+    for s, d in zip(starts, dims):
+        s = convert_element_type(s, dtypes.int32)
+        if d is _bu.not_mapped:
+            s = broadcast_in_dim(s, (size, 1), ())
+        else:
+            s = broadcast_in_dim(s, (size, 1), (0,))
+        cols.append(s)
+    return concatenate(cols, 1)
+
+
+def _dynamic_slice_batch(args, dims, slice_sizes):
+    operand, *starts = args
+    od, *sds = dims
+    size = _bu.batch_size(args, dims)
+    n = len(starts)
+    if all(d is _bu.not_mapped for d in sds):
+        operand = _bu.bdim_to_front(operand, od)
+        zero = np.zeros((), aval_of(starts[0]).dtype if starts else dtypes.int32)
+        return dynamic_slice_p.bind(operand, zero, *starts,
+                                    slice_sizes=(size,) + tuple(slice_sizes)), 0
+    # Per-lane starts: a gather of one window per lane (clamped like dynamic_slice).
+    indices = _stack_starts(starts, sds, size)
+    if od is _bu.not_mapped:
+        dn = GatherDimensionNumbers(offset_dims=tuple(range(1, n + 1)), collapsed_slice_dims=(),
+                                    start_index_map=tuple(range(n)))
+        sizes = tuple(slice_sizes)
+    else:
+        operand = _bu.bdim_to_front(operand, od)
+        dn = GatherDimensionNumbers(offset_dims=tuple(range(1, n + 1)), collapsed_slice_dims=(),
+                                    start_index_map=tuple(range(1, n + 1)),
+                                    operand_batching_dims=(0,), start_indices_batching_dims=(0,))
+        sizes = (1,) + tuple(slice_sizes)
+    return gather_p.bind(operand, indices, dimension_numbers=dn, slice_sizes=sizes, mode="clip",
+                         fill_value=None), 0
+
+
+def _dynamic_update_slice_batch(args, dims):
+    operand, update, *starts = args
+    od, ud, *sds = dims
+    size = _bu.batch_size(args, dims)
+    n = len(starts)
+    operand = _bu.bdim_to_front(operand, od, size)
+    update = _bu.bdim_to_front(update, ud, size)
+    if all(d is _bu.not_mapped for d in sds):
+        zero = np.zeros((), aval_of(starts[0]).dtype if starts else dtypes.int32)
+        return dynamic_update_slice_p.bind(operand, update, zero, *starts), 0
+    indices = _stack_starts(starts, sds, size)
+    dn = ScatterDimensionNumbers(update_window_dims=tuple(range(1, n + 1)),
+                                 inserted_window_dims=(),
+                                 scatter_dims_to_operand_dims=tuple(range(1, n + 1)),
+                                 operand_batching_dims=(0,), scatter_indices_batching_dims=(0,))
+    return scatter_p.bind(operand, indices, update, dimension_numbers=dn, mode="clip"), 0
+
+
+def _plus1(axes):
+    return tuple(a + 1 for a in axes)
+
+
+def _gather_batch(args, dims, dimension_numbers, slice_sizes, mode, fill_value):
+    operand, indices = args
+    od, idd = dims
+    d = dimension_numbers
+    if idd is _bu.not_mapped:
+        # vmap's axis is one more window axis of the operand, put first in the output
+        operand = _bu.bdim_to_front(operand, od)
+        dn = GatherDimensionNumbers(
+            offset_dims=(0,) + _plus1(d.offset_dims),
+            collapsed_slice_dims=_plus1(d.collapsed_slice_dims),
+            start_index_map=_plus1(d.start_index_map),
+            operand_batching_dims=_plus1(d.operand_batching_dims),
+            start_indices_batching_dims=d.start_indices_batching_dims)
+        sizes = (aval_of(operand).shape[0],) + tuple(slice_sizes)
+    elif od is _bu.not_mapped:
+        # vmap's axis is one more batch axis of the indices: the first non-offset output axis
+        indices = _bu.bdim_to_front(indices, idd)
+        dn = GatherDimensionNumbers(
+            offset_dims=_plus1(d.offset_dims), collapsed_slice_dims=d.collapsed_slice_dims,
+            start_index_map=d.start_index_map, operand_batching_dims=d.operand_batching_dims,
+            start_indices_batching_dims=_plus1(d.start_indices_batching_dims))
+        sizes = tuple(slice_sizes)
+    else:
+        operand = _bu.bdim_to_front(operand, od)
+        indices = _bu.bdim_to_front(indices, idd)
+        dn = GatherDimensionNumbers(
+            offset_dims=_plus1(d.offset_dims),
+            collapsed_slice_dims=_plus1(d.collapsed_slice_dims),
+            start_index_map=_plus1(d.start_index_map),
+            operand_batching_dims=(0,) + _plus1(d.operand_batching_dims),
+            start_indices_batching_dims=(0,) + _plus1(d.start_indices_batching_dims))
+        sizes = (1,) + tuple(slice_sizes)
+    return gather_p.bind(operand, indices, dimension_numbers=dn, slice_sizes=sizes, mode=mode,
+                         fill_value=fill_value), 0
+
+
+def _scatter_batch(prim):
+    def rule(args, dims, dimension_numbers, mode, **params):
+        # Batch all three operands on axis 0 and pair the operand's and the indices' new axes
+        # as scatter batching dims: one scatter for the whole batch.
+        size = _bu.batch_size(args, dims)
+        operand, indices, updates = _bu.all_to_front(args, dims, size)
+        d = dimension_numbers
+        dn = ScatterDimensionNumbers(
+            update_window_dims=_plus1(d.update_window_dims),
+            inserted_window_dims=_plus1(d.inserted_window_dims),
+            scatter_dims_to_operand_dims=_plus1(d.scatter_dims_to_operand_dims),
+            operand_batching_dims=(0,) + _plus1(d.operand_batching_dims),
+            scatter_indices_batching_dims=(0,) + _plus1(d.scatter_indices_batching_dims))
+        return prim.bind(operand, indices, updates, dimension_numbers=dn, mode=mode,
+                         **params), 0
+    return rule
+
+
+dynamic_slice_p.def_batch(_dynamic_slice_batch)
+dynamic_update_slice_p.def_batch(_dynamic_update_slice_batch)
+gather_p.def_batch(_gather_batch)
+for _p in _SCATTERS.values():
+    _p.def_batch(_scatter_batch(_p))
+del _p

@@ -225,3 +225,29 @@ cumsum = _cumulative_fn(cumsum_p)
 cumprod = _cumulative_fn(cumprod_p)
 cummax = _cumulative_fn(cummax_p)
 cummin = _cumulative_fn(cummin_p)
+
+
+# --- batching rules ---
+# Reductions keep the batch axis where it is: per-example axes are renumbered around it.
+def _reduction_batch(prim):
+    def rule(args, dims, axes, **params):
+        d = dims[0]
+        new_axes = tuple(a + (a >= d) for a in axes)
+        out_dim = d - sum(1 for a in new_axes if a < d)
+        return prim.bind(args[0], axes=new_axes, **params), out_dim
+    return rule
+
+
+def _cumulative_batch(prim):
+    def rule(args, dims, axis, reverse):
+        d = dims[0]
+        return prim.bind(args[0], axis=axis + (axis >= d), reverse=reverse), d
+    return rule
+
+
+for _p in (reduce_sum_p, reduce_prod_p, reduce_max_p, reduce_min_p, reduce_and_p, reduce_or_p,
+           reduce_xor_p, argmax_p, argmin_p):
+    _p.def_batch(_reduction_batch(_p))
+for _p in (cumsum_p, cumprod_p, cummax_p, cummin_p):
+    _p.def_batch(_cumulative_batch(_p))
+del _p

@@ -371,3 +371,94 @@ def zeros_like_shape(shape, dtype):
 
 
 _ = ir  # keep the MLIR module imported for rules that need attributes
+
+
+# --- batching rules ---
+from funcgrad.core import batching_util as _bu  # noqa: E402
+
+
+def _broadcast_in_dim_batch(args, dims, shape, broadcast_dimensions):
+    x, = args
+    x = _bu.bdim_to_front(x, dims[0])
+    size = aval_of(x).shape[0]
+    return broadcast_in_dim_p.bind(x, shape=(size,) + tuple(shape),
+                                   broadcast_dimensions=(0,) + _bu.shift_axes(
+                                       broadcast_dimensions)), 0
+
+
+def _reshape_batch(args, dims, new_sizes):
+    x = _bu.bdim_to_front(args[0], dims[0])
+    return reshape_p.bind(x, new_sizes=(aval_of(x).shape[0],) + tuple(new_sizes)), 0
+
+
+def _transpose_batch(args, dims, permutation):
+    d = dims[0]
+    # output axis 0 takes the batch; the others follow the permutation around it
+    perm = (d,) + tuple(p + (p >= d) for p in permutation)
+    return transpose_p.bind(args[0], permutation=perm), 0
+
+
+def _squeeze_batch(args, dims, dimensions):
+    x = _bu.bdim_to_front(args[0], dims[0])
+    return squeeze_p.bind(x, dimensions=_bu.shift_axes(dimensions)), 0
+
+
+def _expand_dims_batch(args, dims, dimensions):
+    x = _bu.bdim_to_front(args[0], dims[0])
+    return expand_dims_p.bind(x, dimensions=_bu.shift_axes(dimensions)), 0
+
+
+def _concatenate_batch(args, dims, dimension):
+    xs = _bu.all_to_front(args, dims)
+    return concatenate_p.bind(*xs, dimension=dimension + 1), 0
+
+
+def _pad_batch(args, dims, padding_config):
+    x, pv = args
+    xd, pd = dims
+    size = _bu.batch_size(args, dims)
+    config = ((0, 0, 0),) + tuple(padding_config)
+    if pd is _bu.not_mapped:
+        return pad_p.bind(_bu.bdim_to_front(x, xd), pv, padding_config=config), 0
+    # A batched padding value: pad with zeros, then select the per-lane value where padded.
+    from funcgrad.lax.elementwise import select_n_p
+    aval = aval_of(x)
+    x = _bu.bdim_to_front(x, xd, size)
+    zero = np.zeros((), aval.dtype)
+    padded = pad_p.bind(x, zero, padding_config=config)
+    out_shape = aval_of(padded).shape
+    inside = pad_p.bind(np.ones(aval_of(x).shape[1:], dtypes.bool_), np.zeros((), dtypes.bool_),
+                        padding_config=tuple(padding_config))
+    inside = broadcast_in_dim(inside, out_shape, tuple(range(1, len(out_shape))))
+    fill = broadcast_in_dim(_bu.bdim_to_front(pv, pd), out_shape, (0,))
+    return select_n_p.bind(inside, fill, padded), 0
+
+
+def _iota_batch(args, dims, dtype, shape, dimension):
+    # iota takes no operands, so it is never batched; kept for the rule checklist
+    return iota_p.bind(dtype=dtype, shape=shape, dimension=dimension), _bu.not_mapped
+
+
+def _slice_batch(args, dims, start_indices, limit_indices, strides):
+    x = _bu.bdim_to_front(args[0], dims[0])
+    size = aval_of(x).shape[0]
+    return slice_p.bind(x, start_indices=(0,) + tuple(start_indices),
+                        limit_indices=(size,) + tuple(limit_indices),
+                        strides=(1,) + tuple(strides)), 0
+
+
+def _rev_batch(args, dims, dimensions):
+    d = dims[0]
+    return rev_p.bind(args[0], dimensions=tuple(a + (a >= d) for a in dimensions)), d
+
+
+broadcast_in_dim_p.def_batch(_broadcast_in_dim_batch)
+reshape_p.def_batch(_reshape_batch)
+transpose_p.def_batch(_transpose_batch)
+squeeze_p.def_batch(_squeeze_batch)
+expand_dims_p.def_batch(_expand_dims_batch)
+concatenate_p.def_batch(_concatenate_batch)
+pad_p.def_batch(_pad_batch)
+iota_p.def_batch(_iota_batch)
+slice_p.def_batch(_slice_batch)
+rev_p.def_batch(_rev_batch)

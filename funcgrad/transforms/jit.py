@@ -320,3 +320,25 @@ def make_jaxpr(fun, static_argnums=()):
         return closed
     return make
 
+
+
+# --- batching rules ---
+_batched_bodies = weakref.WeakKeyDictionary()   # batched ClosedJaxpr -> (body, consts)
+
+
+def _jit_batch(args, dims, jaxpr, name, donated):
+    """Batch the staged body and bind ``jit`` again, so the batched computation stays one
+    compiled executable (the batched Jaxpr is cached per body, batch axes and size)."""
+    from funcgrad.core import batching_util
+    size = batching_util.batch_size(args, dims)
+    batched, out_dims = batching_util.batch_jaxpr(jaxpr, size, dims)
+    entry = _batched_bodies.get(batched)
+    if entry is None:
+        entry = _batched_bodies[batched] = consts_as_args(batched)
+    body, consts = entry
+    donated = (False,) * len(consts) + tuple(donated)
+    outs = jit_p.bind(*consts, *args, jaxpr=body, name=name, donated=donated)
+    return outs, out_dims
+
+
+jit_p.def_batch(_jit_batch)
