@@ -21,3 +21,8 @@ from funcgrad.lax.dot import dot, dot_general
 from funcgrad.lax.indexing import (
     GatherDimensionNumbers, ScatterDimensionNumbers, dynamic_index_in_dim, dynamic_slice,
     dynamic_update_slice, gather, scatter, scatter_add, scatter_max, scatter_min, scatter_mul)
+from funcgrad.lax.convolution import (
+    ConvDimensionNumbers, conv, conv_dimension_numbers, conv_general_dilated, conv_transpose,
+    conv_with_general_padding)
+from funcgrad.lax.windowed import (
+    reduce_window, reduce_window_max, reduce_window_min, reduce_window_sum)

@@ -1,0 +1,317 @@
+"""conv_general_dilated and reduce_window against NumPy references; their transpose and batch
+rules against the adjoint identity and a loop; jvp/grad/vmap once those transforms exist."""
+import itertools
+
+import numpy as np
+import pytest
+
+import funcgrad
+import funcgrad.numpy as jnp
+from funcgrad import lax
+from funcgrad.lax import convolution as C
+from funcgrad.lax import windowed as W
+
+
+# --- NumPy references --------------------------------------------------------------------------
+def _dilate_np(x, axes, d, fill=0.0):
+    for ax, f in zip(axes, d):
+        if f == 1 or x.shape[ax] == 0:
+            continue
+        shape = list(x.shape)
+        shape[ax] = (shape[ax] - 1) * f + 1
+        out = np.full(shape, fill, x.dtype)
+        idx = [slice(None)] * x.ndim
+        idx[ax] = slice(None, None, f)
+        out[tuple(idx)] = x
+        x = out
+    return x
+
+
+def _pad_np(x, axes, pads, fill=0.0):
+    cfg = [(0, 0)] * x.ndim
+    for ax, (lo, hi) in zip(axes, pads):
+        cfg[ax] = (max(lo, 0), max(hi, 0))
+    x = np.pad(x, cfg, constant_values=fill)
+    idx = [slice(None)] * x.ndim
+    for ax, (lo, hi) in zip(axes, pads):
+        idx[ax] = slice(-lo if lo < 0 else 0, x.shape[ax] + hi if hi < 0 else x.shape[ax])
+    return x[tuple(idx)]
+
+
+def ref_conv(x, w, strides, pads, lhs_dil, rhs_dil, fgc=1, bgc=1):
+    """NCHW x OIHW reference, N-d, with dilations and groups."""
+    nsp = x.ndim - 2
+    sp = tuple(range(2, 2 + nsp))
+    x = _pad_np(_dilate_np(x, sp, lhs_dil), sp, pads)
+    w = _dilate_np(w, sp, rhs_dil)
+    N, Cin = x.shape[:2]
+    O = w.shape[0]
+    ksz = w.shape[2:]
+    win = np.lib.stride_tricks.sliding_window_view(x, ksz, axis=sp)
+    win = win[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in strides)]
+    # win: N, C, *out, *k
+    n_out = N // bgc
+    out = np.zeros((n_out, O) + win.shape[2:2 + nsp], np.float64)
+    ipg = w.shape[1]
+    opg_f = O // fgc
+    opg_b = O // bgc
+    for o in range(O):
+        g = o // opg_f
+        bg = o // opg_b
+        xs = win[bg * n_out:(bg + 1) * n_out, g * ipg:(g + 1) * ipg]
+        ks = w[o]
+        axes = (1,) + tuple(range(2 + nsp, 2 + 2 * nsp))
+        out[:, o] = np.tensordot(xs, ks, axes=(axes, tuple(range(nsp + 1))))
+    return out
+
+
+def ref_window(x, kind, k, s, pads, bd, wd):
+    fill = {"sum": 0.0, "max": -np.inf, "min": np.inf}[kind]
+    axes = tuple(range(x.ndim))
+    x = _pad_np(_dilate_np(x.astype(np.float64), axes, bd, fill), axes, pads, fill)
+    kd = [(kk - 1) * d + 1 for kk, d in zip(k, wd)]
+    win = np.lib.stride_tricks.sliding_window_view(x, kd)
+    win = win[tuple(slice(None, None, ss) for ss in s)]
+    win = win[(Ellipsis,) + tuple(slice(None, None, d) for d in wd)]
+    red = {"sum": np.sum, "max": np.max, "min": np.min}[kind]
+    return red(win, axis=tuple(range(x.ndim, 2 * x.ndim)))
+
+
+CASES = [
+    # x shape, w shape, strides, pads, lhs_dil, rhs_dil, fgc, bgc
+    ((2, 3, 7, 6), (4, 3, 3, 2), (1, 1), ((1, 1), (0, 1)), (1, 1), (1, 1), 1, 1),
+    ((2, 4, 9, 8), (6, 2, 3, 3), (2, 3), ((1, 2), (2, 0)), (1, 1), (2, 1), 2, 1),
+    ((1, 2, 5, 5), (3, 2, 3, 3), (1, 1), ((2, 2), (1, 2)), (2, 2), (1, 1), 1, 1),
+    ((4, 3, 6, 6), (6, 3, 2, 2), (2, 2), ((0, 0), (1, 0)), (1, 1), (1, 1), 1, 2),
+    ((2, 5, 11), (5, 1, 3), (2,), ((1, 1),), (1,), (2,), 5, 1),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_conv_matches_numpy(case, rng):
+    xs, ws, st, pads, ld, rd, fgc, bgc = case
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    got = lax.conv_general_dilated(x, w, st, pads, ld, rd, feature_group_count=fgc,
+                                   batch_group_count=bgc)
+    want = ref_conv(x, w, st, pads, ld, rd, fgc, bgc)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4)
+
+
+def test_conv_layouts_and_same_padding(rng):
+    x = rng.standard_normal((2, 3, 8, 7)).astype(np.float32)
+    w = rng.standard_normal((5, 3, 3, 3)).astype(np.float32)
+    want = np.asarray(lax.conv_general_dilated(x, w, (2, 2), "SAME"))
+    assert want.shape == (2, 5, 4, 4)
+    np.testing.assert_allclose(want, ref_conv(x, w, (2, 2), ((0, 1), (1, 1)), (1, 1), (1, 1)),
+                               rtol=1e-4, atol=1e-4)
+    got = lax.conv_general_dilated(x.transpose(0, 2, 3, 1), w.transpose(2, 3, 1, 0), (2, 2),
+                                   "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    np.testing.assert_allclose(np.asarray(got).transpose(0, 3, 1, 2), want, rtol=1e-5,
+                               atol=1e-5)
+    dn = C.conv_dimension_numbers(x.shape, w.shape, ("NCHW", "OIHW", "NHWC"))
+    got = lax.conv_general_dilated(x, w, (2, 2), "SAME", dimension_numbers=dn)
+    np.testing.assert_allclose(np.asarray(got).transpose(0, 3, 1, 2), want, rtol=1e-5,
+                               atol=1e-5)
+    with pytest.raises(TypeError, match="feature"):
+        lax.conv_general_dilated(x, w[:, :2], (1, 1), "VALID")
+
+
+def test_conv_jit_matches_eager(rng):
+    x = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    f = funcgrad.jit(lambda a, b: lax.conv(a, b, (1, 1), "SAME") * 2.0)
+    np.testing.assert_allclose(np.asarray(f(x, w)),
+                               2 * np.asarray(lax.conv(x, w, (1, 1), "SAME")), rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_conv_transpose_is_gradient_shape(rng):
+    x = rng.standard_normal((1, 2, 4, 4)).astype(np.float32)
+    w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    y = lax.conv_transpose(x, w, (2, 2), "SAME")
+    assert y.shape == (1, 3, 8, 8)
+    # conv_transpose(transpose_kernel=True) is the adjoint of the strided conv.
+    z = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    wk = rng.standard_normal((2, 3, 3, 3)).astype(np.float32)   # maps 3 -> 2 channels
+    fwd = np.asarray(lax.conv_general_dilated(z, wk, (2, 2), ((1, 1), (1, 1))))
+    assert fwd.shape == (1, 2, 4, 4)
+    back = np.asarray(lax.conv_transpose(x, wk, (2, 2), ((1, 2), (1, 2)), transpose_kernel=True))
+    np.testing.assert_allclose((fwd * x).sum(), (z * back).sum(), rtol=1e-4)
+
+
+# --- transpose rules via the adjoint identity <A x, c> == <x, A^T c> ----------------------------
+def _params(xs, ws, st, pads, ld, rd, fgc, bgc):
+    dn = C.conv_dimension_numbers(xs, ws, None)
+    return dict(window_strides=st, padding=pads, lhs_dilation=ld, rhs_dilation=rd,
+                dimension_numbers=dn, feature_group_count=fgc, batch_group_count=bgc,
+                preferred_element_type=None)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_conv_transpose_rules_adjoint(case, rng):
+    xs, ws, st, pads, ld, rd, fgc, bgc = case
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    p = _params(xs, ws, st, pads, ld, rd, fgc, bgc)
+    y = np.asarray(C.conv_general_dilated_p.bind(x, w, **p))
+    ct = rng.standard_normal(y.shape).astype(np.float32)
+    lhs_ct = np.asarray(C._transpose_lhs(ct, w, funcgrad.numpy.asarray(x).aval, **p))
+    rhs_ct = np.asarray(C._transpose_rhs(ct, x, funcgrad.numpy.asarray(w).aval, **p))
+    assert lhs_ct.shape == xs and rhs_ct.shape == ws
+    np.testing.assert_allclose((y * ct).sum(), (x * lhs_ct).sum(), rtol=2e-4)
+    np.testing.assert_allclose((y * ct).sum(), (w * rhs_ct).sum(), rtol=2e-4)
+
+
+@pytest.mark.parametrize("case", CASES[:4])
+@pytest.mark.parametrize("which", ["lhs", "rhs", "both"])
+def test_conv_batch_rule_matches_loop(case, which, rng):
+    xs, ws, st, pads, ld, rd, fgc, bgc = case
+    B = 3
+    x = rng.standard_normal((B,) + xs if which != "rhs" else xs).astype(np.float32)
+    w = rng.standard_normal((B,) + ws if which != "lhs" else ws).astype(np.float32)
+    p = _params(xs, ws, st, pads, ld, rd, fgc, bgc)
+    # put the batch axis somewhere in the middle to exercise the axis bookkeeping
+    xd = wd = None
+    if which != "rhs":
+        x, xd = np.moveaxis(x, 0, 2), 2
+    if which != "lhs":
+        w, wd = np.moveaxis(w, 0, 1), 1
+    out, od = C._conv_batch_rule([x, w], [xd, wd], **p)
+    out = np.moveaxis(np.asarray(out), od, 0)
+    for b in range(B):
+        xb = np.take(x, b, axis=xd) if xd is not None else x
+        wb = np.take(w, b, axis=wd) if wd is not None else w
+        np.testing.assert_allclose(out[b], np.asarray(C.conv_general_dilated_p.bind(xb, wb, **p)),
+                                   rtol=1e-4, atol=1e-4)
+
+
+# --- reduce_window -------------------------------------------------------------------------------
+WCASES = [
+    ((2, 3, 7, 6), (1, 1, 2, 2), (1, 1, 2, 2), ((0, 0), (0, 0), (0, 1), (0, 0)), None, None),
+    ((2, 7, 6), (1, 3, 3), (1, 2, 1), ((0, 0), (1, 1), (1, 1)), None, None),
+    ((5, 6), (2, 3), (1, 2), ((1, 0), (0, 2)), (2, 1), (1, 2)),
+]
+
+
+@pytest.mark.parametrize("kind", ["sum", "max", "min"])
+@pytest.mark.parametrize("case", WCASES)
+def test_reduce_window_matches_numpy(kind, case, rng):
+    xs, k, s, pads, bd, wd = case
+    bd = bd or (1,) * len(xs)
+    wd = wd or (1,) * len(xs)
+    x = rng.standard_normal(xs).astype(np.float32)
+    fn = {"sum": lax.reduce_window_sum, "max": lax.reduce_window_max,
+          "min": lax.reduce_window_min}[kind]
+    got = fn(x, k, s, pads, bd, wd)
+    np.testing.assert_allclose(np.asarray(got), ref_window(x, kind, k, s, pads, bd, wd),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_reduce_window_api_checks():
+    x = jnp.arange(6.0)
+    np.testing.assert_allclose(np.asarray(lax.reduce_window(x, 0.0, lax.add, (2,), (2,),
+                                                            "VALID")), [1, 5, 9])
+    np.testing.assert_allclose(np.asarray(lax.reduce_window(x, -np.inf, lax.max, (3,), (1,),
+                                                            "SAME")), [1, 2, 3, 4, 5, 5])
+    with pytest.raises(ValueError, match="identity"):
+        lax.reduce_window(x, 1.0, lax.add, (2,), (2,), "VALID")
+
+
+@pytest.mark.parametrize("case", WCASES)
+def test_reduce_window_sum_transpose_adjoint(case, rng):
+    xs, k, s, pads, bd, wd = case
+    bd = bd or (1,) * len(xs)
+    wd = wd or (1,) * len(xs)
+    x = rng.standard_normal(xs).astype(np.float32)
+    params = dict(window_dimensions=k, window_strides=s, padding=pads, base_dilation=bd,
+                  window_dilation=wd)
+    y = np.asarray(W.reduce_window_sum_p.bind(x, **params))
+    ct = rng.standard_normal(y.shape).astype(np.float32)
+
+    class _U:   # stands for an undefined primal: only .aval is read
+        aval = jnp.asarray(x).aval
+    (xt,) = W._sum_transpose(ct, _U(), **params)
+    np.testing.assert_allclose((y * ct).sum(), (x * np.asarray(xt)).sum(), rtol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["sum", "max"])
+def test_reduce_window_batch_rule(kind, rng):
+    x = rng.standard_normal((2, 4, 5, 3)).astype(np.float32)
+    prim = W._PRIMS[kind]
+    params = dict(window_dimensions=(2, 2, 1), window_strides=(2, 1, 1),
+                  padding=((0, 1), (1, 0), (0, 0)), base_dilation=(1, 1, 1),
+                  window_dilation=(1, 2, 1))
+    out, od = W._batcher(prim)([x], [3], **params)
+    out = np.moveaxis(np.asarray(out), od, 0)
+    for b in range(3):
+        np.testing.assert_allclose(out[b], np.asarray(prim.bind(x[..., b], **params)),
+                                   rtol=1e-6)
+
+
+def test_max_window_tangent_routes_to_argmax(rng):
+    # the linear map used by the max jvp: tangent of the first maximal element of each window
+    x = np.array([[1., 3., 3., 0.], [2., 5., 1., 5.]], np.float32)
+    t = np.arange(8, dtype=np.float32).reshape(2, 4)
+    params = dict(window_dimensions=(1, 2), window_strides=(1, 2), padding=((0, 0), (0, 0)),
+                  base_dilation=(1, 1), window_dilation=(1, 1))
+    xs = W._window_patches(x, -np.inf, out_shape=(2, 2), **params)
+    assert xs.shape == (2, 2, 2)
+    np.testing.assert_array_equal(np.asarray(xs)[:, 1, 1], [1., 5.])
+
+
+# --- through the transforms, once they exist ---------------------------------------------------
+needs_grad = pytest.mark.skipif(not hasattr(funcgrad, "grad"), reason="funcgrad.grad not yet")
+needs_vmap = pytest.mark.skipif(not hasattr(funcgrad, "vmap"), reason="funcgrad.vmap not yet")
+
+
+@needs_grad
+@pytest.mark.parametrize("case", [CASES[1], CASES[3]])
+def test_conv_grad_matches_finite_differences(case, x64, rng):
+    xs, ws, st, pads, ld, rd, fgc, bgc = case
+    x = rng.standard_normal(xs)
+    w = rng.standard_normal(ws)
+
+    def f(a, b):
+        y = lax.conv_general_dilated(a, b, st, pads, ld, rd, feature_group_count=fgc,
+                                     batch_group_count=bgc)
+        return jnp.sum(jnp.sin(y))
+    gx, gw = funcgrad.grad(f, argnums=(0, 1))(x, w)
+    eps = 1e-6
+    for arr, g, which in ((x, gx, 0), (w, gw, 1)):
+        for idx in itertools.islice(np.ndindex(arr.shape), 0, None, max(arr.size // 5, 1)):
+            d = np.zeros_like(arr)
+            d[idx] = eps
+            args_p = [x, w]
+            args_m = [x, w]
+            args_p[which] = arr + d
+            args_m[which] = arr - d
+            fd = (float(f(*args_p)) - float(f(*args_m))) / (2 * eps)
+            np.testing.assert_allclose(np.asarray(g)[idx], fd, rtol=1e-5, atol=1e-7)
+
+
+@needs_grad
+@pytest.mark.parametrize("kind", ["sum", "max"])
+def test_reduce_window_grad(kind, x64, rng):
+    x = rng.standard_normal((2, 5, 6))
+    fn = lax.reduce_window_sum if kind == "sum" else lax.reduce_window_max
+
+    def f(a):
+        return jnp.sum(jnp.sin(fn(a, (1, 3, 2), (1, 2, 2), ((0, 0), (1, 1), (0, 0)))))
+    g = np.asarray(funcgrad.grad(f)(x))
+    eps = 1e-6
+    for idx in list(np.ndindex(x.shape))[::7]:
+        d = np.zeros_like(x)
+        d[idx] = eps
+        fd = (float(f(x + d)) - float(f(x - d))) / (2 * eps)
+        np.testing.assert_allclose(g[idx], fd, rtol=1e-5, atol=1e-7)
+
+
+@needs_vmap
+def test_conv_vmap_matches_loop(rng):
+    x = rng.standard_normal((3, 2, 3, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((3, 4, 3, 3, 3)).astype(np.float32)
+    f = lambda a, b: lax.conv(a, b, (1, 1), "SAME")
+    out = np.asarray(funcgrad.vmap(f)(x, w))
+    for b in range(3):
+        np.testing.assert_allclose(out[b], np.asarray(f(x[b], w[b])), rtol=1e-4, atol=1e-4)
