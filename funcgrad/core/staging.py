@@ -29,6 +29,7 @@ class StagingInterpreter(Interpreter):
         self.debug_name = debug_name
         self.eqns = []
         self.constvars = {}   # id(value) -> (var, value)
+        self._current_prim = None
 
     def new_arg(self, aval):
         return StagingTracer(self, aval, Var(aval))
@@ -43,13 +44,25 @@ class StagingInterpreter(Interpreter):
             return literal(np.asarray(x, aval.dtype)[()], aval.dtype)
         entry = self.constvars.get(id(x))
         if entry is None:
+            if isinstance(x, Tracer) and not self._is_ancestor(x._interp):
+                # A tracer of a transformation that is not running any more: it escaped.
+                raise interpreters.escaped_tracer_error(x, self._current_prim)
             entry = self.constvars[id(x)] = (Var(aval_of(x).strip_weak()
                                                  if not isinstance(x, Value) else x.aval), x)
         return entry[0]
 
+    def _is_ancestor(self, interp):
+        i = self.parent
+        while i is not None:
+            if i is interp:
+                return True
+            i = i.parent
+        return False
+
     def process_primitive(self, prim, args, params):
         if self.forward_known and not any(self.is_own(a) for a in args):
             return self.parent.process_primitive(prim, args, params)
+        self._current_prim = prim
         atoms = [self.to_atom(a) for a in args]
         avals = out_avals(prim, [a.aval for a in atoms], params)
         outvars = [Var(a) for a in avals]
