@@ -20,6 +20,7 @@ from funcgrad import tree_util  # noqa: E402
 from funcgrad import lax  # noqa: E402
 from funcgrad import numpy  # noqa: E402
 from funcgrad.transforms.jit import jit, make_jaxpr  # noqa: E402
+from funcgrad.transforms.batching import vmap  # noqa: E402
 from funcgrad.core.errors import (ConcretizationTypeError,  # noqa: E402
                                   TracerArrayConversionError, UnexpectedTracerError)
 

@@ -22,8 +22,9 @@ from funcgrad.core.values import aval_of
 
 not_mapped = None
 
-#: Collective primitives (psum, axis_index, ...): prim -> rule(axis, args, dims, **params)
-#: where ``axis`` has ``.name`` and ``.size``; consulted by the batching interpreter before
+#: Collective primitives (psum, axis_index, ...): prim -> rule(axis_data, args, dims, /,
+#: **params) where ``axis_data`` has ``.name`` and ``.size`` (make it positional-only if the
+#: primitive has a param of the same name); consulted by the batching interpreter before
 #: ``prim.batch`` when the primitive's ``axis_name`` param names vmap's axis.
 collective_rules = {}
 

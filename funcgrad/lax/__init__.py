@@ -26,3 +26,5 @@ from funcgrad.lax.convolution import (
     conv_with_general_padding)
 from funcgrad.lax.windowed import (
     reduce_window, reduce_window_max, reduce_window_min, reduce_window_sum)
+from funcgrad.lax.parallel import (
+    all_gather, axis_index, axis_size, pmax, pmean, pmin, ppermute, psum)

@@ -1,0 +1,389 @@
+"""Collectives over named axes: psum, pmean, pmax, pmin, all_gather, axis_index, ppermute.
+
+A named axis is bound by a transformation that maps a function over it: ``vmap(f,
+axis_name="i")`` today (``pmap`` later). Inside, ``psum(x, "i")`` sums ``x`` over the members of
+axis ``"i"`` and gives every member the total.
+
+How they run:
+- Under ``vmap`` each collective is a primitive whose batching rule (registered in
+  ``batching_util.collective_rules``) turns it into an ordinary array operation over vmap's
+  batch axis: ``psum`` becomes ``reduce_sum``, ``all_gather`` a moveaxis, ``ppermute`` a
+  gather, ``axis_index`` an iota.
+- Every collective primitive has an abstract evaluation rule, so it can be staged into a Jaxpr
+  (e.g. inside ``jit`` under ``vmap``: the batching rule of ``jit`` batches the body with the
+  enclosing axis name). The primitive params (``axis_name`` as a tuple of names, ``perm``,
+  ``axis``/``tiled``, and the axis size where the result shape needs it) are what a ``pmap``
+  lowering needs to emit ``stablehlo.all_reduce`` / ``all_gather`` / ``collective_permute`` /
+  ``replica_id``; that lowering is not written yet: lowering a collective outside a binding
+  transformation raises ``NameError`` naming the unbound axis.
+
+The size of a named axis is found from the interpreters in effect: any interpreter with an
+``axis`` attribute (``.name``, ``.size``) binds that name.
+"""
+import numpy as np
+
+from funcgrad.core import ad_util, dtypes, interpreters
+from funcgrad.core import batching_util as _bu
+from funcgrad.core.avals import ShapedArray
+from funcgrad.core.primitive import Primitive
+from funcgrad.core.values import PYTHON_SCALARS, aval_of
+
+
+def _names(axis_name):
+    if isinstance(axis_name, (tuple, list)):
+        return tuple(axis_name)
+    return (axis_name,)
+
+
+def axis_size(axis_name):
+    """The size of the named axis ``axis_name`` bound by an enclosing ``vmap`` (or pmap).
+
+    Example:
+        >>> funcgrad.vmap(lambda x: lax.axis_size("i") * x, axis_name="i")(jnp.ones(3))
+    """
+    interp = interpreters.current()
+    while interp is not None:
+        axis = getattr(interp, "axis", None)
+        if axis is not None and getattr(axis, "name", None) == axis_name:
+            return axis.size
+        interp = interp.parent
+    raise NameError(f"unbound axis name: {axis_name!r}. Collectives need an enclosing "
+                    f"vmap(..., axis_name={axis_name!r}) (or pmap) that binds it")
+
+
+def _unbound_lowering(name):
+    def rule(ctx, *args, axis_name, **params):
+        raise NameError(f"lax.{name}: unbound axis name {axis_name!r}: collectives run only "
+                        f"inside a transformation that binds the axis (vmap with axis_name; "
+                        f"lowering for pmap is not implemented yet)")
+    return rule
+
+
+# --- psum / pmax / pmin --------------------------------------------------------------------------
+def _allreduce(kind):
+    prim = Primitive(f"p{kind}")
+
+    @prim.def_abstract_eval
+    def _abstract(x, axis_name):
+        if kind == "sum" and x.dtype == dtypes.bool_:
+            raise TypeError(f"lax.psum: bool operands are not supported ({x.str_short()}); "
+                            f"convert to an integer type first")
+        return ShapedArray(x.shape, x.dtype, x.weak_type)
+
+    prim.def_lowering(_unbound_lowering(prim.name))
+    return prim
+
+
+psum_p = _allreduce("sum")
+pmax_p = _allreduce("max")
+pmin_p = _allreduce("min")
+
+
+def _tree_apply(fn, x):
+    from funcgrad import tree_util
+    return tree_util.tree_map(fn, x)
+
+
+def psum(x, axis_name):
+    """Sum ``x`` (a pytree of arrays) over the named axis (or tuple of axes); every member of
+    the axis gets the total.
+
+    Example:
+        >>> funcgrad.vmap(lambda v: v / lax.psum(v, "i"), axis_name="i")(jnp.arange(4.0))
+        Array([0.        , 0.16666667, 0.33333334, 0.5       ], dtype=float32)
+    """
+    names = _names(axis_name)
+    for n in names:
+        axis_size(n)
+    return _tree_apply(lambda v: psum_p.bind(v, axis_name=names), x)
+
+
+def pmax(x, axis_name):
+    """Maximum of ``x`` over the named axis. Example: ``lax.pmax(x, "i")``."""
+    names = _names(axis_name)
+    for n in names:
+        axis_size(n)
+    return _tree_apply(lambda v: pmax_p.bind(v, axis_name=names), x)
+
+
+def pmin(x, axis_name):
+    """Minimum of ``x`` over the named axis. Example: ``lax.pmin(x, "i")``."""
+    names = _names(axis_name)
+    for n in names:
+        axis_size(n)
+    return _tree_apply(lambda v: pmin_p.bind(v, axis_name=names), x)
+
+
+def pmean(x, axis_name):
+    """Mean of ``x`` over the named axis (or tuple of axes).
+
+    Example:
+        >>> funcgrad.vmap(lambda v: v - lax.pmean(v, "i"), axis_name="i")(jnp.arange(3.0))
+        Array([-1.,  0.,  1.], dtype=float32)
+    """
+    n = 1
+    for name in _names(axis_name):
+        n *= axis_size(name)
+    from funcgrad.lax.elementwise import div
+    return _tree_apply(lambda v: div(psum(v, axis_name), float(n) if dtypes.is_inexact(
+        aval_of(v).dtype) else n), x)
+
+
+# --- all_gather ----------------------------------------------------------------------------------
+all_gather_p = Primitive("all_gather")
+
+
+@all_gather_p.def_abstract_eval
+def _all_gather_abstract(x, axis_name, axis, tiled, axis_size):
+    if not 0 <= axis <= x.ndim:
+        raise TypeError(f"lax.all_gather: axis {axis} is out of range for {x.str_short()}")
+    shape = list(x.shape)
+    if tiled:
+        if not x.ndim:
+            raise TypeError("lax.all_gather: tiled=True needs an operand of rank >= 1")
+        shape[axis] *= axis_size
+    else:
+        shape.insert(axis, axis_size)
+    return ShapedArray(shape, x.dtype, x.weak_type)
+
+
+all_gather_p.def_lowering(_unbound_lowering("all_gather"))
+
+
+def all_gather(x, axis_name, *, axis=0, tiled=False):
+    """Stack the values of ``x`` from every member of the named axis along a new ``axis`` (or
+    concatenate them along ``axis`` if ``tiled``).
+
+    Example:
+        >>> funcgrad.vmap(lambda v: lax.all_gather(v, "i"), axis_name="i")(jnp.arange(3.0))[0]
+        Array([0., 1., 2.], dtype=float32)
+    """
+    names = _names(axis_name)
+    if len(names) != 1:
+        raise ValueError(f"lax.all_gather: one axis name expected, got {axis_name!r}")
+    size = axis_size(names[0])
+
+    def one(v):
+        ndim = aval_of(v).ndim
+        ax = _bu.canonical_axis(axis, ndim if tiled else ndim + 1, "lax.all_gather: axis")
+        return all_gather_p.bind(v, axis_name=names, axis=ax, tiled=bool(tiled), axis_size=size)
+    return _tree_apply(one, x)
+
+
+# --- axis_index ----------------------------------------------------------------------------------
+axis_index_p = Primitive("axis_index")
+axis_index_p.def_abstract_eval(lambda axis_name: ShapedArray((), dtypes.int32))
+axis_index_p.def_lowering(_unbound_lowering("axis_index"))
+
+
+def axis_index(axis_name):
+    """This member's position (int32) along the named axis.
+
+    Example:
+        >>> funcgrad.vmap(lambda v: lax.axis_index("i"), axis_name="i")(jnp.zeros(3))
+        Array([0, 1, 2], dtype=int32)
+    """
+    names = _names(axis_name)
+    if len(names) != 1:
+        raise ValueError(f"lax.axis_index: one axis name expected, got {axis_name!r}")
+    axis_size(names[0])
+    return axis_index_p.bind(axis_name=names)
+
+
+# --- ppermute ------------------------------------------------------------------------------------
+ppermute_p = Primitive("ppermute")
+
+
+@ppermute_p.def_abstract_eval
+def _ppermute_abstract(x, axis_name, perm):
+    return ShapedArray(x.shape, x.dtype, x.weak_type)
+
+
+ppermute_p.def_lowering(_unbound_lowering("ppermute"))
+
+
+def ppermute(x, axis_name, perm):
+    """Send ``x`` from member ``src`` to member ``dst`` for each ``(src, dst)`` in ``perm``;
+    members that receive nothing get zeros.
+
+    Example:
+        >>> shift = [(i, (i + 1) % 4) for i in range(4)]
+        >>> funcgrad.vmap(lambda v: lax.ppermute(v, "i", shift), axis_name="i")(jnp.arange(4.0))
+        Array([3., 0., 1., 2.], dtype=float32)
+    """
+    names = _names(axis_name)
+    if len(names) != 1:
+        raise ValueError(f"lax.ppermute: one axis name expected, got {axis_name!r}")
+    size = axis_size(names[0])
+    perm = tuple((int(s), int(d)) for s, d in perm)
+    srcs, dsts = [s for s, _ in perm], [d for _, d in perm]
+    if len(set(srcs)) != len(srcs) or len(set(dsts)) != len(dsts) or any(
+            not 0 <= i < size for i in srcs + dsts):
+        raise ValueError(f"lax.ppermute: perm {perm} must be pairs of distinct sources and "
+                         f"distinct destinations in [0, {size}) for axis {names[0]!r}")
+    return _tree_apply(lambda v: ppermute_p.bind(v, axis_name=names, perm=perm), x)
+
+
+# --- batching rules ---
+def _rest(names, axis):
+    return tuple(n for n in names if n != axis.name)
+
+
+def _allreduce_collective(prim, kind):
+    def rule(axis, args, dims, axis_name):
+        from funcgrad.lax import elementwise as ew, reductions as red
+        x, d = args[0], dims[0]
+        if d is _bu.not_mapped:
+            if kind == "sum":
+                out = x * axis.size if isinstance(x, PYTHON_SCALARS) else ew.mul(x, axis.size)
+            else:
+                out = x
+        else:
+            reducer = {"sum": red.reduce_sum, "max": red.reduce_max, "min": red.reduce_min}[kind]
+            out = reducer(x, (d,))
+        rest = _rest(axis_name, axis)
+        if rest:
+            out = prim.bind(out, axis_name=rest)
+        return out, _bu.not_mapped
+    return rule
+
+
+def _passthrough_batch(prim):
+    # A collective over another (outer) axis acts on each vmap lane's value independently.
+    def rule(args, dims, **params):
+        return prim.bind(args[0], **params), dims[0]
+    return rule
+
+
+for _p, _k in ((psum_p, "sum"), (pmax_p, "max"), (pmin_p, "min")):
+    _bu.collective_rules[_p] = _allreduce_collective(_p, _k)
+    _p.def_batch(_passthrough_batch(_p))
+ppermute_p.def_batch(_passthrough_batch(ppermute_p))
+del _p, _k
+
+
+def _all_gather_collective(axis_data, args, dims, /, axis_name, axis_size, tiled, axis):
+    from funcgrad.lax.shapes import reshape
+    x, d = args[0], dims[0]
+    gather_axis = axis
+    out = _bu.bdim_at(x, d, gather_axis, axis_data.size)
+    if tiled:
+        shape = list(aval_of(out).shape)
+        merged = shape[gather_axis] * shape[gather_axis + 1]
+        out = reshape(out, shape[:gather_axis] + [merged] + shape[gather_axis + 2:])
+    return out, _bu.not_mapped
+
+
+def _all_gather_batch(args, dims, axis, **params):
+    x = _bu.bdim_to_front(args[0], dims[0])
+    return all_gather_p.bind(x, axis=axis + 1, **params), 0
+
+
+_bu.collective_rules[all_gather_p] = _all_gather_collective
+all_gather_p.def_batch(_all_gather_batch)
+
+
+def _axis_index_collective(axis, args, dims, axis_name):
+    from funcgrad.lax.shapes import iota
+    return iota(dtypes.int32, axis.size), 0
+
+
+_bu.collective_rules[axis_index_p] = _axis_index_collective
+axis_index_p.def_batch(lambda args, dims, axis_name: (axis_index_p.bind(axis_name=axis_name),
+                                                      _bu.not_mapped))
+
+
+def _ppermute_collective(axis, args, dims, axis_name, perm):
+    from funcgrad.lax.elementwise import select_n
+    from funcgrad.lax.indexing import GatherDimensionNumbers, gather
+    from funcgrad.lax.shapes import broadcast_in_dim
+    x = _bu.bdim_to_front(args[0], dims[0], axis.size)
+    aval = aval_of(x)
+    src_of = {dst: src for src, dst in perm}
+    idx = np.array([[src_of.get(i, 0)] for i in range(axis.size)], np.int32)
+    dn = GatherDimensionNumbers(offset_dims=tuple(range(1, aval.ndim)),
+                                collapsed_slice_dims=(0,), start_index_map=(0,))
+    out = gather(x, idx, dn, (1,) + aval.shape[1:])
+    if len(src_of) < axis.size:
+        covered = np.array([i in src_of for i in range(axis.size)])
+        mask = broadcast_in_dim(covered, aval.shape, (0,))
+        out = select_n(mask, broadcast_in_dim(np.zeros((), aval.dtype), aval.shape, ()), out)
+    return out, 0
+
+
+_bu.collective_rules[ppermute_p] = _ppermute_collective
+
+
+# --- jvp and transpose rules ---
+def _linear_jvp(prim):
+    def rule(primals, tangents, **params):
+        out = prim.bind(*primals, **params)
+        t = tangents[0]
+        if ad_util.is_zero(t):
+            return out, ad_util.Zero(ad_util.tangent_aval(aval_of(out)))
+        return out, prim.bind(t, **params)
+    return rule
+
+
+psum_p.def_jvp(_linear_jvp(psum_p))
+all_gather_p.def_jvp(_linear_jvp(all_gather_p))
+ppermute_p.def_jvp(_linear_jvp(ppermute_p))
+
+
+def _psum_transpose(ct, x, axis_name):
+    # every member's input contributes to every member's output
+    if ad_util.is_zero(ct):
+        return [ct]
+    return [psum_p.bind(ct, axis_name=axis_name)]
+
+
+def _ppermute_transpose(ct, x, axis_name, perm):
+    if ad_util.is_zero(ct):
+        return [ct]
+    return [ppermute_p.bind(ct, axis_name=axis_name, perm=tuple((d, s) for s, d in perm))]
+
+
+def _all_gather_transpose(ct, x, axis_name, axis, tiled, axis_size):
+    from funcgrad.lax.indexing import dynamic_slice
+    from funcgrad.lax.shapes import squeeze
+    if ad_util.is_zero(ct):
+        return [ad_util.Zero(x.aval)]
+    total = psum_p.bind(ct, axis_name=axis_name)
+    me = axis_index_p.bind(axis_name=axis_name)
+    shape = aval_of(total).shape
+    width = 1 if not tiled else shape[axis] // axis_size
+    starts = [np.int32(0)] * len(shape)
+    from funcgrad.lax.elementwise import mul
+    starts[axis] = mul(me, np.int32(width))
+    sizes = list(shape)
+    sizes[axis] = width
+    piece = dynamic_slice(total, starts, sizes)
+    return [piece if tiled else squeeze(piece, (axis,))]
+
+
+psum_p.def_transpose(_psum_transpose)
+ppermute_p.def_transpose(_ppermute_transpose)
+all_gather_p.def_transpose(_all_gather_transpose)
+
+
+def _pextreme_jvp(prim):
+    def rule(primals, tangents, axis_name):
+        from funcgrad.lax import elementwise as ew
+        x, = primals
+        out = prim.bind(x, axis_name=axis_name)
+        t = tangents[0]
+        if ad_util.is_zero(t) or not dtypes.is_inexact(aval_of(x).dtype):
+            return out, ad_util.Zero(ad_util.tangent_aval(aval_of(out)))
+        # the tangent of the winning member(s), averaged over ties
+        hit = ew.convert_element_type(ew.eq(x, out), aval_of(x).dtype)
+        num = psum_p.bind(ew.mul(hit, t), axis_name=axis_name)
+        den = psum_p.bind(hit, axis_name=axis_name)
+        return out, ew.div(num, den)
+    return rule
+
+
+pmax_p.def_jvp(_pextreme_jvp(pmax_p))
+pmin_p.def_jvp(_pextreme_jvp(pmin_p))
+axis_index_p.def_jvp(lambda primals, tangents, axis_name: (
+    axis_index_p.bind(axis_name=axis_name),
+    ad_util.Zero(ad_util.tangent_aval(ShapedArray((), dtypes.int32)))))
