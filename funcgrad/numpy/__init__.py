@@ -41,6 +41,35 @@ from funcgrad.numpy.ufuncs import (
     positive, pow, power, rad2deg, radians, real, reciprocal, remainder, right_shift, rint,
     round, sign, signbit, sin, sinc, sinh, sqrt, square, subtract, tan, tanh, true_divide,
     trunc, where)
+# numpy breadth (array API names, extra math, nan-functions, index tricks, sets, statistics,
+# polynomials)
+from funcgrad.numpy.array_api import (  # noqa: E402
+    __array_api_version__, __array_namespace_info__, acos, acosh, asin, asinh, astype, atan,
+    atan2, atanh, bitwise_invert, bitwise_left_shift, bitwise_right_shift, can_cast,
+    cumulative_prod, cumulative_sum, isdtype, unique_all, unique_counts, unique_inverse,
+    unique_values, unstack)
+from funcgrad.numpy.array_api import bool_dtype as bool  # noqa: E402,A001
+from funcgrad.lowering.array import from_dlpack  # noqa: E402
+from funcgrad.numpy.math_extra import (  # noqa: E402
+    allclose, array_equal, array_equiv, bitwise_count, convolve, correlate, cross, diff,
+    ediff1d, fabs, frexp, gradient, i0, interp, iscomplex, iscomplexobj, isclose, isreal,
+    isrealobj, kron, ldexp, logaddexp2, modf, real_if_close, spacing, trace, trapezoid, unwrap)
+from funcgrad.numpy.nan_functions import (  # noqa: E402
+    nanargmax, nanargmin, nancumprod, nancumsum, nanmax, nanmean, nanmin, nanprod, nanstd,
+    nansum, nanvar)
+from funcgrad.numpy.index_tricks import (  # noqa: E402
+    append, apply_along_axis, apply_over_axes, choose, compress, delete, diag_indices,
+    diag_indices_from, diagflat, extract, fill_diagonal, fromfunction, indices, insert, ix_,
+    mask_indices, mgrid, ogrid, piecewise, place, put, put_along_axis, putmask,
+    ravel_multi_index, resize, select, tril_indices, tril_indices_from, trim_zeros,
+    triu_indices, triu_indices_from, unravel_index, vander, vectorize)
+from funcgrad.numpy.set_ops import (  # noqa: E402
+    in1d, intersect1d, isin, setdiff1d, setxor1d, union1d)
+from funcgrad.numpy.statistics import (  # noqa: E402
+    bincount, corrcoef, cov, digitize, histogram, histogram2d, histogram_bin_edges,
+    histogramdd)
+from funcgrad.numpy.polynomial import (  # noqa: E402
+    poly, polyadd, polyder, polydiv, polyfit, polyint, polymul, polysub, polyval, roots)
 
 # --- dtypes and constants ------------------------------------------------------------------
 bool_ = _dtypes.bool_

@@ -1,0 +1,286 @@
+"""The Python array API standard (2023.12) names that NumPy spells differently, its dtype
+functions (``astype``, ``can_cast``, ``isdtype``) and its inspection API
+(``__array_namespace_info__``).
+
+Example:
+    >>> import funcgrad.numpy as xp
+    >>> xp.__array_api_version__
+    '2023.12'
+    >>> xp.isdtype(xp.float32, "real floating")
+    True
+"""
+import numpy as np
+
+from funcgrad import lax
+from funcgrad.core import dtypes
+from funcgrad.core.interpreters import Tracer, Value
+from funcgrad.core.values import aval_of
+from funcgrad.numpy import ufuncs as _uf
+from funcgrad.numpy._util import (canonical_dtype, canonicalize_axis, check_arraylike,
+                                  promote_dtypes)
+
+__array_api_version__ = "2023.12"
+
+# --- renamed elementwise functions ---------------------------------------------------------
+acos, acosh, asin, asinh = _uf.arccos, _uf.arccosh, _uf.arcsin, _uf.arcsinh
+atan, atan2, atanh = _uf.arctan, _uf.arctan2, _uf.arctanh
+bitwise_left_shift, bitwise_right_shift = _uf.left_shift, _uf.right_shift
+bitwise_invert = _uf.invert
+
+
+# --- dtype functions -----------------------------------------------------------------------
+_KINDS = {
+    "bool": lambda d: d == dtypes.bool_,
+    "signed integer": dtypes.is_signed,
+    "unsigned integer": dtypes.is_unsigned,
+    "integral": dtypes.is_integer,
+    "real floating": dtypes.is_float,
+    "complex floating": dtypes.is_complex,
+    "numeric": lambda d: d != dtypes.bool_ and d in dtypes.SUPPORTED,
+}
+
+
+def _as_dtype(fname, d):
+    if isinstance(d, Value) or isinstance(d, np.ndarray):
+        return np.dtype(d.dtype)
+    try:
+        return np.dtype(d)
+    except TypeError:
+        raise TypeError(f"funcgrad.numpy.{fname}: {d!r} is not a dtype") from None
+
+
+def isdtype(dtype, kind):
+    """Whether ``dtype`` is of ``kind``: a dtype, a kind name ("bool", "signed integer",
+    "unsigned integer", "integral", "real floating", "complex floating", "numeric") or a tuple
+    of these.
+
+    Example:
+        >>> jnp.isdtype(jnp.int8, ("integral", "bool"))
+        True
+    """
+    dt = _as_dtype("isdtype", dtype)
+    if isinstance(kind, tuple):
+        return builtins_any(isdtype(dt, k) for k in kind)
+    if isinstance(kind, str):
+        if kind not in _KINDS:
+            raise ValueError(f"funcgrad.numpy.isdtype: unknown kind {kind!r}; expected one of "
+                             f"{sorted(_KINDS)}")
+        return bool(_KINDS[kind](dt))
+    return dt == _as_dtype("isdtype", kind)
+
+
+def builtins_any(it):
+    for v in it:
+        if v:
+            return True
+    return False
+
+
+def can_cast(from_, to, casting="safe"):
+    """Whether ``from_`` (a dtype or an array) converts to ``to`` under ``casting`` rules.
+
+    Example:
+        >>> jnp.can_cast(jnp.int8, jnp.float32)
+        True
+    """
+    src = _as_dtype("can_cast", from_)
+    dst = _as_dtype("can_cast", to)
+    return bool(np.can_cast(src, dst, casting=casting))
+
+
+def astype(x, dtype, /, *, copy=True, device=None):
+    """``x`` converted to ``dtype`` (complex to real keeps the real part; to bool tests != 0).
+
+    Example:
+        >>> jnp.astype(jnp.array([1.7, -2.2]), jnp.int32)
+        Array([ 1, -2], dtype=int32)
+    """
+    check_arraylike("astype", x)
+    x = promote_dtypes(x)[0]
+    src = aval_of(x).dtype
+    dst = canonical_dtype(dtype)
+    if dst == src and not (isinstance(x, Value) and aval_of(x).weak_type):
+        out = x
+    elif dst == dtypes.bool_:
+        out = lax.ne(x, np.zeros((), src))
+    else:
+        if dtypes.is_complex(src) and not dtypes.is_complex(dst):
+            x = lax.real(x)
+        out = lax.convert_element_type(x, dst)
+    if device is not None:
+        from funcgrad.lowering.array import device_put
+        out = device_put(out, device)
+    return out
+
+
+def unstack(x, /, *, axis=0):
+    """The slices of ``x`` along ``axis``, as a tuple.
+
+    Example:
+        >>> a, b = jnp.unstack(jnp.ones((2, 3)))
+    """
+    check_arraylike("unstack", x)
+    x = promote_dtypes(x)[0]
+    av = aval_of(x)
+    if av.ndim == 0:
+        raise ValueError("funcgrad.numpy.unstack: input must have at least one dimension")
+    ax = canonicalize_axis("unstack", axis, av.ndim)
+    return tuple(lax.index_in_dim(x, i, ax, keepdims=False) for i in range(av.shape[ax]))
+
+
+def _cumulative(name, lax_fn):
+    def fn(x, /, *, axis=None, dtype=None, include_initial=False):
+        check_arraylike(name, x)
+        x = promote_dtypes(x)[0]
+        av = aval_of(x)
+        if axis is None:
+            if av.ndim > 1:
+                raise ValueError(f"funcgrad.numpy.{name}: axis must be given for an array of "
+                                 f"rank {av.ndim} ({av.str_short()})")
+            if av.ndim == 0:
+                x = lax.reshape(x, (1,))
+                av = aval_of(x)
+            axis = 0
+        ax = canonicalize_axis(name, axis, av.ndim)
+        dt = canonical_dtype(dtype)
+        if dt is None and (av.dtype == dtypes.bool_ or (dtypes.is_integer(av.dtype) and
+                                                         av.dtype.itemsize < 4)):
+            dt = dtypes.default_uint() if dtypes.is_unsigned(av.dtype) else dtypes.default_int()
+        if dt is not None and dt != av.dtype:
+            x = lax.convert_element_type(x, dt)
+        out = lax_fn(x, ax)
+        if include_initial:
+            init = 0 if name == "cumulative_sum" else 1
+            shape = list(aval_of(out).shape)
+            shape[ax] = 1
+            out = lax.concatenate([lax.full(tuple(shape), init, aval_of(out).dtype), out], ax)
+        return out
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"Running {name[11:]} along ``axis`` (array API: ``include_initial`` prepends "
+                  f"the identity).\n\nExample:\n    >>> jnp.{name}(jnp.array([1, 2, 3]), "
+                  f"include_initial=True)\n")
+    return fn
+
+
+cumulative_sum = _cumulative("cumulative_sum", lax.cumsum)
+cumulative_prod = _cumulative("cumulative_prod", lax.cumprod)
+
+
+# --- unique_* ------------------------------------------------------------------------------
+def _unique_host(fname, x):
+    if isinstance(x, Tracer) and not hasattr(x, "_value"):
+        raise TypeError(f"funcgrad.numpy.{fname}: the number of unique values is not known "
+                        f"while tracing; use jnp.unique(x, size=N, ...) inside jit")
+    from funcgrad.numpy.creation import asarray
+    host = np.asarray(x)
+    vals, index, inverse, counts = np.unique(host.ravel(), return_index=True,
+                                             return_inverse=True, return_counts=True,
+                                             equal_nan=False)
+    it = dtypes.default_int()
+    return (asarray(vals.astype(host.dtype)), asarray(index.astype(it)),
+            asarray(inverse.reshape(host.shape).astype(it)), asarray(counts.astype(it)))
+
+
+def _unique(fname, x, size, fill_value):
+    check_arraylike(fname, x)
+    if size is None:
+        return _unique_host(fname, x)
+    from funcgrad.numpy import sorting
+    vals, index, inverse, counts = sorting.unique(
+        x, return_index=True, return_inverse=True, return_counts=True, size=size,
+        fill_value=fill_value)
+    return vals, index, lax.reshape(inverse, aval_of(x).shape), counts
+
+
+def unique_all(x, /, *, size=None, fill_value=None):
+    """``(values, indices, inverse_indices, counts)`` of the unique elements of ``x``.
+
+    ``size=`` (static) makes it usable under jit (needs ``jnp.unique``).
+
+    Example:
+        >>> v, i, inv, c = jnp.unique_all(jnp.array([3, 1, 3]))
+    """
+    r = _unique("unique_all", x, size, fill_value)
+    return _UniqueAll(*r)
+
+
+def unique_counts(x, /, *, size=None, fill_value=None):
+    """``(values, counts)`` of the unique elements. Example: ``jnp.unique_counts(x)``."""
+    r = _unique("unique_counts", x, size, fill_value)
+    return _UniqueCounts(r[0], r[3])
+
+
+def unique_inverse(x, /, *, size=None, fill_value=None):
+    """``(values, inverse_indices)`` with ``values[inverse_indices] == x``.
+
+    Example:
+        >>> v, inv = jnp.unique_inverse(jnp.array([3, 1, 3]))
+    """
+    r = _unique("unique_inverse", x, size, fill_value)
+    return _UniqueInverse(r[0], r[2])
+
+
+def unique_values(x, /, *, size=None, fill_value=None):
+    """The sorted unique elements of ``x``. Example: ``jnp.unique_values(x)``."""
+    return _unique("unique_values", x, size, fill_value)[0]
+
+
+def _namedtuple(name, fields):
+    from collections import namedtuple
+    return namedtuple(name, fields)
+
+
+_UniqueAll = _namedtuple("UniqueAllResult", "values indices inverse_indices counts")
+_UniqueCounts = _namedtuple("UniqueCountsResult", "values counts")
+_UniqueInverse = _namedtuple("UniqueInverseResult", "values inverse_indices")
+
+
+# --- inspection API ------------------------------------------------------------------------
+class ArrayNamespaceInfo:
+    """What ``funcgrad.numpy`` supports (the array API inspection object).
+
+    Example:
+        >>> info = jnp.__array_namespace_info__()
+        >>> info.default_dtypes()["real floating"]
+        dtype('float32')
+    """
+
+    def capabilities(self):
+        """Optional features: boolean indexing and data-dependent shapes only work eagerly."""
+        return {"boolean indexing": False, "data-dependent shapes": False}
+
+    def default_device(self):
+        """The device new arrays go to."""
+        from funcgrad.lowering.backend import devices
+        return devices()[0]
+
+    def devices(self):
+        """All devices of the default backend."""
+        from funcgrad.lowering.backend import devices
+        return list(devices())
+
+    def default_dtypes(self, *, device=None):
+        """Default dtypes (they follow the x64 setting)."""
+        return {"real floating": np.dtype(dtypes.default_float()),
+                "complex floating": np.dtype(dtypes.default_complex()),
+                "integral": np.dtype(dtypes.default_int()),
+                "indexing": np.dtype(dtypes.default_int())}
+
+    def dtypes(self, *, device=None, kind=None):
+        """The supported dtypes, by name, optionally only those of ``kind`` (see isdtype)."""
+        names = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                 "uint64", "float32", "float64", "complex64", "complex128"]
+        if not dtypes.x64_enabled():
+            names = [n for n in names if not n.endswith("64") or n == "complex64"]
+        out = {}
+        for n in names:
+            dt = np.dtype(n)
+            if kind is None or isdtype(dt, kind):
+                out[n] = dt
+        return out
+
+
+def __array_namespace_info__():
+    """The array API inspection object. Example: ``jnp.__array_namespace_info__().devices()``."""
+    return ArrayNamespaceInfo()
+bool_dtype = np.dtype(np.bool_)
