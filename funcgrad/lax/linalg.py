@@ -1,0 +1,961 @@
+"""Linear-algebra primitives on the LAPACK kernels that jaxlib ships for CPU.
+
+Each decomposition is one primitive whose lowering emits a ``stablehlo.custom_call`` to one of
+jaxlib's typed-FFI LAPACK kernels (``lapack_<s|d|c|z><routine>_ffi``, registered once with
+XLA at import). The kernels take column-major matrices with any number of leading batch
+dimensions (passed through ``operand_layouts``/``result_layouts``) and ``uint8`` character
+attributes (``uplo='L'``, ``mode='V'``...) in a dictionary ``backend_config`` (custom-call API
+version 4). Post-processing that every caller wants (zeroing the unused triangle, NaN where
+LAPACK reported failure, 0-based pivots) happens inside the lowering, so every primitive's
+output is clean.
+
+Primitives: ``cholesky``, ``triangular_solve``, ``lu`` (with pivots and permutation), ``qr``,
+``eigh``, ``svd``, ``eig`` (no derivative: JAX has none either for eigenvectors of
+non-symmetric matrices beyond eigenvalues).
+
+Example:
+    >>> from funcgrad import lax
+    >>> L = lax.linalg.cholesky(a @ a.T + 4 * jnp.eye(4))
+"""
+import numpy as np
+from jaxlib import _jax
+from jaxlib.cpu import _lapack
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import stablehlo
+
+from funcgrad.core import dtypes
+from funcgrad.core.avals import ShapedArray
+from funcgrad.core.primitive import Primitive
+from funcgrad.core.values import aval_of
+from funcgrad.lax import _hlo
+
+# --- custom-call plumbing -------------------------------------------------------------------
+_registered = False
+
+
+def _register_lapack():
+    global _registered
+    if _registered:
+        return
+    _lapack.initialize()
+    for name, capsule in _lapack.registrations().items():
+        if name.endswith("_ffi"):
+            _jax.register_custom_call_target(name, capsule, "cpu", api_version=1)
+    _registered = True
+
+
+_register_lapack()
+
+_PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
+           np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
+
+
+def _target(routine, dtype):
+    return f"lapack_{_PREFIX[np.dtype(dtype)]}{routine}_ffi"
+
+
+def _layout(ndim, matrix):
+    """Minor-to-major layout: column-major for the trailing two dims of a matrix."""
+    if matrix and ndim >= 2:
+        order = [ndim - 2, ndim - 1] + list(range(ndim - 3, -1, -1))
+    else:
+        order = list(range(ndim - 1, -1, -1))
+    return ir.DenseIntElementsAttr.get(np.asarray(order, np.int64), type=ir.IndexType.get())
+
+
+def _u8(c):
+    return ir.IntegerAttr.get(ir.IntegerType.get_unsigned(8), ord(c))
+
+
+def _ffi_call(name, operands, operand_avals, result_avals, attrs, operand_matrix,
+              result_matrix):
+    """Emit a typed-FFI custom call; returns its results."""
+    op = stablehlo.CustomCallOp(
+        [_hlo.ir_type(a) for a in result_avals], list(operands), name,
+        has_side_effect=ir.BoolAttr.get(False),
+        backend_config=ir.DictAttr.get({k: _u8(v) for k, v in attrs.items()}),
+        api_version=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 4),
+        operand_layouts=ir.ArrayAttr.get([_layout(a.ndim, m) for a, m in
+                                          zip(operand_avals, operand_matrix)]),
+        result_layouts=ir.ArrayAttr.get([_layout(a.ndim, m) for a, m in
+                                         zip(result_avals, result_matrix)]))
+    return list(op.results)
+
+
+def _check_cpu(ctx, name):
+    if ctx.platform not in ("cpu", "host"):
+        raise NotImplementedError(
+            f"lax.linalg.{name}: only the CPU backend has LAPACK kernels (platform "
+            f"{ctx.platform!r})")
+
+
+# --- MLIR helpers for post-processing ------------------------------------------------------
+def _iota(shape, dim, dtype=np.int32):
+    return stablehlo.iota(_hlo.tensor_type(shape, dtype), dim)
+
+
+def _triangle_mask(shape, lower, k=0):
+    """Boolean mask of ``shape`` selecting the lower (row >= col - k) or upper triangle."""
+    rows = _iota(shape, len(shape) - 2)
+    cols = _iota(shape, len(shape) - 1)
+    if k:
+        cols = stablehlo.add(cols, _hlo.constant(-k, np.int32, shape))
+    return _hlo.compare(rows, cols, "GE" if lower else "LE", np.int32)
+
+
+def _keep_triangle(x, aval, lower):
+    mask = _triangle_mask(aval.shape, lower)
+    return stablehlo.select(mask, x, _hlo.zeros_like_aval(aval))
+
+
+def _ok_mask(info, info_aval, aval, nbatch_trailing):
+    """Broadcast ``info == 0`` (batch shape) to ``aval`` (batch shape + trailing dims)."""
+    ok = _hlo.compare(info, _hlo.constant(0, np.int32, info_aval.shape), "EQ", np.int32)
+    return stablehlo.broadcast_in_dim(_hlo.tensor_type(aval.shape, dtypes.bool_), ok,
+                                      list(range(info_aval.ndim)))
+
+
+def _nan_if_failed(x, aval, info, info_aval):
+    ok = _ok_mask(info, info_aval, aval, aval.ndim - info_aval.ndim)
+    nan = _hlo.constant(np.nan, aval.dtype, aval.shape)
+    return stablehlo.select(ok, x, nan)
+
+
+def _slice(x, aval, starts, limits):
+    return stablehlo.slice(x, list(starts), list(limits), [1] * aval.ndim)
+
+
+def _pad_cols(x, aval, new_cols):
+    """Zero-pad the last dim of ``x`` to ``new_cols``."""
+    extra = new_cols - aval.shape[-1]
+    zero = _hlo.constant(0, aval.dtype)
+    return stablehlo.pad(x, zero, [0] * aval.ndim, [0] * (aval.ndim - 1) + [extra],
+                         [0] * aval.ndim)
+
+
+# --- checks ----------------------------------------------------------------------------------
+_LAPACK_DTYPES = tuple(_PREFIX)
+
+
+def _check_matrix(name, a, square=False):
+    if a.ndim < 2:
+        raise TypeError(f"lax.linalg.{name}: expected a matrix (rank >= 2), got {a.str_short()}")
+    if square and a.shape[-1] != a.shape[-2]:
+        raise TypeError(f"lax.linalg.{name}: expected square matrices, got {a.str_short()}")
+    if a.dtype not in _LAPACK_DTYPES:
+        raise TypeError(f"lax.linalg.{name}: expected float32/float64/complex64/complex128, "
+                        f"got {a.str_short()}")
+
+
+def _int_aval(shape):
+    return ShapedArray(shape, dtypes.int32)
+
+
+# --- cholesky ---------------------------------------------------------------------------------
+cholesky_p = Primitive("cholesky")
+
+
+@cholesky_p.def_abstract_eval
+def _cholesky_abstract(a):
+    _check_matrix("cholesky", a, square=True)
+    return a.strip_weak()
+
+
+def _cholesky_lowering(ctx, a):
+    _check_cpu(ctx, "cholesky")
+    aval = ctx.avals_out[0]
+    info_aval = _int_aval(aval.shape[:-2])
+    out, info = _ffi_call(_target("potrf", aval.dtype), [a], [aval], [aval, info_aval],
+                          {"uplo": "L"}, [True], [True, False])
+    out = _keep_triangle(out, aval, lower=True)
+    return _nan_if_failed(out, aval, info, info_aval)
+
+
+cholesky_p.def_lowering(_cholesky_lowering)
+
+
+def cholesky(x, symmetrize_input=True):
+    """The lower Cholesky factor ``L`` of a Hermitian positive-definite ``x`` (``x = L L^H``).
+
+    Only the lower triangle is read unless ``symmetrize_input`` (the default) averages ``x``
+    with its conjugate transpose first. Rows/batches that are not positive definite give NaN.
+
+    Example:
+        >>> L = lax.linalg.cholesky(jnp.array([[4., 2.], [2., 3.]]))
+    """
+    _check_matrix("cholesky", aval_of(x), square=True)
+    if symmetrize_input:
+        x = symmetrize(x)
+    return cholesky_p.bind(x)
+
+
+def symmetrize(x):
+    """``(x + x^H) / 2``. Example: ``lax.linalg.symmetrize(a)``."""
+    from funcgrad import lax
+    xt = _mT(x)
+    if dtypes.is_complex(aval_of(x).dtype):
+        xt = lax.conj(xt)
+    return lax.div(lax.add(x, xt), lax.full((), 2, aval_of(x).dtype))
+
+
+def _mT(x):
+    from funcgrad import lax
+    nd = aval_of(x).ndim
+    return lax.transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+# --- triangular_solve ------------------------------------------------------------------------
+triangular_solve_p = Primitive("triangular_solve")
+
+
+@triangular_solve_p.def_abstract_eval
+def _triangular_solve_abstract(a, b, left_side, lower, transpose_a, conjugate_a,
+                               unit_diagonal):
+    _check_matrix("triangular_solve", a, square=True)
+    if b.ndim < 2:
+        raise TypeError(f"lax.linalg.triangular_solve: b must be a matrix, got {b.str_short()}")
+    if a.dtype != b.dtype:
+        raise TypeError(f"lax.linalg.triangular_solve: dtypes of a {a.str_short()} and b "
+                        f"{b.str_short()} must match")
+    if a.shape[:-2] != b.shape[:-2]:
+        raise TypeError(f"lax.linalg.triangular_solve: batch dims of a {a.str_short()} and b "
+                        f"{b.str_short()} must match")
+    k = b.shape[-2] if left_side else b.shape[-1]
+    if a.shape[-1] != k:
+        raise TypeError(f"lax.linalg.triangular_solve: a {a.str_short()} does not match b "
+                        f"{b.str_short()} with left_side={left_side}")
+    return b.strip_weak()
+
+
+def _triangular_solve_lowering(ctx, a, b, left_side, lower, transpose_a, conjugate_a,
+                               unit_diagonal):
+    _check_cpu(ctx, "triangular_solve")
+    a_aval, b_aval = ctx.avals_in
+    if conjugate_a and not transpose_a and dtypes.is_complex(a_aval.dtype):
+        a = _conj(a, a_aval)
+        conjugate_a = False
+    trans = "N"
+    if transpose_a:
+        trans = "C" if (conjugate_a and dtypes.is_complex(a_aval.dtype)) else "T"
+    (out,) = _ffi_call(_target("trsm", a_aval.dtype), [a, b], [a_aval, b_aval],
+                       [b_aval], {"side": "L" if left_side else "R",
+                                  "uplo": "L" if lower else "U", "trans_x": trans,
+                                  "diag": "U" if unit_diagonal else "N"},
+                       [True, True], [True])
+    return out
+
+
+def _conj(x, aval):
+    from jaxlib.mlir.dialects import chlo
+    return chlo.conj(x)
+
+
+triangular_solve_p.def_lowering(_triangular_solve_lowering)
+
+
+def triangular_solve(a, b, left_side=False, lower=False, transpose_a=False, conjugate_a=False,
+                     unit_diagonal=False):
+    """Solve ``op(a) @ x = b`` (``left_side=True``) or ``x @ op(a) = b`` for triangular ``a``.
+
+    ``op(a)`` is ``a``, ``a.T`` (``transpose_a``) or ``a^H`` (with ``conjugate_a``). Only the
+    ``lower``/upper triangle of ``a`` is read; ``unit_diagonal`` assumes ones on the diagonal.
+    Leading batch dimensions of ``a`` and ``b`` are broadcast against each other.
+
+    Example:
+        >>> x = lax.linalg.triangular_solve(L, b, left_side=True, lower=True)
+    """
+    from funcgrad import lax
+    a_aval, b_aval = aval_of(a), aval_of(b)
+    dt = dtypes.result_type(a_aval.dtype, b_aval.dtype)
+    if not dtypes.is_inexact(dt):
+        dt = dtypes.canonicalize(dtypes.float64)
+    a = lax.convert_element_type(a, dt)
+    b = lax.convert_element_type(b, dt)
+    batch = tuple(np.broadcast_shapes(a_aval.shape[:-2], b_aval.shape[:-2]))
+    a = _broadcast_batch(a, batch)
+    b = _broadcast_batch(b, batch)
+    return triangular_solve_p.bind(a, b, left_side=bool(left_side), lower=bool(lower),
+                                   transpose_a=bool(transpose_a),
+                                   conjugate_a=bool(conjugate_a),
+                                   unit_diagonal=bool(unit_diagonal))
+
+
+def _broadcast_batch(x, batch):
+    from funcgrad import lax
+    aval = aval_of(x)
+    if aval.shape[:-2] == batch:
+        return x
+    shape = batch + aval.shape[-2:]
+    dims = tuple(range(len(shape) - aval.ndim, len(shape)))
+    return lax.broadcast_in_dim(x, shape, dims)
+
+
+# --- lu ---------------------------------------------------------------------------------------
+lu_p = Primitive("lu", multiple_results=True)
+
+
+@lu_p.def_abstract_eval
+def _lu_abstract(a):
+    _check_matrix("lu", a)
+    m, n = a.shape[-2:]
+    batch = a.shape[:-2]
+    return [a.strip_weak(), _int_aval(batch + (min(m, n),)), _int_aval(batch + (m,))]
+
+
+def _lu_lowering(ctx, a):
+    _check_cpu(ctx, "lu")
+    aval, piv_aval, perm_aval = ctx.avals_out
+    batch = aval.shape[:-2]
+    info_aval = _int_aval(batch)
+    lu, piv, info = _ffi_call(_target("getrf", aval.dtype), [a], [aval],
+                              [aval, piv_aval, info_aval], {}, [True], [True, False, False])
+    # LAPACK pivots are 1-based; a singular matrix (info > 0) still gives a valid LU.
+    piv = stablehlo.subtract(piv, _hlo.constant(1, np.int32, piv_aval.shape))
+    bad = _hlo.compare(info, _hlo.constant(0, np.int32, batch), "LT", np.int32)
+    bad = stablehlo.broadcast_in_dim(_hlo.tensor_type(aval.shape, dtypes.bool_), bad,
+                                     list(range(len(batch))))
+    lu = stablehlo.select(bad, _hlo.constant(np.nan, aval.dtype, aval.shape), lu)
+    perm = _permutation_from_pivots(piv, piv_aval, perm_aval)
+    return [lu, piv, perm]
+
+
+def _permutation_from_pivots(piv, piv_aval, perm_aval):
+    """Apply the row swaps ``i <-> piv[..., i]`` in order to ``iota(m)``: a while loop."""
+    k = piv_aval.shape[-1]
+    m = perm_aval.shape[-1]
+    batch = perm_aval.shape[:-1]
+    i32 = np.int32
+    perm0 = _iota(perm_aval.shape, len(batch))
+    if k == 0:
+        return perm0
+    scalar_t = _hlo.tensor_type((), i32)
+    perm_t = _hlo.ir_type(perm_aval)
+    piv_t = _hlo.ir_type(piv_aval)
+    zero = _hlo.constant(0, i32)
+    loop = stablehlo.WhileOp([scalar_t, perm_t, piv_t], [zero, perm0, piv])
+    cond = loop.regions[0].blocks.append(scalar_t, perm_t, piv_t)
+    with ir.InsertionPoint(cond):
+        stablehlo.return_([_hlo.compare(cond.arguments[0], _hlo.constant(k, i32), "LT", i32)])
+    body = loop.regions[1].blocks.append(scalar_t, perm_t, piv_t)
+    with ir.InsertionPoint(body):
+        i, perm, pv = body.arguments
+        starts = [zero] * len(batch) + [i]
+        sizes = list(batch) + [1]
+        j = stablehlo.dynamic_slice(pv, starts, sizes)               # batch + (1,)
+        p_i = stablehlo.dynamic_slice(perm, starts, sizes)           # batch + (1,)
+        col = _iota(perm_aval.shape, len(batch))
+        bshape = perm_aval.shape
+        j_b = stablehlo.broadcast_in_dim(perm_t, j, list(range(len(batch) + 1)))
+        is_j = _hlo.compare(col, j_b, "EQ", i32)
+        p_j = stablehlo.ReduceOp(
+            [_hlo.tensor_type(batch, i32)],
+            [stablehlo.select(is_j, perm, _hlo.constant(0, i32, bshape))],
+            [_hlo.constant(0, i32)], [len(batch)])
+        _hlo.scalar_region(p_j, [ShapedArray((), i32)] * 2, lambda x, y: stablehlo.add(x, y))
+        p_j = p_j.results[0]                                         # batch
+        p_j = stablehlo.broadcast_in_dim(perm_t, p_j, list(range(len(batch))))
+        p_i = stablehlo.broadcast_in_dim(perm_t, p_i, list(range(len(batch) + 1)))
+        i_b = stablehlo.broadcast_in_dim(perm_t, i, [])
+        is_i = _hlo.compare(col, i_b, "EQ", i32)
+        new = stablehlo.select(is_i, p_j, stablehlo.select(is_j, p_i, perm))
+        stablehlo.return_([stablehlo.add(i, _hlo.constant(1, i32)), new, pv])
+    return loop.results[1]
+
+
+lu_p.def_lowering(_lu_lowering)
+
+
+def lu(x):
+    """LU decomposition with partial pivoting: ``(lu, pivots, permutation)``.
+
+    ``lu`` packs unit-lower ``L`` (below the diagonal) and ``U``; ``pivots[i]`` is the row
+    swapped with row ``i`` (0-based); ``x[permutation] == L @ U``.
+
+    Example:
+        >>> lu, piv, perm = lax.linalg.lu(a)
+    """
+    return lu_p.bind(x)
+
+
+# --- qr ---------------------------------------------------------------------------------------
+qr_p = Primitive("qr", multiple_results=True)
+
+
+@qr_p.def_abstract_eval
+def _qr_abstract(a, full_matrices):
+    _check_matrix("qr", a)
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    batch = a.shape[:-2]
+    qc = m if full_matrices else k
+    return [ShapedArray(batch + (m, qc), a.dtype), ShapedArray(batch + (qc, n), a.dtype)]
+
+
+def _qr_lowering(ctx, a, full_matrices):
+    _check_cpu(ctx, "qr")
+    aval = ctx.avals_in[0].strip_weak()
+    q_aval, r_aval = ctx.avals_out
+    batch = aval.shape[:-2]
+    m, n = aval.shape[-2:]
+    k = min(m, n)
+    tau_aval = ShapedArray(batch + (k,), aval.dtype)
+    qr, tau = _ffi_call(_target("geqrf", aval.dtype), [a], [aval], [aval, tau_aval], {},
+                        [True], [True, False])
+    # R: the upper triangle of the first q-columns rows.
+    rows = r_aval.shape[-2]
+    r = qr
+    r_src = aval
+    if rows != m:
+        r = _slice(qr, aval, [0] * aval.ndim, batch + (rows, n))
+        r_src = r_aval
+    r = _keep_triangle(r, r_src, lower=False)
+    # Q from the Householder reflectors: orgqr needs an (m, qcols) input with qcols >= k.
+    qcols = q_aval.shape[-1]
+    if qcols < n:
+        h = _slice(qr, aval, [0] * aval.ndim, batch + (m, qcols))
+    elif qcols > n:
+        h = _pad_cols(qr, aval, qcols)
+    else:
+        h = qr
+    if k == 0:
+        eye = _hlo.compare(_iota(q_aval.shape, aval.ndim - 2), _iota(q_aval.shape, aval.ndim - 1),
+                           "EQ", np.int32)
+        q = _hlo.convert(eye, ShapedArray(q_aval.shape, dtypes.bool_), q_aval.dtype)
+        return [q, r]
+    (q,) = _ffi_call(_target("orgqr" if not dtypes.is_complex(aval.dtype) else "ungqr",
+                             aval.dtype), [h, tau], [q_aval, tau_aval], [q_aval], {},
+                     [True, False], [True])
+    return [q, r]
+
+
+qr_p.def_lowering(_qr_lowering)
+
+
+def qr(x, full_matrices=True):
+    """QR decomposition ``x = q @ r`` by Householder reflections: returns ``(q, r)``.
+
+    Example:
+        >>> q, r = lax.linalg.qr(a, full_matrices=False)
+    """
+    return qr_p.bind(x, full_matrices=bool(full_matrices))
+
+
+# --- eigh -------------------------------------------------------------------------------------
+eigh_p = Primitive("eigh", multiple_results=True)
+
+
+@eigh_p.def_abstract_eval
+def _eigh_abstract(a, lower):
+    _check_matrix("eigh", a, square=True)
+    return [a.strip_weak(), ShapedArray(a.shape[:-1], dtypes.real_dtype(a.dtype))]
+
+
+def _eigh_lowering(ctx, a, lower):
+    _check_cpu(ctx, "eigh")
+    v_aval, w_aval = ctx.avals_out
+    info_aval = _int_aval(v_aval.shape[:-2])
+    routine = "heevd" if dtypes.is_complex(v_aval.dtype) else "syevd"
+    v, w, info = _ffi_call(_target(routine, v_aval.dtype), [a], [v_aval],
+                           [v_aval, w_aval, info_aval], {"uplo": "L" if lower else "U",
+                                                         "mode": "V"},
+                           [True], [True, False, False])
+    return [_nan_if_failed(v, v_aval, info, info_aval), _nan_if_failed(w, w_aval, info, info_aval)]
+
+
+eigh_p.def_lowering(_eigh_lowering)
+
+
+def eigh(x, lower=True, symmetrize_input=True):
+    """Eigendecomposition of a Hermitian matrix: ``(v, w)`` with ascending eigenvalues ``w``
+    and eigenvectors in the columns of ``v`` (``x @ v == v * w``).
+
+    Example:
+        >>> v, w = lax.linalg.eigh(a + a.T)
+    """
+    _check_matrix("eigh", aval_of(x), square=True)
+    if symmetrize_input:
+        x = symmetrize(x)
+    return eigh_p.bind(x, lower=bool(lower))
+
+
+# --- svd --------------------------------------------------------------------------------------
+svd_p = Primitive("svd", multiple_results=True)
+
+
+@svd_p.def_abstract_eval
+def _svd_abstract(a, full_matrices, compute_uv):
+    _check_matrix("svd", a)
+    batch = a.shape[:-2]
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    s = ShapedArray(batch + (k,), dtypes.real_dtype(a.dtype))
+    if not compute_uv:
+        return [s]
+    uc, vr = (m, n) if full_matrices else (k, k)
+    return [s, ShapedArray(batch + (m, uc), a.dtype), ShapedArray(batch + (vr, n), a.dtype)]
+
+
+def _svd_lowering(ctx, a, full_matrices, compute_uv):
+    _check_cpu(ctx, "svd")
+    aval = ctx.avals_in[0].strip_weak()
+    batch = aval.shape[:-2]
+    m, n = aval.shape[-2:]
+    outs = ctx.avals_out
+    s_aval = outs[0]
+    info_aval = _int_aval(batch)
+    if compute_uv:
+        u_aval, vt_aval = outs[1], outs[2]
+        mode = "A" if full_matrices else "S"
+    else:
+        u_aval = vt_aval = ShapedArray(batch + (1, 1), aval.dtype)
+        mode = "N"
+    if m == 0 or n == 0:
+        return _svd_empty(aval, outs, compute_uv)
+    _, s, u, vt, info = _ffi_call(_target("gesdd", aval.dtype), [a], [aval],
+                                  [aval, s_aval, u_aval, vt_aval, info_aval], {"mode": mode},
+                                  [True], [True, False, True, True, False])
+    s = _nan_if_failed(s, s_aval, info, info_aval)
+    if not compute_uv:
+        return [s]
+    return [s, _nan_if_failed(u, u_aval, info, info_aval),
+            _nan_if_failed(vt, vt_aval, info, info_aval)]
+
+
+def _svd_empty(aval, outs, compute_uv):
+    res = [_hlo.zeros_like_aval(outs[0])]
+    if compute_uv:
+        for o in outs[1:]:
+            nd = o.ndim
+            eye = _hlo.compare(_iota(o.shape, nd - 2), _iota(o.shape, nd - 1), "EQ", np.int32)
+            res.append(_hlo.convert(eye, ShapedArray(o.shape, dtypes.bool_), o.dtype))
+    return res
+
+
+svd_p.def_lowering(_svd_lowering)
+
+
+def svd(x, full_matrices=True, compute_uv=True):
+    """Singular value decomposition by LAPACK's divide and conquer (``gesdd``).
+
+    Returns ``(s, u, vt)`` with descending ``s`` and ``x == u[..., :k] * s @ vt[..., :k, :]``,
+    or just ``s`` when ``compute_uv=False``.
+
+    Example:
+        >>> s, u, vt = lax.linalg.svd(a, full_matrices=False)
+    """
+    outs = svd_p.bind(x, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv))
+    return outs if compute_uv else outs[0]
+
+
+# --- eig --------------------------------------------------------------------------------------
+eig_p = Primitive("eig", multiple_results=True)
+
+
+@eig_p.def_abstract_eval
+def _eig_abstract(a, compute_left_eigenvectors, compute_right_eigenvectors):
+    _check_matrix("eig", a, square=True)
+    cdt = dtypes.complex128 if a.dtype in (dtypes.float64, dtypes.complex128) else \
+        dtypes.complex64
+    batch = a.shape[:-2]
+    outs = [ShapedArray(a.shape[:-1], cdt)]
+    if compute_left_eigenvectors:
+        outs.append(ShapedArray(a.shape, cdt))
+    if compute_right_eigenvectors:
+        outs.append(ShapedArray(a.shape, cdt))
+    del batch
+    return outs
+
+
+def _eig_lowering(ctx, a, compute_left_eigenvectors, compute_right_eigenvectors):
+    _check_cpu(ctx, "eig")
+    aval = ctx.avals_in[0].strip_weak()
+    w_aval = ctx.avals_out[0]
+    cdt = w_aval.dtype
+    batch = aval.shape[:-2]
+    info_aval = _int_aval(batch)
+    vec_aval = ShapedArray(aval.shape, cdt)
+    attrs = {"compute_left": "V" if compute_left_eigenvectors else "N",
+             "compute_right": "V" if compute_right_eigenvectors else "N"}
+    target = _target("geev", aval.dtype)
+    if dtypes.is_complex(aval.dtype):
+        w, vl, vr, info = _ffi_call(target, [a], [aval], [w_aval, vec_aval, vec_aval, info_aval],
+                                    attrs, [True], [False, True, True, False])
+    else:
+        wr_aval = ShapedArray(aval.shape[:-1], aval.dtype)
+        wr, wi, vl, vr, info = _ffi_call(
+            target, [a], [aval], [wr_aval, wr_aval, vec_aval, vec_aval, info_aval], attrs,
+            [True], [False, False, True, True, False])
+        w = stablehlo.complex(wr, wi)
+    outs = [_nan_if_failed(w, w_aval, info, info_aval)]
+    if compute_left_eigenvectors:
+        outs.append(_nan_if_failed(vl, vec_aval, info, info_aval))
+    if compute_right_eigenvectors:
+        outs.append(_nan_if_failed(vr, vec_aval, info, info_aval))
+    return outs
+
+
+eig_p.def_lowering(_eig_lowering)
+
+
+def eig(x, compute_left_eigenvectors=True, compute_right_eigenvectors=True):
+    """Eigendecomposition of a general square matrix (CPU): ``[w, vl?, vr?]``, complex.
+
+    Right eigenvectors satisfy ``x @ vr == vr * w``; left ones ``vl^H @ x == w[:, None] * vl^H``.
+
+    Example:
+        >>> w, vl, vr = lax.linalg.eig(a)
+    """
+    return eig_p.bind(x, compute_left_eigenvectors=bool(compute_left_eigenvectors),
+                      compute_right_eigenvectors=bool(compute_right_eigenvectors))
+
+
+# --- helpers for the rules (written with funcgrad.lax, so they work under every transform) ---
+def _lax():
+    from funcgrad import lax
+    return lax
+
+
+def _mm(a, b):
+    """Batched matrix product of ``a`` (..., m, k) and ``b`` (..., k, n) with equal batch dims."""
+    lax = _lax()
+    nd = aval_of(a).ndim
+    batch = tuple(range(nd - 2))
+    return lax.dot_general(a, b, (((nd - 1,), (nd - 2,)), (batch, batch)))
+
+
+def _H(x):
+    """Conjugate transpose of the trailing two dims."""
+    x = _mT(x)
+    return _lax().conj(x) if dtypes.is_complex(aval_of(x).dtype) else x
+
+
+def _tri(x, lower, k=0):
+    """``tril(x, k)`` (``lower``) or ``triu(x, k)`` of the trailing two dims."""
+    lax = _lax()
+    aval = aval_of(x)
+    rows = lax.broadcasted_iota(np.int32, aval.shape, aval.ndim - 2)
+    cols = lax.broadcasted_iota(np.int32, aval.shape, aval.ndim - 1)
+    diff = lax.sub(cols, rows)
+    mask = lax.le(diff, lax.full(aval.shape, k, np.int32)) if lower else \
+        lax.ge(diff, lax.full(aval.shape, k, np.int32))
+    return lax.select(mask, x, lax.full(aval.shape, 0, aval.dtype))
+
+
+def _eye_like(shape, dtype):
+    lax = _lax()
+    rows = lax.broadcasted_iota(np.int32, shape, len(shape) - 2)
+    cols = lax.broadcasted_iota(np.int32, shape, len(shape) - 1)
+    return lax.convert_element_type(lax.eq(rows, cols), dtype)
+
+
+def _diag(x):
+    """The diagonal of the trailing square dims: (..., n, n) -> (..., n)."""
+    lax = _lax()
+    aval = aval_of(x)
+    return lax.reduce_sum(lax.mul(x, _eye_like(aval.shape, aval.dtype)), (aval.ndim - 1,))
+
+
+def _from_diag(d, dtype=None):
+    """A diagonal matrix with ``d`` (..., n) on its diagonal."""
+    lax = _lax()
+    aval = aval_of(d)
+    shape = aval.shape + aval.shape[-1:]
+    dtype = dtype or aval.dtype
+    d = lax.convert_element_type(d, dtype)
+    return lax.mul(lax.broadcast_in_dim(d, shape, tuple(range(aval.ndim - 1)) + (aval.ndim,)),
+                   _eye_like(shape, dtype))
+
+
+def _row(v, shape):
+    """``v`` (..., n) broadcast as a row over matrices of ``shape`` (..., m, n)."""
+    nd = aval_of(v).ndim
+    return _lax().broadcast_in_dim(v, shape, tuple(range(nd - 1)) + (nd,))
+
+
+def _col(v, shape):
+    """``v`` (..., m) broadcast as a column over matrices of ``shape`` (..., m, n)."""
+    nd = aval_of(v).ndim
+    return _lax().broadcast_in_dim(v, shape, tuple(range(nd)))
+
+
+def _real(x):
+    return _lax().real(x) if dtypes.is_complex(aval_of(x).dtype) else x
+
+
+def _to(x, dtype):
+    return _lax().convert_element_type(x, dtype)
+
+
+def _ad():
+    from funcgrad.core import ad_util
+    return ad_util
+
+
+def _zero_out(aval):
+    ad = _ad()
+    return ad.Zero(ad.tangent_aval(aval))
+
+
+def solve(a, b):
+    """Solve ``a @ x = b`` for square ``a`` (..., n, n) and ``b`` (..., n, k) by LU.
+
+    Example:
+        >>> x = lax.linalg.solve(a, b)
+    """
+    lu_, _, perm = lu(a)
+    pb = _take_rows(b, perm)
+    y = triangular_solve(lu_, pb, left_side=True, lower=True, unit_diagonal=True)
+    return triangular_solve(lu_, y, left_side=True, lower=False)
+
+
+def _take_rows(b, perm):
+    """``b[..., perm, :]`` for a batched permutation (a one-hot matmul: differentiable in b)."""
+    lax = _lax()
+    bt = aval_of(b)
+    n = bt.shape[-2]
+    shape = bt.shape[:-2] + (n, n)
+    p = lax.broadcast_in_dim(perm, shape, tuple(range(bt.ndim - 1)))
+    cols = lax.broadcasted_iota(np.int32, shape, bt.ndim - 1)
+    onehot = _to(lax.eq(p, cols), bt.dtype)
+    return _mm(onehot, b)
+
+
+# --- jvp and transpose rules ----------------------------------------------------------------
+def _cholesky_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    L = cholesky_p.bind(a)
+    if _ad().is_zero(da):
+        return L, _zero_out(aval_of(L))
+    # dL = L Phi(L^-1 dA L^-H), Phi = lower triangle with half the diagonal.
+    tmp = triangular_solve(L, da, left_side=True, lower=True)
+    x = triangular_solve(L, tmp, left_side=False, lower=True, transpose_a=True,
+                         conjugate_a=True)
+    lax = _lax()
+    aval = aval_of(x)
+    half = lax.mul(_eye_like(aval.shape, aval.dtype), lax.full(aval.shape, 0.5, aval.dtype))
+    phi = lax.sub(_tri(x, lower=True), lax.mul(x, half))
+    return L, _mm(L, phi)
+
+
+cholesky_p.def_jvp(_cholesky_jvp)
+
+
+def _triangular_solve_jvp(primals, tangents, left_side, lower, transpose_a, conjugate_a,
+                          unit_diagonal):
+    a, b = primals
+    da, db = tangents
+    ad = _ad()
+    params = dict(left_side=left_side, lower=lower, transpose_a=transpose_a,
+                  conjugate_a=conjugate_a, unit_diagonal=unit_diagonal)
+    x = triangular_solve_p.bind(a, b, **params)
+    out = None
+    if not ad.is_zero(db):
+        out = triangular_solve_p.bind(a, db, **params)
+    if not ad.is_zero(da):
+        lax = _lax()
+        da = _tri(da, lower, k=-1 if unit_diagonal else 0) if lower else \
+            _tri(da, lower, k=1 if unit_diagonal else 0)
+        if transpose_a:
+            da = _H(da) if conjugate_a else _mT(da)
+        elif conjugate_a and dtypes.is_complex(aval_of(da).dtype):
+            da = lax.conj(da)
+        t = _mm(da, x) if left_side else _mm(x, da)
+        dx_a = lax.neg(triangular_solve_p.bind(a, t, **params))
+        out = dx_a if out is None else lax.add(out, dx_a)
+    if out is None:
+        return x, _zero_out(aval_of(x))
+    return x, out
+
+
+def _triangular_solve_transpose(ct, a, b, left_side, lower, transpose_a, conjugate_a,
+                                unit_diagonal):
+    ad = _ad()
+    if ad.is_undefined_primal(a):
+        raise TypeError("lax.linalg.triangular_solve is linear only in b; cannot transpose "
+                        "with respect to a")
+    if ad.is_zero(ct):
+        return [None, ad.Zero(b.aval)]
+    ct_b = triangular_solve_p.bind(a, ad.instantiate(ct), left_side=left_side, lower=lower,
+                                   transpose_a=not transpose_a, conjugate_a=conjugate_a,
+                                   unit_diagonal=unit_diagonal)
+    return [None, ct_b]
+
+
+triangular_solve_p.def_jvp(_triangular_solve_jvp)
+triangular_solve_p.def_transpose(_triangular_solve_transpose)
+
+
+def _lu_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    lu_, piv, perm = lu_p.bind(a)
+    outs = [lu_, piv, perm]
+    zeros = [_zero_out(aval_of(piv)), _zero_out(aval_of(perm))]
+    if _ad().is_zero(da):
+        return outs, [_zero_out(aval_of(lu_))] + zeros
+    aval = aval_of(a)
+    m, n = aval.shape[-2:]
+    if m != n:
+        raise TypeError(f"lax.linalg.lu: differentiation is supported for square matrices "
+                        f"only, got {aval.str_short()}")
+    lax = _lax()
+    # P A = L U  =>  L^-1 P dA U^-1 = L^-1 dL + dU U^-1 (strictly lower + upper parts).
+    pda = _take_rows(da, perm)
+    x = triangular_solve(lu_, pda, left_side=True, lower=True, unit_diagonal=True)
+    x = triangular_solve(lu_, x, left_side=False, lower=False)
+    l_part = _tri(x, lower=True, k=-1)
+    u_part = _tri(x, lower=False)
+    L = lax.add(_tri(lu_, lower=True, k=-1), _eye_like(aval.shape, aval.dtype))
+    U = _tri(lu_, lower=False)
+    dlu = lax.add(_mm(L, l_part), _mm(u_part, U))
+    return outs, [dlu] + zeros
+
+
+lu_p.def_jvp(_lu_jvp)
+
+
+def _qr_jvp(primals, tangents, full_matrices):
+    (a,), (da,) = primals, tangents
+    q, r = qr_p.bind(a, full_matrices=full_matrices)
+    if _ad().is_zero(da):
+        return [q, r], [_zero_out(aval_of(q)), _zero_out(aval_of(r))]
+    aval = aval_of(a)
+    m, n = aval.shape[-2:]
+    if m < n or (full_matrices and m > n):
+        raise TypeError(f"lax.linalg.qr: differentiation needs m >= n (and "
+                        f"full_matrices=False when m > n), got {aval.str_short()} with "
+                        f"full_matrices={full_matrices}")
+    lax = _lax()
+    dx_rinv = triangular_solve(r, da, left_side=False, lower=False)
+    qt_dx_rinv = _mm(_H(q), dx_rinv)
+    low = _tri(qt_dx_rinv, lower=True, k=-1)
+    do = lax.sub(low, _H(low))
+    if dtypes.is_complex(aval.dtype):
+        im = lax.imag(_diag(qt_dx_rinv))
+        zero = lax.full(aval_of(im).shape, 0, aval_of(im).dtype)
+        do = lax.add(do, _from_diag(lax.complex(zero, im)))
+    dq = lax.add(_mm(q, do), lax.sub(dx_rinv, _mm(q, qt_dx_rinv)))
+    dr = _mm(lax.sub(qt_dx_rinv, do), r)
+    return [q, r], [dq, dr]
+
+
+qr_p.def_jvp(_qr_jvp)
+
+
+def _safe_reciprocal_offdiag(diffs, eye):
+    """1/diffs off the diagonal, 0 on it (diffs has zeros on its diagonal)."""
+    lax = _lax()
+    return lax.sub(lax.div(lax.full(aval_of(eye).shape, 1, aval_of(eye).dtype),
+                           lax.add(diffs, eye)), eye)
+
+
+def _eigh_jvp(primals, tangents, lower):
+    (a,), (da,) = primals, tangents
+    v, w = eigh_p.bind(a, lower=lower)
+    if _ad().is_zero(da):
+        return [v, w], [_zero_out(aval_of(v)), _zero_out(aval_of(w))]
+    lax = _lax()
+    vaval = aval_of(v)
+    shape, dt = vaval.shape, vaval.dtype
+    wr = _to(w, dt)
+    diffs = lax.sub(_row(wr, shape), _col(wr, shape))        # w_j - w_i
+    eye = _eye_like(shape, dt)
+    F = _safe_reciprocal_offdiag(diffs, eye)
+    vdv = _mm(_H(v), _mm(da, v))
+    dv = _mm(v, lax.mul(F, vdv))
+    dw = _real(_diag(vdv))
+    return [v, w], [dv, dw]
+
+
+eigh_p.def_jvp(_eigh_jvp)
+
+
+def _svd_jvp(primals, tangents, full_matrices, compute_uv):
+    (a,), (da,) = primals, tangents
+    outs = svd_p.bind(a, full_matrices=full_matrices, compute_uv=compute_uv)
+    if _ad().is_zero(da):
+        return outs, [_zero_out(aval_of(o)) for o in outs]
+    aval = aval_of(a)
+    m, n = aval.shape[-2:]
+    lax = _lax()
+    if compute_uv and full_matrices and m != n:
+        raise TypeError(f"lax.linalg.svd: differentiating u and vt needs "
+                        f"full_matrices=False for non-square {aval.str_short()}")
+    s, u, vt = svd_p.bind(a, full_matrices=False, compute_uv=True)
+    v = _H(vt)
+    dS = _mm(_H(u), _mm(da, v))
+    ds = _real(_diag(dS))
+    if not compute_uv:
+        return outs, [ds]
+    k = min(m, n)
+    dt = aval.dtype
+    kshape = aval.shape[:-2] + (k, k)
+    sr = aval_of(s).dtype
+    s_row = _row(s, kshape[:-2] + (k, k))
+    s_col = _col(s, kshape[:-2] + (k, k))
+    eye_r = _eye_like(kshape, sr)
+    F = _safe_reciprocal_offdiag(lax.mul(lax.add(s_row, s_col), lax.sub(s_row, s_col)), eye_r)
+    F = _to(F, dt)
+    dSS = lax.mul(_to(s_row, dt), dS)          # dS scaled by s along columns
+    SdS = lax.mul(_to(s_col, dt), dS)          # dS scaled by s along rows
+    zero_s = _to(lax.eq(s, lax.full(aval_of(s).shape, 0, sr)), sr)
+    s_inv = lax.sub(lax.div(lax.full(aval_of(s).shape, 1, sr), lax.add(s, zero_s)), zero_s)
+    du_inner = lax.mul(F, lax.add(dSS, _H(dSS)))
+    if dtypes.is_complex(dt):
+        half = lax.full(kshape, 0.5, dt)
+        du_inner = lax.add(du_inner, lax.mul(lax.mul(half, lax.sub(dS, _H(dS))),
+                                             _from_diag(s_inv, dt)))
+    du = _mm(u, du_inner)
+    dv = _mm(v, lax.mul(F, lax.add(SdS, _H(SdS))))
+    if m > n:
+        dav = _mm(da, v)
+        du = lax.add(du, lax.div(lax.sub(dav, _mm(u, _mm(_H(u), dav))),
+                                 _to(_row(s, aval_of(dav).shape), dt)))
+    if n > m:
+        dahu = _mm(_H(da), u)
+        dv = lax.add(dv, lax.div(lax.sub(dahu, _mm(v, _mm(vt, dahu))),
+                                 _to(_row(s, aval_of(dahu).shape), dt)))
+    return [s, u, vt], [ds, du, _H(dv)]
+
+
+svd_p.def_jvp(_svd_jvp)
+
+
+def _eig_jvp(primals, tangents, compute_left_eigenvectors, compute_right_eigenvectors):
+    (a,), (da,) = primals, tangents
+    outs = eig_p.bind(a, compute_left_eigenvectors=compute_left_eigenvectors,
+                      compute_right_eigenvectors=compute_right_eigenvectors)
+    if _ad().is_zero(da):
+        return outs, [_zero_out(aval_of(o)) for o in outs]
+    if compute_left_eigenvectors:
+        raise TypeError("lax.linalg.eig: differentiation of left eigenvectors is not "
+                        "supported; use compute_left_eigenvectors=False")
+    lax = _lax()
+    w, vr = eig_p.bind(a, compute_left_eigenvectors=False, compute_right_eigenvectors=True)
+    cdt = aval_of(w).dtype
+    da_c = _to(da, cdt)
+    vinv_da_v = solve(vr, _mm(da_c, vr))
+    dw = _diag(vinv_da_v)
+    if not compute_right_eigenvectors:
+        return outs, [dw]
+    shape = aval_of(vr).shape
+    eye = _eye_like(shape, cdt)
+    F = _safe_reciprocal_offdiag(lax.sub(_row(w, shape), _col(w, shape)), eye)
+    dv = _mm(vr, lax.mul(F, vinv_da_v))
+    # keep the columns unit-norm: remove the component along v of Re(v^H dv)
+    proj = lax.reduce_sum(lax.mul(lax.conj(vr), dv), (len(shape) - 2,))
+    dv = lax.sub(dv, lax.mul(vr, _row(_to(lax.real(proj), cdt), shape)))
+    return outs, [dw, dv]
+
+
+eig_p.def_jvp(_eig_jvp)
+
+
+# --- batching rules -------------------------------------------------------------------------
+def _def_vectorized_batch(*prims):
+    # Every LAPACK kernel loops over leading batch dims: move the vmapped axis to the front.
+    from funcgrad.core.batching_util import vectorized_batcher
+    for p in prims:
+        p.def_batch(vectorized_batcher(p))
+
+
+_def_vectorized_batch(cholesky_p, triangular_solve_p, lu_p, qr_p, eigh_p, svd_p, eig_p)
