@@ -2,8 +2,8 @@
 
 The names follow ``torch.utils.data``. Batches are NumPy arrays (nested as the items are);
 ``DataLoader(..., device=dev)`` or ``prefetch_to_device`` moves them to funcgrad devices ahead
-of use. Importing this package loads NumPy only: the XLA runtime starts when device arrays
-are first made, and worker processes (started with 'forkserver' or 'spawn') never start it.
+of use. Importing this package starts nothing: the XLA runtime starts when device arrays are
+first made, and worker processes (started with 'forkserver' or 'spawn') never start it.
 
 Example:
     >>> import numpy as np

@@ -14,7 +14,11 @@ import weakref
 from . import _worker
 
 # Modules the forkserver imports once, so that each forked worker starts with them loaded.
-_FORKSERVER_PRELOAD = ["__main__", "numpy", "funcgrad.data._worker"]
+# Importing them starts no threads (funcgrad creates its XLA client lazily). '__main__' (which
+# Python preloads by default) is left out on purpose: a main module that computes with funcgrad
+# at top level would start the XLA runtime's threads in the forkserver, and every worker forked
+# from it afterwards could deadlock. Each worker imports the main module itself instead.
+_FORKSERVER_PRELOAD = ["numpy", "funcgrad.data._worker"]
 
 
 class WorkerDiedError(RuntimeError):

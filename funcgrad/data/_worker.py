@@ -1,7 +1,7 @@
 """What runs inside a DataLoader worker (a process or a thread), and the pipe protocol to it.
 
-Kept free of funcgrad imports: a worker process imports this module (and NumPy) only, so it
-starts quickly and never brings up the XLA runtime.
+Uses nothing of funcgrad beyond NumPy: a worker process imports the funcgrad package (which
+makes no XLA client on import) but never brings up the XLA runtime.
 
 Protocol, main -> worker (one message each):
     ("batch", gen, task, key, seed_key)   map-style: fetch ``key`` (index list, or one index

@@ -265,11 +265,12 @@ class DataLoader:
             self.sampler.set_epoch(epoch)
         if self.num_workers == 0:
             return _SingleProcessIter(self, epoch)
-        if self._current is not None:
-            old = self._current()
+        if self.persistent_workers:
+            # A new pass takes over the shared workers: an older iterator on them must stop.
+            # (Without persistent workers every iterator has its own, and all keep working.)
+            old = self._current() if self._current is not None else None
             if old is not None:
                 old._superseded = True
-        if self.persistent_workers:
             if self._pool is not None:
                 try:
                     self._pool.check_alive()
@@ -457,11 +458,11 @@ class _MultiWorkerIter:
         return f" with {len(tasks)} batches unfinished: " + ", ".join(one(t) for t in tasks[:4])
 
     def __next__(self):
+        if self._finished:
+            raise StopIteration
         if self._superseded:
             raise RuntimeError("DataLoader: this iterator was superseded by a newer "
                                "iter(loader) on the same persistent workers; use the new one")
-        if self._finished:
-            raise StopIteration
         try:
             return self._next()
         except StopIteration:

@@ -11,6 +11,7 @@ Example:
 """
 import collections
 import collections.abc
+import dataclasses
 import operator
 
 import numpy as np
@@ -28,6 +29,9 @@ def _tree_map(fn, tree):
             return out
     if isinstance(tree, tuple) and hasattr(tree, "_fields"):
         return type(tree)(*(_tree_map(fn, v) for v in tree))
+    if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
+        return dataclasses.replace(tree, **{f.name: _tree_map(fn, getattr(tree, f.name))
+                                            for f in dataclasses.fields(tree) if f.init})
     if isinstance(tree, (list, tuple)):
         return type(tree)(_tree_map(fn, v) for v in tree)
     if tree is None or isinstance(tree, (str, bytes)):
@@ -98,12 +102,19 @@ def _sharded_put(x, devs):
 
 
 def prefetch_to_device(iterable, size=2, devices=None):
-    """Yield the batches of ``iterable`` as funcgrad device arrays, ``size`` batches ahead.
+    """Yield the batches of ``iterable`` with every array leaf on a device, ``size`` ahead.
 
-    ``devices``: None for the default device; one device; or a list of devices (or "all")
-    to split every leaf along axis 0 into one equal part per device, giving arrays with a
-    leading device axis of length ``len(devices)``, ready for ``pmap``. Works on nested
-    dicts/tuples/lists of arrays; strings and None pass through.
+    Each leaf goes through ``funcgrad.device_put``, which starts an asynchronous copy and
+    returns at once; the next ``size`` batches are put before the current one is handed out,
+    so their copies overlap the work on it. Order is kept.
+
+    ``devices``: None for the default device, or one device: every leaf becomes a
+    ``funcgrad.Array`` on it. A list of devices (or "all"): every leaf of shape (N, ...) is
+    split along axis 0 into ``len(devices)`` equal parts, and becomes a list of
+    ``funcgrad.Array``s of shape (N // len(devices), ...), part i on ``devices[i]`` (the
+    per-device inputs of ``pmap``; with a ``funcgrad.device_put_sharded`` in the core, its
+    result instead). Works on nested dicts/tuples/lists/namedtuples/dataclasses; strings and
+    None pass through.
 
     Example:
         >>> import numpy as np

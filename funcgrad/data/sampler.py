@@ -321,14 +321,21 @@ class BatchSampler(Sampler):
             self.sampler.set_epoch(epoch)
 
     def __iter__(self):
-        bs = self.batch_size
         if isinstance(self.sampler, (SequentialSampler, _EpochSampler)):
-            idx = self.sampler._take()                  # our samplers: slice one array
-            stop = (len(idx) // bs) * bs if self.drop_last else len(idx)
-            flat = idx.tolist()
-            for start in range(0, stop, bs):
-                yield flat[start:start + bs]
-            return
+            # Our samplers: draw this pass's indices now (not at the first next()), so that an
+            # iterator made earlier keeps the epoch it was made for; then slice one array.
+            return self._slices(self.sampler._take())
+        return self._group()
+
+    def _slices(self, idx):
+        bs = self.batch_size
+        stop = (len(idx) // bs) * bs if self.drop_last else len(idx)
+        flat = idx.tolist()
+        for start in range(0, stop, bs):
+            yield flat[start:start + bs]
+
+    def _group(self):
+        bs = self.batch_size
         batch = []
         for i in self.sampler:
             batch.append(i)

@@ -137,7 +137,14 @@ class WorkerFacts(Dataset):
         info = get_worker_info()
         return {"worker": -1 if info is None else info.id, "pid": os.getpid(),
                 "tag": -1 if self.tag is None else self.tag,
-                "xla_threads": xla_thread_count(), "jax_imported": int("jax" in sys.modules)}
+                "xla_threads": xla_thread_count(), "jax_imported": int("jax" in sys.modules),
+                "xla_clients": xla_client_count()}
+
+
+def xla_client_count():
+    """PJRT clients funcgrad has made in this process (0 when the runtime never started)."""
+    backend = sys.modules.get("funcgrad.lowering.backend")
+    return len(getattr(backend, "_clients", ())) if backend is not None else 0
 
 
 def tag_worker(worker_id):

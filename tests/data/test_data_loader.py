@@ -153,3 +153,35 @@ def test_distributed_loaders_partition_the_data_each_epoch():
         assert set(together) == set(range(23)) and len(together) == 24   # one padded repeat
         seen[epoch] = shards
     assert seen[0] != seen[1]
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(num_workers=2, worker_type="thread")],
+                         ids=["main", "threads"])
+def test_iterators_made_before_use_keep_their_epochs(kwargs):
+    """iter(loader) fixes the epoch at once: two iterators made up front are epochs 0 and 1,
+    whichever is consumed first, and (without persistent workers) both can run interleaved."""
+    ds = Images(12)
+    ref = DataLoader(ds, batch_size=5, shuffle=True, seed=8)
+    epoch0, epoch1 = _ids(ref), _ids(ref)
+    assert epoch0 != epoch1
+    loader = DataLoader(ds, batch_size=5, shuffle=True, seed=8, **kwargs)
+    it0, it1 = iter(loader), iter(loader)
+    pairs = list(zip(it1, it0))
+    assert [b["index"].tolist() for _, b in pairs] == epoch0
+    assert [b["index"].tolist() for b, _ in pairs] == epoch1
+
+
+def test_persistent_workers_supersede_an_older_unfinished_iterator():
+    loader = DataLoader(Images(12), batch_size=3, num_workers=1, worker_type="thread",
+                        persistent_workers=True, seed=0)
+    done = iter(loader)
+    assert len(list(done)) == 4
+    old = iter(loader)
+    next(old)
+    new = iter(loader)
+    with pytest.raises(RuntimeError, match="superseded by a newer iter"):
+        next(old)
+    with pytest.raises(StopIteration):
+        next(done)                   # a finished iterator just stays finished
+    assert [b["index"].tolist() for b in new] == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11]]
+    loader.shutdown()

@@ -7,20 +7,21 @@ import textwrap
 import numpy as np
 import pytest
 
-from funcgrad.data import DataLoader, TensorDataset, shard
+import collections
+import dataclasses
+
+from funcgrad.data import DataLoader, TensorDataset, prefetch_to_device, shard
 from funcgrad.data.prefetch import _prefetch_gen, _tree_map
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+Point = collections.namedtuple("Point", "a b")
 
-def _funcgrad_with_device_put():
-    try:
-        import funcgrad
-    except ImportError:
-        pytest.skip("funcgrad core is not importable yet")
-    if not hasattr(funcgrad, "device_put") or not hasattr(funcgrad, "devices"):
-        pytest.skip("funcgrad.device_put / funcgrad.devices are not available yet")
-    return funcgrad
+
+@dataclasses.dataclass
+class Pair:
+    x: object
+    names: list
 
 
 def test_shard_adds_a_leading_device_axis():
@@ -74,43 +75,101 @@ def test_tree_map_keeps_structure():
 
 
 def test_prefetch_to_device_single_device():
-    funcgrad = _funcgrad_with_device_put()
+    import funcgrad
     from funcgrad.data import prefetch_to_device
+    dev = funcgrad.devices()[0]
     batches = [{"x": np.full((4, 2), k, np.float32), "y": np.arange(4) + k} for k in range(3)]
-    out = list(prefetch_to_device(iter(batches), size=2))
+    out = list(prefetch_to_device(iter(batches), size=2, devices=dev))
     assert len(out) == 3
     for k, b in enumerate(out):
-        assert isinstance(b["x"], funcgrad.Array)
+        assert type(b["x"]) is funcgrad.Array and type(b["y"]) is funcgrad.Array
+        assert b["x"].device == dev and b["y"].device == dev
+        assert b["x"].dtype == np.float32 and b["x"].shape == (4, 2)
         assert np.asarray(b["x"]).tolist() == [[k, k]] * 4
         assert np.asarray(b["y"]).tolist() == (np.arange(4) + k).tolist()
+
+
+def test_loader_device_batches_are_arrays_in_order_with_their_structure():
+    import funcgrad
     dev = funcgrad.devices()[0]
-    loader = DataLoader(TensorDataset(np.arange(6, dtype=np.float32)), batch_size=3, device=dev)
-    got = [np.asarray(x) for (x,) in loader]
-    assert [g.tolist() for g in got] == [[0, 1, 2], [3, 4, 5]]
+    ds = TensorDataset(np.arange(12, dtype=np.float32).reshape(6, 2), np.arange(6))
+    for kwargs in (dict(), dict(num_workers=2, worker_type="thread")):
+        loader = DataLoader(ds, batch_size=2, shuffle=True, seed=3, device=dev,
+                            device_prefetch=3, **kwargs)
+        host = DataLoader(ds, batch_size=2, shuffle=True, seed=3)
+        for (x, y), (hx, hy) in zip(loader, host, strict=True):
+            assert type(x) is funcgrad.Array and x.device == dev
+            assert type(y) is funcgrad.Array and y.device == dev
+            assert np.array_equal(np.asarray(x), hx) and np.array_equal(np.asarray(y), hy)
+    # nested structure: dataclasses, namedtuples, dicts, strings
+    batch = {"p": Pair(np.ones((2, 3), np.float32), ["a", "b"]),
+             "n": Point(np.zeros(2), None)}
+    (out,) = list(prefetch_to_device([batch], devices=dev))
+    assert isinstance(out["p"], Pair) and isinstance(out["n"], Point)
+    assert type(out["p"].x) is funcgrad.Array and out["p"].names == ["a", "b"]
+    assert type(out["n"].a) is funcgrad.Array and out["n"].b is None
+
+
+def test_prefetch_issues_device_put_ahead_of_use(monkeypatch):
+    """With the real device_put: when batch k is handed out, batches up to k + size have been
+    given to device_put already (their copies are in flight), and k is a device array."""
+    import funcgrad
+    real, calls = funcgrad.device_put, []
+
+    def recording_put(x, device=None):
+        calls.append(int(np.asarray(x).ravel()[0]))
+        return real(x, device)
+
+    monkeypatch.setattr(funcgrad, "device_put", recording_put)
+    batches = (np.full(3, k, np.float32) for k in range(6))
+    for k, b in enumerate(prefetch_to_device(batches, size=2)):
+        assert type(b) is funcgrad.Array and float(b[0]) == k
+        assert calls == list(range(min(k + 3, 6)))
+
+
+def test_prefetch_argument_errors():
+    with pytest.raises(ValueError, match="prefetch_to_device: size must be >= 1, got 0"):
+        prefetch_to_device([np.zeros(2)], size=0)
+    with pytest.raises(ValueError, match="devices is an empty list"):
+        prefetch_to_device([np.zeros(2)], devices=[])
+
+
+_MULTI_DEVICE_SCRIPT = textwrap.dedent("""
+    import numpy as np
+    import funcgrad
+    from funcgrad.data import DataLoader, TensorDataset, prefetch_to_device
+    devs = funcgrad.devices()
+    assert len(devs) == 4, devs
+    ds = TensorDataset(np.arange(32, dtype=np.float32).reshape(16, 2), np.arange(16))
+    loader = DataLoader(ds, batch_size=8, device=devs)
+    batches = list(loader)
+    assert len(batches) == 2
+    for b, (x, y) in enumerate(batches):
+        assert isinstance(x, list) and len(x) == 4 and len(y) == 4
+        for i, (xs, ys) in enumerate(zip(x, y)):
+            assert type(xs) is funcgrad.Array and xs.device == devs[i], (type(xs), xs.device)
+            assert type(ys) is funcgrad.Array and ys.device == devs[i]
+            assert xs.shape == (2, 2) and ys.shape == (2,)
+            rows = 8 * b + 2 * i + np.arange(2)
+            assert np.asarray(ys).tolist() == rows.tolist()
+            assert np.asarray(xs).tolist() == np.asarray(ds.arrays[0][rows]).tolist()
+    # "all" means every device; one device other than the default is honoured
+    (x,) = next(iter(prefetch_to_device([(np.zeros((4, 1)),)], devices="all")))
+    assert [s.device for s in x] == devs
+    (x, y), = list(DataLoader(ds, batch_size=16, device=devs[2]))
+    assert type(x) is funcgrad.Array and x.device == devs[2] and x.shape == (16, 2)
+    try:
+        list(DataLoader(ds, batch_size=6, device=devs))
+    except ValueError as e:
+        assert "into 4 equal parts" in str(e), e
+    else:
+        raise AssertionError("a batch of 6 split over 4 devices did not fail")
+    print("OK")
+""")
 
 
 def test_prefetch_to_several_devices_in_a_fresh_process():
-    _funcgrad_with_device_put()
-    script = textwrap.dedent("""
-        import numpy as np
-        import funcgrad
-        from funcgrad.data import DataLoader, TensorDataset, prefetch_to_device
-        devs = funcgrad.devices()
-        assert len(devs) == 4, devs
-        ds = TensorDataset(np.arange(16, dtype=np.float32).reshape(8, 2), np.arange(8))
-        loader = DataLoader(ds, batch_size=8, device=devs)
-        (x, y), = list(loader)
-        xs = np.asarray(x) if not isinstance(x, list) else np.stack([np.asarray(s) for s in x])
-        assert xs.shape == (4, 2, 2), xs.shape
-        assert xs[3].tolist() == [[12.0, 13.0], [14.0, 15.0]]
-        shards = x if isinstance(x, list) else getattr(x, "addressable_shards", None)
-        if isinstance(x, list):
-            placed = [getattr(s, "device", None) for s in x]
-            placed = [p() if callable(p) else p for p in placed]
-            assert placed == devs, placed
-        print("OK")
-    """)
     env = dict(os.environ, FUNCGRAD_CPU_DEVICES="4", PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, timeout=120, cwd=REPO)
+    proc = subprocess.run([sys.executable, "-c", _MULTI_DEVICE_SCRIPT], env=env,
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]

@@ -3,6 +3,9 @@ deaths, timeouts, shutdown, and safety with a running XLA runtime in the parent.
 import gc
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 import warnings
@@ -303,3 +306,68 @@ def test_spawn_context_works_and_fork_warns_once_xla_is_loaded():
     default = iter(DataLoader(Images(2), num_workers=1))
     assert default._pool.start_method in ("forkserver", "spawn")
     default.close()
+
+
+_AFTER_XLA_SCRIPT = textwrap.dedent("""
+    import os
+    import numpy as np
+    import funcgrad
+    import funcgrad.numpy as jnp
+    from funcgrad.data import DataLoader, TensorDataset
+    from data_helpers import WorkerFacts, xla_thread_count
+
+    TOP_LEVEL = os.environ.get("TOP_LEVEL_COMPUTE") == "1"
+    if TOP_LEVEL:      # computes on import, so again in every worker that imports this module
+        np.asarray(funcgrad.jit(lambda v: v + 1.0)(np.ones(2, np.float32)))
+
+
+    def main():
+        f = funcgrad.jit(lambda v: jnp.tanh(v) * 2.0)
+        np.asarray(f(np.ones((4, 2), np.float32)))       # compiled and run in this process
+        assert xla_thread_count() > 0
+        ds = TensorDataset(np.linspace(-2, 2, 64, dtype=np.float32).reshape(32, 2),
+                           np.arange(32))
+        dev = funcgrad.devices()[0]
+        settings = [dict(), dict(persistent_workers=True),
+                    dict(multiprocessing_context="spawn", persistent_workers=True)]
+        for kwargs in settings[1:2] if TOP_LEVEL else settings:
+            loader = DataLoader(ds, batch_size=4, shuffle=True, seed=1, num_workers=2,
+                                timeout=60, device=dev, **kwargs)
+            for epoch in range(2):
+                seen = []
+                for x, y in loader:
+                    out = np.asarray(f(x))
+                    assert np.allclose(out, np.tanh(np.asarray(x)) * 2.0, atol=1e-6)
+                    seen += np.asarray(y).tolist()
+                assert sorted(seen) == list(range(32)), (kwargs, epoch, seen)
+            loader.shutdown()
+        facts = list(DataLoader(WorkerFacts(4), batch_size=1, num_workers=2, timeout=60))
+        for b in facts:
+            threads, clients = int(b["xla_threads"][0]), int(b["xla_clients"][0])
+            if TOP_LEVEL:
+                # the worker started its own runtime (its threads exist): it did not inherit
+                # a runtime's memory without its threads from a forked parent
+                assert (threads > 0) == (clients > 0), (threads, clients)
+            else:
+                assert threads == 0 and clients == 0, (threads, clients)
+        print("OK")
+
+
+    if __name__ == "__main__":
+        main()
+""")
+
+
+@pytest.mark.parametrize("top_level", [False, True], ids=["guarded", "top-level-compute"])
+def test_workers_are_safe_after_a_jit_model_ran_in_a_fresh_parent(tmp_path, top_level):
+    """A script that has compiled and run a funcgrad.jit function (XLA threads running) then
+    loads with worker processes (forkserver, persistent, spawn) and feeds the function."""
+    script = tmp_path / "train_script.py"
+    script.write_text(_AFTER_XLA_SCRIPT)
+    here = os.path.dirname(os.path.abspath(__file__))
+    repo = os.path.dirname(os.path.dirname(here))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([repo, here]),
+               TOP_LEVEL_COMPUTE="1" if top_level else "0")
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                          text=True, timeout=150, cwd=str(tmp_path))
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]
