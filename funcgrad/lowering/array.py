@@ -123,6 +123,8 @@ class Array(Value):
         # The runtime's own host copy: read-only, shared with the buffer on CPU, and correct for
         # every dtype (the buffer protocol cannot express bfloat16 and friends).
         value = self._buf._single_device_array_to_np_array_did_copy()[0]
+        if not backend.x64_state_checked:
+            backend.restore_x64_state_after_first_read()
         if self.aval.dtype == dtypes.float0:
             return np.zeros(self.aval.shape, dtypes.float0)
         return value
@@ -179,11 +181,8 @@ class Array(Value):
     def __repr__(self):
         value = self._value()
         body = np.array2string(value, separator=", ", prefix="Array(")
-        default = {dtypes.default_float(), dtypes.default_int(), dtypes.bool_}
-        if value.dtype in default and value.size > 0:
-            if value.dtype == dtypes.bool_ or value.dtype == dtypes.default_float():
-                return f"Array({body}, dtype={value.dtype.name})"
-        return f"Array({body}, dtype={value.dtype.name})"
+        weak = ", weak_type=True" if self.aval.weak_type else ""
+        return f"Array({body}, dtype={value.dtype.name}{weak})"
 
     def __reduce__(self):
         return (_rebuild, (self._value(),))

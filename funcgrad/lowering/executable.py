@@ -59,6 +59,9 @@ def to_buffer(x, device, aval=None):
 
 def compile_module(module_text, device):
     options = xc.CompileOptions()
+    # Without an explicit assignment XLA runs replica 0 on the client's first device, whatever
+    # device list the executable was loaded for.
+    options.device_assignment = xc.DeviceAssignment.create(np.array([[device.id]]))
     return device.client.compile_and_load(module_text, _jax.DeviceList((device,)), options)
 
 

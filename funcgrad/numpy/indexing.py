@@ -69,7 +69,8 @@ def _expand(fname, idx, ndim):
         raise IndexError(f"{fname}: too many indices for array: array is {ndim}-dimensional, "
                          f"but {n_real} were indexed")
     if n_ell:
-        k = out.index(Ellipsis)
+        # list.index compares with ==, which is elementwise on arrays: find the ellipsis by identity
+        k = next(j for j, i in enumerate(out) if i is Ellipsis)
         out = out[:k] + [slice(None)] * (ndim - n_real) + out[k + 1:]
     else:
         out = out + [slice(None)] * (ndim - n_real)
@@ -241,6 +242,16 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
 
 
 # --- x.at[idx] ------------------------------------------------------------------------------
+# Out-of-bounds handling (``mode``), as JAX:
+#   updates: "drop" (default; also "fill") skip updates at out-of-bounds positions, "clip" and
+#            "promise_in_bounds" clamp each index into its axis;
+#   get:     None (default) is ``x[idx]`` (array indices clamp, static ints are checked),
+#            "clip"/"promise_in_bounds" clamp every index, "fill" gives ``fill_value`` (NaN for
+#            inexact types, the minimum of signed, the maximum of unsigned ints, True for bool).
+# Negative indices count from the end once (-n..-1), as NumPy; anything beyond is out of bounds.
+_MODES = (None, "drop", "clip", "fill", "promise_in_bounds")
+
+
 def _flat_positions(shape, idx):
     """The flat (row-major) positions of the elements ``idx`` selects in an array of ``shape``."""
     size = int(np.prod(shape, dtype=np.int64))
@@ -248,29 +259,93 @@ def _flat_positions(shape, idx):
     return getitem(iota, idx)
 
 
-def scatter_update(x, idx, values, kind, mode=None):
-    """``x`` with ``values`` combined into ``x[idx]`` by ``kind`` (set/add/mul/min/max)."""
-    from funcgrad.numpy._util import promote_dtypes
-    from funcgrad.numpy.creation import asarray
-    x = asarray(x)
-    av = aval_of(x)
-    positions = _flat_positions(av.shape, idx)
-    pshape = aval_of(positions).shape
-    values = lax.convert_element_type(values, av.dtype) if not isinstance(values, Value) or \
-        aval_of(values).dtype != av.dtype else values
-    values = broadcast_to_shape(values if isinstance(values, Value) else asarray(values),
-                                pshape)
-    n = int(np.prod(pshape, dtype=np.int64))
-    flat = lax.reshape(x, (av.size,))
-    dnums = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,),
-                                        scatter_dims_to_operand_dims=(0,))
-    fn = {"set": lax.scatter, "add": lax.scatter_add, "mul": lax.scatter_mul,
-          "min": lax.scatter_min, "max": lax.scatter_max}[kind]
-    out = fn(flat, lax.reshape(positions, (n, 1)), lax.reshape(values, (n,)), dnums,
-             mode=mode if mode in (None, "drop", "clip", "fill", "promise_in_bounds") else
-             _bad_mode(mode))
-    del promote_dtypes
-    return lax.reshape(out, av.shape)
+def _entries_with_axes(shape, idx):
+    """The expanded index entries, each paired with the axis of ``shape`` it indexes (None for
+    new axes)."""
+    entries = _expand("Array.at", idx, len(shape))
+    axes, k = [], 0
+    for e in entries:
+        if e is None:
+            axes.append(None)
+        else:
+            axes.append(k)
+            k += 1
+    return entries, axes
+
+
+def _is_static_int_array(e):
+    return isinstance(e, np.ndarray) or isinstance(e, list)
+
+
+def _clamped_index(shape, idx):
+    """``idx`` with every integer index clamped into its axis (negative ones wrapped once)."""
+    entries, axes = _entries_with_axes(shape, idx)
+    out = []
+    for e, ax in zip(entries, axes):
+        if ax is None or isinstance(e, slice):
+            out.append(e)
+            continue
+        n = shape[ax]
+        if _is_int_scalar(e):
+            i = int(e)
+            i = i + n if i < 0 else i
+            out.append(builtins.min(builtins.max(i, 0), builtins.max(n - 1, 0)))
+        elif _is_static_int_array(e):
+            a = np.asarray(e)
+            a = np.where(a < 0, a + n, a)
+            out.append(np.clip(a, 0, builtins.max(n - 1, 0)).astype(np.int32))
+        else:
+            i = _normalize_negative(e, n)
+            dt = aval_of(i).dtype
+            out.append(lax.clamp(np.zeros((), dt), i, np.asarray(builtins.max(n - 1, 0), dt)))
+    return tuple(out)
+
+
+def _needs_bounds_check(shape, idx):
+    entries, axes = _entries_with_axes(shape, idx)
+    for e, ax in zip(entries, axes):
+        if ax is None or isinstance(e, slice):
+            continue
+        if _is_int_scalar(e):
+            if not -shape[ax] <= int(e) < shape[ax]:
+                return True
+        else:
+            return True
+    return False
+
+
+def _checked_positions(shape, idx):
+    """Flat positions of ``x[idx]`` with -1 wherever an index is out of bounds.
+
+    Indexes an iota padded by one -1 on each side of every axis, with all indices shifted by
+    one, so an out-of-bounds index lands on the padding.
+    """
+    entries, axes = _entries_with_axes(shape, idx)
+    size = int(np.prod(shape, dtype=np.int64))
+    iota = lax.reshape(lax.iota(dtypes.int32, size), shape)
+    padded = lax.pad(iota, np.int32(-1), [(1, 1, 0)] * len(shape))
+    out = []
+    for e, ax in zip(entries, axes):
+        if ax is None:
+            out.append(None)
+            continue
+        n = shape[ax]
+        if isinstance(e, slice):
+            start, stop, step = e.indices(n)
+            out.append(slice(start + 1, stop + 1, step))
+        elif _is_int_scalar(e):
+            i = int(e)
+            i = i + n if i < 0 else i
+            out.append(i + 1 if 0 <= i < n else 0)
+        elif _is_static_int_array(e):
+            a = np.asarray(e).astype(np.int64)
+            a = np.where(a < 0, a + n, a)
+            out.append((np.clip(a, -1, n) + 1).astype(np.int32))
+        else:
+            i = lax.convert_element_type(_normalize_negative(e, n), dtypes.int32)
+            i = lax.clamp(np.int32(-1), i, np.int32(n))
+            out.append(lax.add(i, lax.full(aval_of(i).shape, 1, dtypes.int32)))
+    return getitem(padded, tuple(out))
 
 
 def _bad_mode(mode):
@@ -278,54 +353,223 @@ def _bad_mode(mode):
                      f"got {mode!r}")
 
 
+def _default_fill(dt):
+    if dtypes.is_inexact(dt):
+        return np.nan
+    if dt == dtypes.bool_:
+        return True
+    info = dtypes.iinfo(dt)
+    return info.min if dtypes.is_signed(dt) else info.max
+
+
+def gather_with_mode(x, idx, mode=None, fill_value=None):
+    """``x[idx]`` with ``mode`` for out-of-bounds indices (see above)."""
+    from funcgrad.numpy.creation import asarray
+    if mode not in _MODES:
+        _bad_mode(mode)
+    x = asarray(x)
+    av = aval_of(x)
+    if mode is None:
+        return getitem(x, idx)
+    if mode in ("clip", "promise_in_bounds", "drop") or not _needs_bounds_check(av.shape, idx):
+        if mode == "drop":
+            mode = "fill"
+        else:
+            return getitem(x, _clamped_index(av.shape, idx))
+    positions = _checked_positions(av.shape, idx)
+    pshape = aval_of(positions).shape
+    valid = lax.ge(positions, lax.full(pshape, 0, dtypes.int32))
+    safe = lax.select(valid, positions, lax.full(pshape, 0, dtypes.int32))
+    flat = lax.reshape(x, (av.size,))
+    if av.size == 0:
+        vals = lax.full(pshape, 0, av.dtype)
+    else:
+        vals = take(flat, safe)
+    fill = _default_fill(av.dtype) if fill_value is None else fill_value
+    return lax.select(valid, vals, lax.full(pshape, fill, av.dtype))
+
+
+def _single_mask(x, idx):
+    """The boolean mask if ``idx`` is one boolean array indexing the leading axes of ``x``."""
+    if isinstance(idx, tuple):
+        if len(idx) != 1:
+            return None
+        idx = idx[0]
+    if not isinstance(idx, (Value, np.ndarray)):
+        return None
+    dt = aval_of(idx).dtype
+    if dt != dtypes.bool_:
+        return None
+    mshape, xshape = aval_of(idx).shape, aval_of(x).shape
+    if mshape != xshape[:len(mshape)]:
+        raise IndexError(f"Array.at: boolean index of shape {mshape} does not match the "
+                         f"leading axes of the indexed array of shape {xshape}")
+    return idx
+
+
+def _masked_update(x, mask, values, kind):
+    """``where(mask, combine(x, values), x)``: a masked update whose shape is static."""
+    from funcgrad.numpy import ufuncs
+    av = aval_of(x)
+    m = lax.broadcast_in_dim(mask, av.shape, tuple(range(aval_of(mask).ndim))) \
+        if aval_of(mask).shape != av.shape else mask
+    values = lax.convert_element_type(values, av.dtype) if aval_of(values).dtype != av.dtype \
+        else values
+    combine = {"set": lambda a, b: broadcast_to_shape(b, av.shape), "add": ufuncs.add,
+               "mul": ufuncs.multiply, "min": ufuncs.minimum, "max": ufuncs.maximum}[kind]
+    new = combine(x, values)
+    new = lax.convert_element_type(new, av.dtype) if aval_of(new).dtype != av.dtype else new
+    return lax.select(m, broadcast_to_shape(new, av.shape), x)
+
+
+def _values_fit_mask(x, mask, values):
+    """Whether ``values`` broadcast to the trailing (unmasked) axes of ``x``."""
+    rest = aval_of(x).shape[aval_of(mask).ndim:]
+    vshape = aval_of(values).shape
+    if len(vshape) > len(rest):
+        return builtins.all(d == 1 for d in vshape[:len(vshape) - len(rest)]) and \
+            _fits(vshape[len(vshape) - len(rest):], rest)
+    return _fits(vshape, rest)
+
+
+def _fits(vshape, rest):
+    try:
+        return tuple(np.broadcast_shapes(vshape, rest)) == tuple(rest)
+    except ValueError:
+        return False
+
+
+def scatter_update(x, idx, values, kind, mode=None):
+    """``x`` with ``values`` combined into ``x[idx]`` by ``kind`` (set/add/mul/min/max)."""
+    from funcgrad.numpy.creation import asarray
+    if mode not in _MODES:
+        _bad_mode(mode)
+    x = asarray(x)
+    av = aval_of(x)
+    values = values if isinstance(values, Value) else asarray(values)
+    mask = _single_mask(x, idx)
+    if mask is not None:
+        if len(aval_of(values).shape) > len(av.shape) - aval_of(mask).ndim:
+            vs = aval_of(values).shape
+            values = lax.reshape(values, vs[len(vs) - (len(av.shape) - aval_of(mask).ndim):]) \
+                if builtins.all(d == 1 for d in vs[:len(vs) - (len(av.shape) -
+                                                              aval_of(mask).ndim)]) else values
+        if _values_fit_mask(x, mask, values):
+            return _masked_update(x, mask, values, kind)
+        if isinstance(mask, Tracer) and not hasattr(mask, "_value"):
+            raise IndexError(f"Array.at[mask].{kind}: with a traced boolean mask the values "
+                             f"must broadcast to the unmasked axes {av.shape[aval_of(mask).ndim:]}"
+                             f" (got {aval_of(values).str_short()}); the number of selected "
+                             f"elements is not known while tracing")
+    if mode in ("clip", "promise_in_bounds"):
+        positions = _flat_positions(av.shape, _clamped_index(av.shape, idx))
+    elif _needs_bounds_check(av.shape, idx):
+        positions = _checked_positions(av.shape, idx)
+        pshape = aval_of(positions).shape
+        positions = lax.select(lax.ge(positions, lax.full(pshape, 0, dtypes.int32)), positions,
+                               lax.full(pshape, av.size, dtypes.int32))
+    else:
+        positions = _flat_positions(av.shape, idx)
+    pshape = aval_of(positions).shape
+    if aval_of(values).dtype != av.dtype:
+        values = lax.convert_element_type(values, av.dtype)
+    try:
+        values = broadcast_to_shape(values, pshape)
+    except ValueError:
+        raise ValueError(f"Array.at[...].{kind}: values of shape {aval_of(values).shape} do not "
+                         f"broadcast to the indexed shape {pshape}") from None
+    n = int(np.prod(pshape, dtype=np.int64))
+    flat = lax.reshape(x, (av.size,))
+    dnums = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,),
+                                        scatter_dims_to_operand_dims=(0,))
+    fn = {"set": lax.scatter, "add": lax.scatter_add, "mul": lax.scatter_mul,
+          "min": lax.scatter_min, "max": lax.scatter_max}[kind]
+    out = fn(flat, lax.reshape(positions, (n, 1)), lax.reshape(values, (n,)), dnums,
+             mode="drop" if mode in (None, "drop", "fill") else "clip")
+    return lax.reshape(out, av.shape)
+
+
 class _IndexUpdateRef:
-    """``x.at[idx]``: functional updates, each returning a new array."""
+    """``x.at[idx]``: functional updates, each returning a new array.
+
+    ``mode`` picks what happens to out-of-bounds indices: updates drop them by default
+    ("drop"), or clamp them ("clip"); ``get`` clamps (default, "clip") or returns
+    ``fill_value`` ("fill"). A boolean mask index works under jit when the values broadcast to
+    the unmasked axes (it becomes a ``where``).
+
+    Example:
+        >>> x = jnp.zeros(3)
+        >>> x.at[jnp.array([0, 5])].add(1.0)        # index 5 is dropped
+        Array([1., 0., 0.], dtype=float32)
+        >>> x.at[5].get(mode="fill", fill_value=-1.0)
+        Array(-1., dtype=float32)
+    """
 
     __slots__ = ("array", "index")
 
     def __init__(self, array, index):
         self.array, self.index = array, index
 
-    def get(self, mode=None, fill_value=None):
-        """``x[idx]``. Example: ``x.at[0].get()``."""
-        return getitem(self.array, self.index)
+    def get(self, *, mode=None, fill_value=None, indices_are_sorted=False,
+            unique_indices=False):
+        """``x[idx]`` (``mode``/``fill_value`` for out-of-bounds indices). Example:
+        ``x.at[7].get(mode="fill", fill_value=0)``."""
+        return gather_with_mode(self.array, self.index, mode, fill_value)
 
-    def set(self, values, mode=None):
+    def set(self, values, *, mode=None, indices_are_sorted=False, unique_indices=False):
         """``x`` with ``x[idx] = values``. Example: ``x.at[0].set(5.0)``."""
         return scatter_update(self.array, self.index, values, "set", mode)
 
-    def add(self, values, mode=None):
+    def add(self, values, *, mode=None, indices_are_sorted=False, unique_indices=False):
         """``x`` with ``x[idx] += values`` (repeated indices accumulate)."""
         return scatter_update(self.array, self.index, values, "add", mode)
 
-    def subtract(self, values, mode=None):
+    def subtract(self, values, *, mode=None, indices_are_sorted=False, unique_indices=False):
+        """``x`` with ``x[idx] -= values``."""
         from funcgrad.numpy.ufuncs import negative
         return scatter_update(self.array, self.index, negative(values), "add", mode)
 
-    def multiply(self, values, mode=None):
+    def multiply(self, values, *, mode=None, indices_are_sorted=False, unique_indices=False):
         """``x`` with ``x[idx] *= values``."""
         return scatter_update(self.array, self.index, values, "mul", mode)
 
     mul = multiply
 
-    def divide(self, values, mode=None):
+    def divide(self, values, *, mode=None, indices_are_sorted=False, unique_indices=False):
         """``x`` with ``x[idx] /= values``."""
-        from funcgrad.numpy.ufuncs import reciprocal
-        return scatter_update(self.array, self.index, reciprocal(values), "mul", mode)
+        from funcgrad.numpy.ufuncs import divide
+        return self.apply(lambda cur: divide(cur, values), mode=mode)
 
-    def power(self, values, mode=None):
+    def power(self, values, *, mode=None, indices_are_sorted=False, unique_indices=False):
         """``x`` with ``x[idx] **= values``."""
         from funcgrad.numpy.ufuncs import power
-        current = getitem(self.array, self.index)
-        return scatter_update(self.array, self.index, power(current, values), "set", mode)
+        return self.apply(lambda cur: power(cur, values), mode=mode)
 
-    def min(self, values, mode=None):
+    def min(self, values, *, mode=None, indices_are_sorted=False, unique_indices=False):
         """``x`` with ``x[idx] = minimum(x[idx], values)``."""
         return scatter_update(self.array, self.index, values, "min", mode)
 
-    def max(self, values, mode=None):
+    def max(self, values, *, mode=None, indices_are_sorted=False, unique_indices=False):
         """``x`` with ``x[idx] = maximum(x[idx], values)``."""
         return scatter_update(self.array, self.index, values, "max", mode)
+
+    def apply(self, func, *, mode=None, indices_are_sorted=False, unique_indices=False):
+        """``x`` with ``x[idx] = func(x[idx])`` (each position once, even if repeated).
+
+        Example:
+            >>> x.at[1:].apply(jnp.sqrt)
+        """
+        from funcgrad.numpy.creation import asarray
+        x = asarray(self.array)
+        mask = _single_mask(x, self.index)
+        if mask is not None:
+            m = lax.broadcast_in_dim(mask, aval_of(x).shape, tuple(range(aval_of(mask).ndim)))
+            new = asarray(func(x))
+            return lax.select(m, lax.convert_element_type(new, aval_of(x).dtype), x)
+        get_mode = "clip" if mode in ("clip", "promise_in_bounds") else "fill"
+        cur = gather_with_mode(x, self.index, get_mode)
+        new = asarray(func(cur))
+        return scatter_update(x, self.index, new, "set", mode)
 
 
 class _AtIndexer:
