@@ -139,3 +139,58 @@ class UndefinedPrimal:
 def is_undefined_primal(x):
     """Whether ``x`` is an UndefinedPrimal (a linear input of a transpose rule)."""
     return type(x) is UndefinedPrimal
+
+
+# --- helpers for writing rules ------------------------------------------------------------------
+def zero_tangent_of(x):
+    """The symbolic zero tangent of primal value ``x``."""
+    return Zero.from_primal_value(x)
+
+
+def defjvp_zero(prim):
+    """Give ``prim`` a jvp rule with zero tangent outputs (non-differentiable operations:
+    comparisons, integer/bit ops, rounding...)."""
+    def rule(primals, tangents, **params):
+        out = prim.bind(*primals, **params)
+        if prim.multiple_results:
+            return out, [zero_tangent_of(o) for o in out]
+        return out, zero_tangent_of(out)
+    prim.def_jvp(rule)
+    return rule
+
+
+def deflinear(prim, transpose_rule):
+    """``prim`` is linear in all its operands: its jvp applies it to the tangents.
+
+    ``transpose_rule(ct, *args, **params)`` gives the cotangent of each operand.
+    """
+    def rule(primals, tangents, **params):
+        out = prim.bind(*primals, **params)
+        if all(type(t) is Zero for t in tangents):
+            if prim.multiple_results:
+                return out, [zero_tangent_of(o) for o in out]
+            return out, zero_tangent_of(out)
+        return out, prim.bind(*[instantiate(t) for t in tangents], **params)
+    prim.def_jvp(rule)
+    prim.def_transpose(transpose_rule)
+    return rule
+
+
+def defjvp(prim, *jvp_fns):
+    """jvp for a single-result primitive from per-operand rules ``fn(g, ans, *primals)``
+    (``None`` for operands it does not depend on differentiably); contributions are summed."""
+    def rule(primals, tangents, **params):
+        ans = prim.bind(*primals, **params)
+        out = Zero(tangent_aval(_aval(ans)))
+        for fn, t in zip(jvp_fns, tangents):
+            if fn is None or type(t) is Zero:
+                continue
+            out = add_tangents(out, fn(t, ans, *primals, **params))
+        return ans, out
+    prim.def_jvp(rule)
+    return rule
+
+
+def _aval(x):
+    from funcgrad.core.values import aval_of
+    return aval_of(x)

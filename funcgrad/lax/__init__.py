@@ -28,3 +28,4 @@ from funcgrad.lax.windowed import (
     reduce_window, reduce_window_max, reduce_window_min, reduce_window_sum)
 from funcgrad.lax.parallel import (
     all_gather, axis_index, axis_size, pmax, pmean, pmin, ppermute, psum)
+from funcgrad.lax.autodiff import stop_gradient

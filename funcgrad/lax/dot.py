@@ -112,3 +112,83 @@ def _dot_general_batch(args, dims, dimension_numbers, preferred_element_type=Non
 
 
 dot_general_p.def_batch(_dot_general_batch)
+
+
+# --- jvp and transpose rules ---------------------------------------------------------------------
+def _dot_transpose_lhs(ct, lhs_aval, rhs, dimension_numbers):
+    """The cotangent of lhs of ``dot_general(lhs, rhs)`` given the output cotangent ``ct``."""
+    import numpy as np
+    from funcgrad.lax.elementwise import convert_element_type
+    from funcgrad.lax.shapes import transpose
+    (lc, rc), (lb, rb) = dimension_numbers
+    rhs_aval = aval_of(rhs)
+    nb = len(lb)
+    lhs_free = [i for i in range(lhs_aval.ndim) if i not in lc and i not in lb]
+    rhs_free = [i for i in range(rhs_aval.ndim) if i not in rc and i not in rb]
+    ct_rhs_free = tuple(range(nb + len(lhs_free), nb + len(lhs_free) + len(rhs_free)))
+    if aval_of(ct).dtype != rhs_aval.dtype:
+        ct = convert_element_type(ct, rhs_aval.dtype)
+    out = dot_general(ct, rhs, ((ct_rhs_free, tuple(rhs_free)), (tuple(range(nb)), tuple(rb))))
+    src = list(lb) + lhs_free + [lc[list(rc).index(r)] for r in sorted(rc)]
+    perm = tuple(int(p) for p in np.argsort(src))
+    out = transpose(out, perm)
+    if aval_of(out).dtype != lhs_aval.dtype:
+        out = convert_element_type(out, lhs_aval.dtype)
+    return out
+
+
+def _dot_transpose_rhs(ct, lhs, rhs_aval, dimension_numbers):
+    import numpy as np
+    from funcgrad.lax.elementwise import convert_element_type
+    from funcgrad.lax.shapes import transpose
+    (lc, rc), (lb, rb) = dimension_numbers
+    lhs_aval = aval_of(lhs)
+    nb = len(lb)
+    lhs_free = [i for i in range(lhs_aval.ndim) if i not in lc and i not in lb]
+    rhs_free = [i for i in range(rhs_aval.ndim) if i not in rc and i not in rb]
+    ct_lhs_free = tuple(range(nb, nb + len(lhs_free)))
+    if aval_of(ct).dtype != lhs_aval.dtype:
+        ct = convert_element_type(ct, lhs_aval.dtype)
+    out = dot_general(lhs, ct, ((tuple(lhs_free), ct_lhs_free), (tuple(lb), tuple(range(nb)))))
+    src = list(rb) + [rc[list(lc).index(l)] for l in sorted(lc)] + rhs_free
+    perm = tuple(int(p) for p in np.argsort(src))
+    out = transpose(out, perm)
+    if aval_of(out).dtype != rhs_aval.dtype:
+        out = convert_element_type(out, rhs_aval.dtype)
+    return out
+
+
+def _def_dot_ad():
+    from funcgrad.core.ad_util import Zero, add_tangents, is_undefined_primal, tangent_aval
+
+    def _jvp(primals, tangents, dimension_numbers, preferred_element_type=None):
+        lhs, rhs = primals
+        tl, tr = tangents
+        out = dot_general_p.bind(lhs, rhs, dimension_numbers=dimension_numbers,
+                                 preferred_element_type=preferred_element_type)
+        t = Zero(tangent_aval(aval_of(out)))
+        if not dtypes.is_inexact(aval_of(out).dtype):
+            return out, t
+        if type(tl) is not Zero:
+            t = dot_general_p.bind(tl, rhs, dimension_numbers=dimension_numbers,
+                                   preferred_element_type=preferred_element_type)
+        if type(tr) is not Zero:
+            t = add_tangents(t, dot_general_p.bind(
+                lhs, tr, dimension_numbers=dimension_numbers,
+                preferred_element_type=preferred_element_type))
+        return out, t
+
+    def _transpose(ct, lhs, rhs, dimension_numbers, preferred_element_type=None):
+        if is_undefined_primal(lhs) and is_undefined_primal(rhs):
+            raise TypeError("transpose of dot_general: both operands are linear")
+        if is_undefined_primal(lhs):
+            return [Zero(lhs.aval) if type(ct) is Zero else
+                    _dot_transpose_lhs(ct, lhs.aval, rhs, dimension_numbers), None]
+        return [None, Zero(rhs.aval) if type(ct) is Zero else
+                _dot_transpose_rhs(ct, lhs, rhs.aval, dimension_numbers)]
+
+    dot_general_p.def_jvp(_jvp)
+    dot_general_p.def_transpose(_transpose)
+
+
+_def_dot_ad()

@@ -428,3 +428,252 @@ def _def_elementwise_batching():
 
 
 _def_elementwise_batching()
+
+
+# --- jvp and transpose rules ---------------------------------------------------------------------
+def _def_elementwise_ad():
+    from funcgrad.core.ad_util import (UndefinedPrimal, Zero, add_tangents, defjvp, defjvp_zero,
+                                       deflinear, instantiate, is_undefined_primal, tangent_aval)
+
+    def lin_none(ct, *args):
+        return [None] * len(args)
+
+    # linear unary ops
+    deflinear(neg_p, lambda ct, x: [Zero(x.aval) if type(ct) is Zero else neg(ct)])
+    deflinear(conj_p, lambda ct, x: [Zero(x.aval) if type(ct) is Zero else conj(ct)])
+    deflinear(real_p, lambda ct, x: [Zero(x.aval) if type(ct) is Zero else
+                                     complex(ct, np.zeros((), ct.dtype))])
+    deflinear(imag_p, lambda ct, x: [Zero(x.aval) if type(ct) is Zero else
+                                     complex(np.zeros((), ct.dtype), neg(ct))])
+
+    def _complex_t(ct, x, y):
+        if type(ct) is Zero:
+            return [Zero(x.aval), Zero(y.aval)]
+        return [real(ct) if is_undefined_primal(x) else None,
+                neg(imag(ct)) if is_undefined_primal(y) else None]
+    deflinear(complex_p, _complex_t)
+
+    def _add_t(ct, x, y):
+        if type(ct) is Zero:
+            return [Zero(x.aval) if is_undefined_primal(x) else None,
+                    Zero(y.aval) if is_undefined_primal(y) else None]
+        return [ct if is_undefined_primal(x) else None, ct if is_undefined_primal(y) else None]
+
+    def _sub_t(ct, x, y):
+        if type(ct) is Zero:
+            return _add_t(ct, x, y)
+        return [ct if is_undefined_primal(x) else None,
+                neg(ct) if is_undefined_primal(y) else None]
+
+    def _add_like_jvp(prim, combine):
+        def rule(primals, tangents):
+            x, y = primals
+            out = prim.bind(x, y)
+            tx, ty = tangents
+            if type(tx) is Zero:
+                if type(ty) is Zero:
+                    return out, Zero(tangent_aval(out.aval if hasattr(out, "aval") else
+                                                  aval_of(out)))
+                return out, ty if prim is add_p else neg(ty)
+            if type(ty) is Zero:
+                return out, tx
+            return out, combine(tx, ty)
+        return rule
+
+    add_p.def_jvp(_add_like_jvp(add_p, add))
+    add_p.def_transpose(_add_t)
+    sub_p.def_jvp(_add_like_jvp(sub_p, sub))
+    sub_p.def_transpose(_sub_t)
+
+    def _mul_jvp(primals, tangents):
+        x, y = primals
+        tx, ty = tangents
+        out = mul(x, y)
+        t = Zero(tangent_aval(aval_of(out)))
+        if type(tx) is not Zero:
+            t = mul(tx, y)
+        if type(ty) is not Zero:
+            t = add_tangents(t, mul(x, ty))
+        return out, t
+
+    def _mul_t(ct, x, y):
+        if is_undefined_primal(x) and is_undefined_primal(y):
+            raise TypeError("transpose of mul: both operands are linear (the product of two "
+                            "tangents is not linear)")
+        if is_undefined_primal(x):
+            return [Zero(x.aval) if type(ct) is Zero else mul(ct, y), None]
+        return [None, Zero(y.aval) if type(ct) is Zero else mul(x, ct)]
+
+    mul_p.def_jvp(_mul_jvp)
+    mul_p.def_transpose(_mul_t)
+
+    def _div_jvp(primals, tangents):
+        x, y = primals
+        tx, ty = tangents
+        out = div(x, y)
+        t = Zero(tangent_aval(aval_of(out)))
+        if type(tx) is not Zero:
+            t = div(tx, y)
+        if type(ty) is not Zero:
+            t = add_tangents(t, neg(div(mul(ty, out), y)))
+        return out, t
+
+    def _div_t(ct, x, y):
+        if is_undefined_primal(y):
+            raise TypeError("transpose of div: the divisor is linear (division by a tangent is "
+                            "not linear)")
+        return [Zero(x.aval) if type(ct) is Zero else div(ct, y), None]
+
+    div_p.def_jvp(_div_jvp)
+    div_p.def_transpose(_div_t)
+
+    def _convert_jvp(primals, tangents, new_dtype, weak_type=False):
+        (x,), (t,) = primals, tangents
+        out = convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=weak_type)
+        if type(t) is Zero or not dtypes.is_inexact(new_dtype) or \
+                not dtypes.is_inexact(aval_of(x).dtype):
+            return out, Zero(tangent_aval(aval_of(out)))
+        return out, convert_element_type_p.bind(t, new_dtype=new_dtype, weak_type=weak_type)
+
+    def _convert_t(ct, x, new_dtype, weak_type=False):
+        if type(ct) is Zero:
+            return [Zero(x.aval)]
+        return [convert_element_type_p.bind(ct, new_dtype=x.aval.dtype,
+                                            weak_type=x.aval.weak_type)]
+
+    convert_element_type_p.def_jvp(_convert_jvp)
+    convert_element_type_p.def_transpose(_convert_t)
+
+    # non-differentiable: zero (float0 for integer/bool outputs) tangents
+    for p in (sign_p, floor_p, ceil_p, round_p, is_finite_p, not_p, population_count_p, clz_p,
+              nextafter_p, and_p, or_p, xor_p, shift_left_p, shift_right_arithmetic_p,
+              shift_right_logical_p, eq_p, ne_p, lt_p, le_p, gt_p, ge_p,
+              bitcast_convert_type_p):
+        defjvp_zero(p)
+
+    # unary math: g * f'(x)
+    defjvp(exp_p, lambda g, ans, x: mul(g, ans))
+    defjvp(log_p, lambda g, ans, x: div(g, x))
+    defjvp(log1p_p, lambda g, ans, x: div(g, add(x, 1.0)))
+    defjvp(expm1_p, lambda g, ans, x: mul(g, add(ans, 1.0)))
+    defjvp(tanh_p, lambda g, ans, x: mul(g, sub(1.0, mul(ans, ans))))
+    defjvp(logistic_p, lambda g, ans, x: mul(g, mul(ans, sub(1.0, ans))))
+    defjvp(sin_p, lambda g, ans, x: mul(g, cos(x)))
+    defjvp(cos_p, lambda g, ans, x: neg(mul(g, sin(x))))
+    defjvp(tan_p, lambda g, ans, x: mul(g, add(1.0, mul(ans, ans))))
+    defjvp(asin_p, lambda g, ans, x: mul(g, rsqrt(sub(1.0, mul(x, x)))))
+    defjvp(acos_p, lambda g, ans, x: neg(mul(g, rsqrt(sub(1.0, mul(x, x))))))
+    defjvp(atan_p, lambda g, ans, x: div(g, add(1.0, mul(x, x))))
+    defjvp(sinh_p, lambda g, ans, x: mul(g, cosh(x)))
+    defjvp(cosh_p, lambda g, ans, x: mul(g, sinh(x)))
+    defjvp(asinh_p, lambda g, ans, x: mul(g, rsqrt(add(mul(x, x), 1.0))))
+    defjvp(acosh_p, lambda g, ans, x: mul(g, rsqrt(mul(sub(x, 1.0), add(x, 1.0)))))
+    defjvp(atanh_p, lambda g, ans, x: div(g, mul(add(1.0, x), sub(1.0, x))))
+    defjvp(sqrt_p, lambda g, ans, x: div(mul(g, 0.5), ans))
+    defjvp(rsqrt_p, lambda g, ans, x: mul(g, mul(-0.5, div(ans, x))))
+    defjvp(cbrt_p, lambda g, ans, x: mul(g, mul(1.0 / 3.0, integer_pow(ans, -2))))
+
+    def _abs_jvp(g, ans, x):
+        if dtypes.is_complex(aval_of(x).dtype):
+            safe = select(eq(ans, 0.0), full_like_scalar(ans, 1.0), ans)
+            return real(div(mul(g, conj(x)), convert_element_type(safe, aval_of(x).dtype)))
+        return mul(g, sign(x))
+    defjvp(abs_p, _abs_jvp)
+
+    def _integer_pow_jvp(g, ans, x, y):
+        if y == 0:
+            return Zero(tangent_aval(aval_of(ans)))
+        if y == 1:
+            return g
+        return mul(g, mul(float(y), integer_pow(x, y - 1)))
+    defjvp(integer_pow_p, _integer_pow_jvp)
+
+    # binary math
+    def _pow_jvp_x(g, ans, x, y):
+        safe = select(eq(y, 0.0), full_like_scalar(y, 1.0), y)
+        jac = mul(y, pow(x, sub(safe, 1.0)))
+        return mul(g, select(eq(y, 0.0), full_like_scalar(jac, 0.0), jac))
+
+    def _pow_jvp_y(g, ans, x, y):
+        safe_x = select(eq(x, 0.0), full_like_scalar(x, 1.0), x)
+        return mul(g, mul(log(safe_x), ans))
+    defjvp(pow_p, _pow_jvp_x, _pow_jvp_y)
+
+    def _balanced(x, y, strict):
+        dt = aval_of(x).dtype
+        return add(convert_element_type(strict(x, y), dt),
+                   mul(0.5, convert_element_type(eq(x, y), dt)))
+    defjvp(max_p, lambda g, ans, x, y: mul(g, _balanced(x, y, gt)),
+           lambda g, ans, x, y: mul(g, _balanced(y, x, gt)))
+    defjvp(min_p, lambda g, ans, x, y: mul(g, _balanced(x, y, lt)),
+           lambda g, ans, x, y: mul(g, _balanced(y, x, lt)))
+    defjvp(rem_p, lambda g, ans, x, y: g,
+           lambda g, ans, x, y: mul(neg(g), mul(sign(div(x, y)), floor(abs(div(x, y))))))
+    defjvp(atan2_p, lambda g, ans, x, y: mul(g, div(y, add(mul(x, x), mul(y, y)))),
+           lambda g, ans, x, y: mul(g, div(neg(x), add(mul(x, x), mul(y, y)))))
+
+    # select_n: linear in the cases
+    def _select_n_jvp(primals, tangents):
+        which, *cases = primals
+        out = select_n_p.bind(which, *cases)
+        case_ts = tangents[1:]
+        if all(type(t) is Zero for t in case_ts) or not dtypes.is_inexact(aval_of(out).dtype):
+            return out, Zero(tangent_aval(aval_of(out)))
+        return out, select_n_p.bind(which, *[instantiate(t) for t in case_ts])
+
+    def _select_n_t(ct, which, *cases):
+        if is_undefined_primal(which):
+            raise TypeError("transpose of select_n: the selector cannot be linear")
+        if type(ct) is Zero:
+            return [None] + [Zero(c.aval) if is_undefined_primal(c) else None for c in cases]
+        zeros = full_like_scalar(ct, 0.0)
+        res = [None]
+        for i, c in enumerate(cases):
+            if not is_undefined_primal(c):
+                res.append(None)
+            elif len(cases) == 1:
+                res.append(ct)
+            else:
+                res.append(select_n_p.bind(which, *[ct if j == i else zeros
+                                                    for j in range(len(cases))]))
+        return res
+
+    select_n_p.def_jvp(_select_n_jvp)
+    select_n_p.def_transpose(_select_n_t)
+
+    def _clamp_jvp(primals, tangents):
+        lo, x, hi = primals
+        tlo, tx, thi = tangents
+        out = clamp_p.bind(lo, x, hi)
+        shape = aval_of(x).shape
+        zeros = full_like_scalar(out, 0.0)
+        t = Zero(tangent_aval(aval_of(out)))
+
+        def bcast(v):
+            if aval_of(v).shape != shape:
+                from funcgrad.lax.shapes import broadcast_in_dim
+                return broadcast_in_dim(v, shape, ())
+            return v
+        if type(tx) is not Zero:
+            t = select(bitwise_and(gt(x, bcast(lo)), lt(x, bcast(hi))), tx, zeros)
+        if type(tlo) is not Zero:
+            t = add_tangents(t, select(gt(bcast(lo), x), bcast(tlo), zeros))
+        if type(thi) is not Zero:
+            t = add_tangents(t, select(lt(bcast(hi), x), bcast(thi), zeros))
+        return out, t
+
+    clamp_p.def_jvp(_clamp_jvp)
+    del lin_none, UndefinedPrimal
+
+
+def full_like_scalar(x, value):
+    """An array shaped and typed like ``x`` filled with ``value`` (for rules)."""
+    from funcgrad.lax.shapes import broadcast_in_dim
+    aval = aval_of(x)
+    v = np.asarray(value, aval.dtype)
+    if not aval.shape:
+        return v
+    return broadcast_in_dim(v, aval.shape, ())
+
+
+_def_elementwise_ad()

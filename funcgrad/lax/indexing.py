@@ -447,3 +447,225 @@ gather_p.def_batch(_gather_batch)
 for _p in _SCATTERS.values():
     _p.def_batch(_scatter_batch(_p))
 del _p
+
+
+# --- jvp and transpose rules ---------------------------------------------------------------------
+def _gather_dnums_for_scatter(d):
+    """The GatherDimensionNumbers that read back what a scatter with ``d`` writes."""
+    return GatherDimensionNumbers(
+        offset_dims=d.update_window_dims, collapsed_slice_dims=d.inserted_window_dims,
+        start_index_map=d.scatter_dims_to_operand_dims,
+        operand_batching_dims=d.operand_batching_dims,
+        start_indices_batching_dims=d.scatter_indices_batching_dims)
+
+
+def _scatter_dnums_for_gather(d):
+    return ScatterDimensionNumbers(
+        update_window_dims=d.offset_dims, inserted_window_dims=d.collapsed_slice_dims,
+        scatter_dims_to_operand_dims=d.start_index_map,
+        operand_batching_dims=d.operand_batching_dims,
+        scatter_indices_batching_dims=d.start_indices_batching_dims)
+
+
+def _def_indexing_ad():
+    from funcgrad.core.ad_util import (Zero, add_tangents, instantiate, is_undefined_primal,
+                                       tangent_aval, zeros_like_aval)
+    from funcgrad.lax import elementwise as ew
+
+    def zero_out(out):
+        return Zero(tangent_aval(aval_of(out)))
+
+    # dynamic_slice: linear in the operand
+    def _ds_jvp(primals, tangents, slice_sizes):
+        operand, *starts = primals
+        out = dynamic_slice_p.bind(operand, *starts, slice_sizes=slice_sizes)
+        t = tangents[0]
+        if type(t) is Zero or not dtypes.is_inexact(aval_of(out).dtype):
+            return out, zero_out(out)
+        return out, dynamic_slice_p.bind(t, *starts, slice_sizes=slice_sizes)
+
+    def _ds_t(ct, operand, *starts, slice_sizes):
+        if type(ct) is Zero:
+            return [Zero(operand.aval)] + [None] * len(starts)
+        zeros = zeros_like_aval(operand.aval)
+        return [dynamic_update_slice_p.bind(zeros, ct, *starts)] + [None] * len(starts)
+
+    dynamic_slice_p.def_jvp(_ds_jvp)
+    dynamic_slice_p.def_transpose(_ds_t)
+
+    # dynamic_update_slice: linear in operand and update
+    def _dus_jvp(primals, tangents):
+        operand, update, *starts = primals
+        out = dynamic_update_slice_p.bind(operand, update, *starts)
+        t_op, t_up = tangents[:2]
+        if (type(t_op) is Zero and type(t_up) is Zero) or \
+                not dtypes.is_inexact(aval_of(out).dtype):
+            return out, zero_out(out)
+        return out, dynamic_update_slice_p.bind(instantiate(t_op), instantiate(t_up), *starts)
+
+    def _dus_t(ct, operand, update, *starts):
+        up_aval = update.aval if is_undefined_primal(update) else aval_of(update)
+        if type(ct) is Zero:
+            return [Zero(operand.aval) if is_undefined_primal(operand) else None,
+                    Zero(update.aval) if is_undefined_primal(update) else None] + \
+                [None] * len(starts)
+        ct_op = ct_up = None
+        if is_undefined_primal(operand):
+            ct_op = dynamic_update_slice_p.bind(ct, zeros_like_aval(up_aval), *starts)
+        if is_undefined_primal(update):
+            ct_up = dynamic_slice_p.bind(ct, *starts, slice_sizes=up_aval.shape)
+        return [ct_op, ct_up] + [None] * len(starts)
+
+    dynamic_update_slice_p.def_jvp(_dus_jvp)
+    dynamic_update_slice_p.def_transpose(_dus_t)
+
+    # gather: linear in the operand
+    def _gather_jvp(primals, tangents, dimension_numbers, slice_sizes, mode, fill_value):
+        operand, indices = primals
+        out = gather_p.bind(operand, indices, dimension_numbers=dimension_numbers,
+                            slice_sizes=slice_sizes, mode=mode, fill_value=fill_value)
+        t = tangents[0]
+        if type(t) is Zero or not dtypes.is_inexact(aval_of(out).dtype):
+            return out, zero_out(out)
+        return out, gather_p.bind(t, indices, dimension_numbers=dimension_numbers,
+                                  slice_sizes=slice_sizes, mode=mode,
+                                  fill_value=0 if mode == "fill" else fill_value)
+
+    def _gather_t(ct, operand, indices, dimension_numbers, slice_sizes, mode, fill_value):
+        if type(ct) is Zero:
+            return [Zero(operand.aval), None]
+        zeros = zeros_like_aval(operand.aval)
+        dn = _scatter_dnums_for_gather(dimension_numbers)
+        return [scatter_add_p.bind(zeros, indices, ct, dimension_numbers=dn,
+                                   mode="clip" if mode == "clip" else "fill"), None]
+
+    gather_p.def_jvp(_gather_jvp)
+    gather_p.def_transpose(_gather_t)
+
+    def _read_back(x, indices, upd_aval, dn, mode):
+        """What each update position of a scatter with ``dn`` sees of ``x`` (0 where dropped)."""
+        op_aval = aval_of(x)
+        sizes = _scatter_window_sizes(op_aval, upd_aval, dn)
+        return gather_p.bind(x, indices, dimension_numbers=_gather_dnums_for_scatter(dn),
+                             slice_sizes=tuple(sizes),
+                             mode="clip" if mode == "clip" else "fill", fill_value=0)
+
+    # scatter_add: linear in operand and updates
+    def _scatter_add_jvp(primals, tangents, dimension_numbers, mode, **kw):
+        operand, indices, updates = primals
+        out = scatter_add_p.bind(operand, indices, updates, dimension_numbers=dimension_numbers,
+                                 mode=mode, **kw)
+        t_op, _, t_up = tangents
+        if (type(t_op) is Zero and type(t_up) is Zero) or \
+                not dtypes.is_inexact(aval_of(out).dtype):
+            return out, zero_out(out)
+        return out, scatter_add_p.bind(instantiate(t_op), indices, instantiate(t_up),
+                                       dimension_numbers=dimension_numbers, mode=mode, **kw)
+
+    def _scatter_add_t(ct, operand, indices, updates, dimension_numbers, mode, **kw):
+        up_aval = updates.aval if is_undefined_primal(updates) else aval_of(updates)
+        if type(ct) is Zero:
+            return [Zero(operand.aval) if is_undefined_primal(operand) else None, None,
+                    Zero(updates.aval) if is_undefined_primal(updates) else None]
+        ct_op = ct if is_undefined_primal(operand) else None
+        ct_up = _read_back(ct, indices, up_aval, dimension_numbers, mode) \
+            if is_undefined_primal(updates) else None
+        return [ct_op, None, ct_up]
+
+    scatter_add_p.def_jvp(_scatter_add_jvp)
+    scatter_add_p.def_transpose(_scatter_add_t)
+
+    # scatter (set): the update that wins each location is found by scattering ids; the
+    # tangent is then written with linear primitives (scatter_add and masks)
+    def _scatter_jvp(primals, tangents, dimension_numbers, mode, **kw):
+        operand, indices, updates = primals
+        out = scatter_p.bind(operand, indices, updates, dimension_numbers=dimension_numbers,
+                             mode=mode, **kw)
+        t_op, _, t_up = tangents
+        out_aval = aval_of(out)
+        if (type(t_op) is Zero and type(t_up) is Zero) or not dtypes.is_inexact(out_aval.dtype):
+            return out, zero_out(out)
+        up_aval = aval_of(updates)
+        from funcgrad.lax.shapes import broadcasted_iota, reshape
+        ids = ew.add(reshape(broadcasted_iota(dtypes.int32, (max(up_aval.size, 1),), 0),
+                             up_aval.shape) if up_aval.size else
+                     np.zeros(up_aval.shape, np.int32), np.int32(1))
+        zeros_i = np.zeros((), np.int32)
+        from funcgrad.lax.shapes import broadcast_in_dim
+        scattered = scatter_p.bind(broadcast_in_dim(zeros_i, out_aval.shape, ()), indices, ids,
+                                   dimension_numbers=dimension_numbers, mode=mode, **kw)
+        winner = ew.eq(_read_back(scattered, indices, up_aval, dimension_numbers, mode), ids)
+        untouched = ew.eq(scattered, broadcast_in_dim(zeros_i, out_aval.shape, ()))
+        dt = out_aval.dtype
+        t_op = ew.mul(instantiate(t_op), ew.convert_element_type(untouched, dt))
+        t_up = ew.mul(instantiate(t_up), ew.convert_element_type(winner, dt))
+        return out, scatter_add_p.bind(t_op, indices, t_up, dimension_numbers=dimension_numbers,
+                                       mode=mode, **kw)
+
+    scatter_p.def_jvp(_scatter_jvp)
+
+    # scatter_mul: d(op * prod upd) (non-zero updates are assumed for the update tangent)
+    def _scatter_mul_jvp(primals, tangents, dimension_numbers, mode, **kw):
+        operand, indices, updates = primals
+        out = scatter_mul_p.bind(operand, indices, updates, dimension_numbers=dimension_numbers,
+                                 mode=mode, **kw)
+        t_op, _, t_up = tangents
+        out_aval = aval_of(out)
+        if not dtypes.is_inexact(out_aval.dtype):
+            return out, zero_out(out)
+        t = Zero(tangent_aval(out_aval))
+        if type(t_op) is not Zero:
+            t = scatter_mul_p.bind(t_op, indices, updates, dimension_numbers=dimension_numbers,
+                                   mode=mode, **kw)
+        if type(t_up) is not Zero:
+            from funcgrad.lax.shapes import broadcast_in_dim
+            zeros = broadcast_in_dim(np.zeros((), out_aval.dtype), out_aval.shape, ())
+            rel = scatter_add_p.bind(zeros, indices, ew.div(t_up, updates),
+                                     dimension_numbers=dimension_numbers, mode=mode, **kw)
+            t = add_tangents(t, ew.mul(out, rel))
+        return out, t
+
+    scatter_mul_p.def_jvp(_scatter_mul_jvp)
+
+    def _scatter_mul_t(ct, operand, indices, updates, dimension_numbers, mode, **kw):
+        if is_undefined_primal(updates):
+            raise TypeError("transpose of scatter_mul: the updates cannot be linear")
+        if type(ct) is Zero:
+            return [Zero(operand.aval), None, None]
+        return [scatter_mul_p.bind(ct, indices, updates, dimension_numbers=dimension_numbers,
+                                   mode=mode, **kw), None, None]
+
+    scatter_mul_p.def_transpose(_scatter_mul_t)
+
+    # scatter_min/max: the tangent of whichever value(s) won, averaged over ties
+    def _scatter_chooser_jvp(prim):
+        def rule(primals, tangents, dimension_numbers, mode, **kw):
+            operand, indices, updates = primals
+            out = prim.bind(operand, indices, updates, dimension_numbers=dimension_numbers,
+                            mode=mode, **kw)
+            t_op, _, t_up = tangents
+            out_aval = aval_of(out)
+            if not dtypes.is_inexact(out_aval.dtype):
+                return out, zero_out(out)
+            dt = out_aval.dtype
+            up_aval = aval_of(updates)
+            from funcgrad.lax.shapes import broadcast_in_dim
+            zeros = broadcast_in_dim(np.zeros((), dt), out_aval.shape, ())
+            op_won = ew.convert_element_type(ew.eq(operand, out), dt)
+            up_won = ew.convert_element_type(
+                ew.eq(updates, _read_back(out, indices, up_aval, dimension_numbers, mode)), dt)
+            count = ew.add(op_won, scatter_add_p.bind(zeros, indices, up_won,
+                                                      dimension_numbers=dimension_numbers,
+                                                      mode=mode, **kw))
+            num = ew.add(ew.mul(instantiate(t_op), op_won),
+                         scatter_add_p.bind(zeros, indices, ew.mul(instantiate(t_up), up_won),
+                                            dimension_numbers=dimension_numbers, mode=mode,
+                                            **kw))
+            return out, ew.div(num, count)
+        return rule
+
+    scatter_min_p.def_jvp(_scatter_chooser_jvp(scatter_min_p))
+    scatter_max_p.def_jvp(_scatter_chooser_jvp(scatter_max_p))
+
+
+_def_indexing_ad()

@@ -251,3 +251,122 @@ for _p in (reduce_sum_p, reduce_prod_p, reduce_max_p, reduce_min_p, reduce_and_p
 for _p in (cumsum_p, cumprod_p, cummax_p, cummin_p):
     _p.def_batch(_cumulative_batch(_p))
 del _p
+
+
+# --- jvp and transpose rules ---------------------------------------------------------------------
+def _shift(x, axis, reverse, fill):
+    """``x`` shifted by one along ``axis`` (towards higher indices, or lower if ``reverse``),
+    with ``fill`` entering at the open end."""
+    from funcgrad.lax.shapes import pad
+    aval = aval_of(x)
+    cfg = [(0, 0, 0)] * aval.ndim
+    cfg[axis] = (0, 1, 0) if reverse else (1, 0, 0)
+    cfg = list(cfg)
+    padded = pad(x, np.asarray(fill, aval.dtype), cfg)
+    from funcgrad.lax.shapes import slice_in_dim
+    n = aval.shape[axis]
+    return slice_in_dim(padded, 1, n + 1, 1, axis) if reverse else \
+        slice_in_dim(padded, 0, n, 1, axis)
+
+
+def _scan_shift(x, axis, reverse, k, fill):
+    """``x`` shifted by ``k`` along ``axis`` (fill entering), for prefix scans."""
+    from funcgrad.lax.shapes import pad, slice_in_dim
+    aval = aval_of(x)
+    n = aval.shape[axis]
+    cfg = [(0, 0, 0)] * aval.ndim
+    cfg[axis] = (0, k, 0) if reverse else (k, 0, 0)
+    padded = pad(x, np.asarray(fill, aval.dtype), cfg)
+    return slice_in_dim(padded, k, n + k, 1, axis) if reverse else \
+        slice_in_dim(padded, 0, n, 1, axis)
+
+
+def _cumulative_jvp(kind):
+    """jvp of cumprod/cummax/cummin by a Hillis-Steele prefix scan of (value, tangent) pairs,
+    written with differentiable primitives so that higher derivatives compose."""
+    from funcgrad.lax import elementwise as ew
+
+    def rule(primals, tangents, axis, reverse):
+        (x,), (t,) = primals, tangents
+        prim = {"prod": cumprod_p, "max": cummax_p, "min": cummin_p}[kind]
+        out = prim.bind(x, axis=axis, reverse=reverse)
+        from funcgrad.core.ad_util import instantiate
+        t = instantiate(t)
+        n = aval_of(x).shape[axis]
+        ident = identity_value(kind, aval_of(x).dtype)
+        y, dy = x, t
+        k = 1
+        while k < n:
+            ys = _scan_shift(y, axis, reverse, k, ident)
+            dys = _scan_shift(dy, axis, reverse, k, 0)
+            if kind == "prod":
+                y, dy = ew.mul(y, ys), ew.add(ew.mul(dy, ys), ew.mul(y, dys))
+            else:
+                keep = ew.ge(y, ys) if kind == "max" else ew.le(y, ys)
+                y, dy = ew.select(keep, y, ys), ew.select(keep, dy, dys)
+            k *= 2
+        return out, dy
+    return rule
+
+
+def _def_reductions_ad():
+    from funcgrad.core.ad_util import Zero, deflinear, defjvp_zero, instantiate, tangent_aval
+    from funcgrad.lax import elementwise as ew
+    from funcgrad.lax.shapes import broadcast_in_dim, reshape, transpose
+
+    def _reduce_sum_t(ct, x, axes):
+        if type(ct) is Zero:
+            return [Zero(x.aval)]
+        shape = x.aval.shape
+        kept = tuple(i for i in range(len(shape)) if i not in axes)
+        return [broadcast_in_dim(ct, shape, kept)]
+
+    deflinear(reduce_sum_p, _reduce_sum_t)
+    deflinear(cumsum_p, lambda ct, x, axis, reverse: [
+        Zero(x.aval) if type(ct) is Zero else cumsum_p.bind(ct, axis=axis, reverse=not reverse)])
+
+    for p in (reduce_and_p, reduce_or_p, reduce_xor_p, argmax_p, argmin_p):
+        defjvp_zero(p)
+
+    def _chooser_jvp(prim):
+        def rule(primals, tangents, axes):
+            (x,), (t,) = primals, tangents
+            ans = prim.bind(x, axes=axes)
+            aval = aval_of(x)
+            if not dtypes.is_inexact(aval.dtype):
+                return ans, Zero(tangent_aval(aval_of(ans)))
+            kept = tuple(i for i in range(aval.ndim) if i not in axes)
+            loc = ew.convert_element_type(ew.eq(x, broadcast_in_dim(ans, aval.shape, kept)),
+                                          aval.dtype)
+            counts = reduce_sum_p.bind(loc, axes=axes)
+            return ans, ew.div(reduce_sum_p.bind(ew.mul(t, loc), axes=axes), counts)
+        return rule
+
+    reduce_max_p.def_jvp(_chooser_jvp(reduce_max_p))
+    reduce_min_p.def_jvp(_chooser_jvp(reduce_min_p))
+
+    def _reduce_prod_jvp(primals, tangents, axes):
+        (x,), (t,) = primals, tangents
+        ans = reduce_prod_p.bind(x, axes=axes)
+        aval = aval_of(x)
+        # move the reduced axes last, flatten them, and use exclusive products (no division:
+        # exact at zeros)
+        kept = [i for i in range(aval.ndim) if i not in axes]
+        perm = tuple(kept + list(axes))
+        n = int(np.prod([aval.shape[a] for a in axes]))
+        flat_shape = tuple(aval.shape[i] for i in kept) + (n,)
+        xm = reshape(transpose(x, perm), flat_shape)
+        tm = reshape(transpose(instantiate(t), perm), flat_shape)
+        axis = len(kept)
+        left = _shift(cumprod_p.bind(xm, axis=axis, reverse=False), axis, False, 1)
+        right = _shift(cumprod_p.bind(xm, axis=axis, reverse=True), axis, True, 1)
+        others = ew.mul(left, right)
+        return ans, reduce_sum_p.bind(ew.mul(tm, others), axes=(axis,))
+
+    reduce_prod_p.def_jvp(_reduce_prod_jvp)
+    cumprod_p.def_jvp(_cumulative_jvp("prod"))
+    cummax_p.def_jvp(_cumulative_jvp("max"))
+    cummin_p.def_jvp(_cumulative_jvp("min"))
+
+
+_def_reductions_ad()

@@ -462,3 +462,84 @@ pad_p.def_batch(_pad_batch)
 iota_p.def_batch(_iota_batch)
 slice_p.def_batch(_slice_batch)
 rev_p.def_batch(_rev_batch)
+
+
+# --- jvp and transpose rules ---------------------------------------------------------------------
+def _def_shapes_ad():
+    from funcgrad.core.ad_util import Zero, deflinear, defjvp_zero, instantiate, \
+        is_undefined_primal
+    from funcgrad.lax.reductions import reduce_sum
+
+    def unary_t(fn):
+        def rule(ct, x, **params):
+            return [Zero(x.aval) if type(ct) is Zero else fn(ct, x.aval, **params)]
+        return rule
+
+    def _broadcast_in_dim_t(ct, aval, shape, broadcast_dimensions):
+        new_axes = tuple(i for i in range(len(shape)) if i not in broadcast_dimensions)
+        expanded = tuple(od for d, od in zip(aval.shape, broadcast_dimensions)
+                         if d == 1 and shape[od] != 1)
+        summed = reduce_sum(ct, tuple(sorted(new_axes + expanded))) if (new_axes or expanded) \
+            else ct
+        return reshape(summed, aval.shape)
+
+    deflinear(broadcast_in_dim_p, unary_t(_broadcast_in_dim_t))
+    deflinear(reshape_p, unary_t(lambda ct, aval, new_sizes: reshape(ct, aval.shape)))
+    deflinear(transpose_p, unary_t(lambda ct, aval, permutation: transpose(
+        ct, tuple(int(i) for i in np.argsort(permutation)))))
+    deflinear(squeeze_p, unary_t(lambda ct, aval, dimensions: reshape(ct, aval.shape)))
+    deflinear(expand_dims_p, unary_t(lambda ct, aval, dimensions: reshape(ct, aval.shape)))
+    deflinear(rev_p, unary_t(lambda ct, aval, dimensions: rev(ct, dimensions)))
+
+    def _slice_t(ct, aval, start_indices, limit_indices, strides):
+        cfg = []
+        out_shape = aval_of(ct).shape
+        for d, s, n, st in zip(aval.shape, start_indices, out_shape, strides):
+            real_limit = s + (n - 1) * st + 1 if n > 0 else s
+            cfg.append((s, d - real_limit, st - 1 if n > 0 else 0))
+        if builtins.any(n == 0 for n in out_shape):
+            return zeros_like_shape(aval.shape, aval.dtype)
+        return pad(ct, np.zeros((), aval.dtype), cfg)
+
+    deflinear(slice_p, unary_t(_slice_t))
+
+    def _concatenate_t(ct, *xs, dimension):
+        if type(ct) is Zero:
+            return [Zero(x.aval) if is_undefined_primal(x) else None for x in xs]
+        res, offset = [], 0
+        for x in xs:
+            size = (x.aval if is_undefined_primal(x) else aval_of(x)).shape[dimension]
+            if is_undefined_primal(x):
+                res.append(slice_in_dim(ct, offset, offset + size, 1, dimension))
+            else:
+                res.append(None)
+            offset += size
+        return res
+
+    deflinear(concatenate_p, _concatenate_t)
+
+    def _pad_t(ct, x, padding_value, padding_config):
+        if type(ct) is Zero:
+            return [Zero(x.aval) if is_undefined_primal(x) else None,
+                    Zero(padding_value.aval) if is_undefined_primal(padding_value) else None]
+        ct_aval = aval_of(ct)
+        zero = np.zeros((), ct_aval.dtype)
+        unpadded = pad(ct, zero, [(-lo, -hi, 0) for lo, hi, _ in padding_config])
+        t_x = slice(unpadded, (0,) * ct_aval.ndim, aval_of(unpadded).shape,
+                    tuple(i + 1 for _, _, i in padding_config))
+        res_x = t_x if is_undefined_primal(x) else None
+        res_pv = None
+        if is_undefined_primal(padding_value):
+            axes = tuple(range(ct_aval.ndim))
+            total = reduce_sum(ct, axes) if axes else ct
+            inner = reduce_sum(t_x, axes) if axes else t_x
+            from funcgrad.lax.elementwise import sub
+            res_pv = sub(total, inner)
+        return [res_x, res_pv]
+
+    deflinear(pad_p, _pad_t)
+    defjvp_zero(iota_p)
+    del instantiate
+
+
+_def_shapes_ad()

@@ -10,6 +10,7 @@ import weakref
 from funcgrad import tree_util
 from funcgrad.core import interpreters
 from funcgrad.core.avals import ShapedArray
+from funcgrad.core.dce import dce_closed_jaxpr
 from funcgrad.core.jaxpr import ClosedJaxpr, consts_as_args
 from funcgrad.core.interpreters import Tracer
 from funcgrad.core.primitive import Primitive
@@ -194,6 +195,7 @@ class JitFunction:
             return out_leaves
 
         closed, _ = trace_to_jaxpr(flat_fun, in_avals, debug_name=self.__name__)
+        closed, _ = dce_closed_jaxpr(closed)   # e.g. the unused primal value under grad
         return closed, out_tree[0]
 
     def _entry(self, args, kwargs):
@@ -317,6 +319,7 @@ def make_jaxpr(fun, static_argnums=()):
             return tree_util.tree_leaves(fun(*full, **kw))
 
         closed, _ = trace_to_jaxpr(flat_fun, avals, debug_name=getattr(fun, "__name__", None))
+        closed, _ = dce_closed_jaxpr(closed)
         return closed
     return make
 
@@ -342,3 +345,141 @@ def _jit_batch(args, dims, jaxpr, name, donated):
 
 
 jit_p.def_batch(_jit_batch)
+
+
+# --- jvp and transpose rules ---
+# jvp of a jitted call = two jitted calls: the "known" one computes the primal outputs and the
+# residuals, the "linear" one maps residuals and tangents to output tangents. Under linearize
+# only the linear call is staged, so reverse mode of a jitted function transposes just it.
+_jit_jvp_cache = weakref.WeakKeyDictionary()        # body -> {in_nz: entry}
+_jit_transpose_cache = weakref.WeakKeyDictionary()  # body -> {(linear, cts_nz): (jaxpr, consts)}
+
+
+def _linearize_body(closed, in_nz):
+    from funcgrad.core.jaxpr import Jaxpr
+    from funcgrad.transforms import ad
+    box = []
+
+    def known_fun(*primals):
+        staging = interpreters.current()
+
+        def f_sub(*nz_primals):
+            it = iter(nz_primals)
+            full = [next(it) if nz else p for p, nz in zip(primals, in_nz)]
+            return closed(*full)
+
+        outs, lin = ad.linearize_flat(f_sub, [p for p, nz in zip(primals, in_nz) if nz],
+                                      "jvp")
+        consts = lin.closed.consts
+        is_res = [staging.is_own(c) for c in consts]
+        box.append((lin, is_res))
+        return list(outs) + [c for c, r in zip(consts, is_res) if r]
+
+    known, _ = trace_to_jaxpr(known_fun, list(closed.in_avals), debug_name="jvp_known")
+    lin, is_res = box[0]
+    lj = lin.closed.jaxpr
+    static_vars = [v for v, r in zip(lj.constvars, is_res) if not r]
+    static_vals = [c for c, r in zip(lin.closed.consts, is_res) if not r]
+    res_vars = [v for v, r in zip(lj.constvars, is_res) if r]
+    linear = ClosedJaxpr(Jaxpr([], static_vars + res_vars + lj.invars, lj.eqns, lj.outvars), [])
+    known_body, known_consts = consts_as_args(known)
+    n_out = len(lin.out_nz)
+    return known_body, known_consts, n_out, linear, static_vals, lin.out_nz, lin.out_avals
+
+
+def _jit_jvp(primals, tangents, jaxpr, name, donated):
+    from funcgrad.core.ad_util import Zero
+    from funcgrad.core import dtypes
+    in_nz = tuple(type(t) is not Zero and dtypes.is_inexact(a.dtype)
+                  for t, a in zip(tangents, jaxpr.in_avals))
+    per_body = _jit_jvp_cache.get(jaxpr)
+    if per_body is None:
+        per_body = _jit_jvp_cache[jaxpr] = {}
+    entry = per_body.get(in_nz)
+    if entry is None:
+        entry = per_body[in_nz] = _linearize_body(jaxpr, in_nz)
+    known, known_consts, n_out, linear, static_vals, out_nz, out_avals = entry
+    outs = jit_p.bind(*known_consts, *primals, jaxpr=known, name=name,
+                      donated=(False,) * (len(known_consts) + len(primals)))
+    primal_outs, res = outs[:n_out], outs[n_out:]
+    nz_tangents = [_cast_like(t, a) for t, a, nz in zip(tangents, jaxpr.in_avals, in_nz) if nz]
+    if any(out_nz):
+        args = list(static_vals) + list(res) + nz_tangents
+        t_outs = iter(jit_p.bind(*args, jaxpr=linear, name=f"jvp({name})",
+                                 donated=(False,) * len(args)))
+    else:
+        t_outs = iter(())
+    return primal_outs, [next(t_outs) if nz else Zero(a) for nz, a in zip(out_nz, out_avals)]
+
+
+def _cast_like(x, aval):
+    """A (co)tangent converted to the dtype a staged body expects (weak scalars...)."""
+    from funcgrad.core.ad_util import instantiate
+    from funcgrad.core import dtypes
+    x = instantiate(x)
+    if aval_of(x).dtype != aval.dtype and aval.dtype != dtypes.float0:
+        from funcgrad.lax.elementwise import convert_element_type
+        x = convert_element_type(x, aval.dtype)
+    return x
+
+
+def _jit_transpose(cts, *args, jaxpr, name, donated):
+    from funcgrad.core.ad_util import Zero, is_undefined_primal
+    from funcgrad.transforms import ad
+    linear = tuple(is_undefined_primal(a) for a in args)
+    cts_nz = tuple(type(c) is not Zero for c in cts)
+    if not any(cts_nz):
+        return [Zero(a.aval) if lin else None for a, lin in zip(args, linear)]
+    per_body = _jit_transpose_cache.get(jaxpr)
+    if per_body is None:
+        per_body = _jit_transpose_cache[jaxpr] = {}
+    entry = per_body.get((linear, cts_nz))
+    if entry is None:
+        entry = per_body[(linear, cts_nz)] = consts_as_args(
+            ad.transpose_jaxpr(jaxpr, linear, cts_nz))
+    body, consts = entry
+    operands = list(consts) + [a for a, lin in zip(args, linear) if not lin] + [
+        _cast_like(c, a) for c, a, nz in zip(cts, jaxpr.out_avals, cts_nz) if nz]
+    outs = iter(jit_p.bind(*operands, jaxpr=body, name=f"transpose({name})",
+                           donated=(False,) * len(operands)))
+    return [next(outs) if lin else None for lin in linear]
+
+
+jit_p.def_jvp(_jit_jvp)
+jit_p.def_transpose(_jit_transpose)
+
+_jit_dce_cache = weakref.WeakKeyDictionary()   # body -> {used_outputs: (body, used_inputs)}
+
+
+def _jit_dce(eqn, used_outputs):
+    """Prune the unused outputs (and then inputs) of a nested jitted call."""
+    from funcgrad.core.dce import dce_jaxpr
+    from funcgrad.core.jaxpr import Eqn
+    body = eqn.params["jaxpr"]
+    used = tuple(used_outputs)
+    if all(used):
+        inner, used_in = dce_jaxpr(body.jaxpr)
+        if all(used_in):
+            return [True] * len(eqn.invars), eqn
+    per_body = _jit_dce_cache.get(body)
+    if per_body is None:
+        per_body = _jit_dce_cache[body] = {}
+    entry = per_body.get(used)
+    if entry is None:
+        inner, used_in = dce_jaxpr(body.jaxpr, list(used), prune_invars=True)
+        entry = per_body[used] = (ClosedJaxpr(inner, []), used_in)
+    new_body, used_in = entry
+    donated = eqn.params["donated"]
+    params = dict(eqn.params, jaxpr=new_body,
+                  donated=tuple(d for d, u in zip(donated, used_in) if u) if donated else donated)
+    new = Eqn(eqn.prim, [v for v, u in zip(eqn.invars, used_in) if u], params,
+              [v for v, u in zip(eqn.outvars, used) if u])
+    return used_in, new
+
+
+def _register_jit_dce():
+    from funcgrad.core.dce import dce_rules
+    dce_rules[jit_p] = _jit_dce
+
+
+_register_jit_dce()
