@@ -333,3 +333,18 @@ def test_vmap_of_grad_with_collective():
     g = vmap(funcgrad.grad(lambda v: jnp.sum(v * lax.pmean(v, "i"))), axis_name="i")(xs)
     # d/dv_k sum_j v_k[j] * mean_i(v_i)[j] seen per lane: mean + v_k / n (lane-local grad)
     assert g.shape == xs.shape and np.all(np.isfinite(np.asarray(g)))
+
+
+def test_nested_vmap_of_indexing():
+    x = f32(2, 3, 6)
+    idx = np.random.default_rng(3).integers(0, 6, (2, 3)).astype(np.int32)
+    close(vmap(vmap(lambda r, i: r[i]))(x, idx), np.take_along_axis(x, idx[..., None], 2)[..., 0])
+    ds = vmap(vmap(lambda r, i: lax.dynamic_slice(r, (i,), (2,))))(x, idx)
+    close(ds, np.stack([[x[a, b, min(idx[a, b], 4):min(idx[a, b], 4) + 2] for b in range(3)]
+                        for a in range(2)]))
+    out = vmap(vmap(lambda r, i: r.at[i].add(1.0)))(jnp.asarray(x), idx)
+    ref = x.copy()
+    for a in range(2):
+        for b in range(3):
+            ref[a, b, idx[a, b]] += 1
+    close(out, ref)
