@@ -28,4 +28,5 @@ from funcgrad.lax.windowed import (
     reduce_window, reduce_window_max, reduce_window_min, reduce_window_sum)
 from funcgrad.lax.parallel import (
     all_gather, axis_index, axis_size, pmax, pmean, pmin, ppermute, psum)
+from funcgrad.lax.control_flow import cond, fori_loop, map, scan, switch, while_loop
 from funcgrad.lax.autodiff import stop_gradient

@@ -31,6 +31,19 @@ def _set_x64_state_once():
         _x64_state_set = True
 
 
+x64_state_checked = False
+
+
+def restore_x64_state_after_first_read():
+    # The runtime's first host read (_single_device_array_to_np_array_did_copy) resets the
+    # x64 transfer state to off, after which float64 inputs would be narrowed to float32 on
+    # transfer: set it again once, after that first read.
+    global x64_state_checked, _x64_config
+    x64_state_checked = True
+    _x64_config = _jax.config.Config("funcgrad_enable_x64", True, include_in_jit_key=True)
+    _jax.jax_jit.set_enable_x64_state(_x64_config)
+
+
 def _cuda_plugin_path():
     for name in ("jax_cuda13_plugin", "jax_cuda12_plugin", "jax_plugins.xla_cuda13",
                  "jax_plugins.xla_cuda12"):
