@@ -86,12 +86,17 @@ class DataLoader:
             a given seed and epoch give the same batches whatever ``num_workers`` and
             ``worker_type``. None draws a seed from the operating system. (funcgrad only.)
         worker_type: "process" (default) or "thread" (cheap items; no pickling). (funcgrad only.)
-        device: a funcgrad device, or a list of devices to split each batch across along
-            axis 0 (adding a leading device axis, for pmap); batches are transferred ahead of use.
-            (funcgrad only; see ``prefetch_to_device``.)
+        device: a funcgrad device: every array leaf of a batch arrives as a ``funcgrad.Array``
+            on it, transferred ahead of use. Or a list of devices (or "all"): every leaf is split
+            along axis 0 into one part per device, arriving as a list of per-device Arrays (for
+            pmap). (funcgrad only; see ``prefetch_to_device``.)
         device_prefetch: how many batches to keep in flight to the device (default 2).
         progress: show a progress bar on stderr (a TTY only, and not when CI is set), or a
             string to use as its label. (funcgrad only.)
+        pin_memory: accepted so that PyTorch code runs unchanged, and changes nothing: batches
+            are NumPy arrays, and ``funcgrad.device_put`` (or ``device=``) copies them to the
+            device asynchronously without pinned buffers.
+        generator: a ``numpy.random.Generator`` to draw ``seed`` from (instead of ``seed``).
 
     Each ``iter(loader)`` is one epoch; the epoch advances by itself, and ``set_epoch(e)``
     chooses it (and forwards it to a custom sampler that has ``set_epoch``).
@@ -108,7 +113,7 @@ class DataLoader:
                  num_workers=0, collate_fn=None, drop_last=False, timeout=0,
                  worker_init_fn=None, multiprocessing_context=None, prefetch_factor=None,
                  persistent_workers=False, seed=None, worker_type="process", device=None,
-                 device_prefetch=2, progress=False):
+                 device_prefetch=2, progress=False, pin_memory=False, generator=None):
         self.dataset = dataset
         self._iterable = isinstance(dataset, IterableDataset)
         if self._iterable and not hasattr(dataset, "__iter__"):
@@ -168,6 +173,17 @@ class DataLoader:
             if batch_size <= 0:
                 raise ValueError(f"DataLoader: batch_size must be a positive int or None, got "
                                  f"{batch_size}")
+        if generator is not None:
+            if seed is not None:
+                raise ValueError("DataLoader: pass seed= or generator=, not both")
+            if not isinstance(generator, np.random.Generator):
+                raise TypeError(f"DataLoader: generator must be a numpy.random.Generator (it "
+                                f"draws the loader's seed), got {type(generator).__name__}; "
+                                f"funcgrad takes seed= where PyTorch takes a torch.Generator")
+            seed = int(generator.integers(0, 2 ** 63 - 1))
+        if not isinstance(pin_memory, bool):
+            raise TypeError(f"DataLoader: pin_memory must be a bool, got {pin_memory!r}")
+        self.pin_memory = pin_memory
         self.seed = _fresh_seed() if seed is None else operator.index(seed)
         self._own_sampler = sampler is None and batch_sampler is None
         if not self._iterable and sampler is None:

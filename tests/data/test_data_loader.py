@@ -123,6 +123,9 @@ def test_errors_in_main_process_keep_their_type_and_say_which_index():
     (dict(worker_type="fiber"), "worker_type must be 'process' or 'thread', got 'fiber'"),
     (dict(timeout=-1), "timeout must be a number of seconds >= 0"),
     (dict(num_workers=1, multiprocessing_context="teleport"), "multiprocessing_context 'teleport' is not available"),
+    (dict(seed=1, generator=np.random.default_rng(0)), "pass seed= or generator=, not both"),
+    (dict(generator=7), "generator must be a numpy.random.Generator"),
+    (dict(pin_memory="yes"), "pin_memory must be a bool"),
 ])
 def test_argument_errors(kwargs, pattern):
     with pytest.raises((ValueError, TypeError), match=pattern):
@@ -185,3 +188,14 @@ def test_persistent_workers_supersede_an_older_unfinished_iterator():
         next(done)                   # a finished iterator just stays finished
     assert [b["index"].tolist() for b in new] == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11]]
     loader.shutdown()
+
+
+def test_pytorch_style_pin_memory_and_generator():
+    """pin_memory is accepted and changes nothing; generator= draws the seed."""
+    ds = Images(10)
+    plain = _ids(DataLoader(ds, batch_size=4, shuffle=True, seed=11))
+    assert _ids(DataLoader(ds, batch_size=4, shuffle=True, seed=11, pin_memory=True)) == plain
+    a = DataLoader(ds, batch_size=4, shuffle=True, generator=np.random.default_rng(5))
+    b = DataLoader(ds, batch_size=4, shuffle=True, generator=np.random.default_rng(5))
+    assert a.seed == b.seed and _ids(a) == _ids(b)
+    assert sorted(sum(_ids(a), [])) == list(range(10))
