@@ -43,3 +43,7 @@ def device_get(tree):
     """Copy every array in ``tree`` to NumPy. Example: ``funcgrad.device_get({"w": w})``."""
     import numpy as _np
     return tree_util.tree_map(lambda x: _np.asarray(x) if isinstance(x, Array) else x, tree)
+
+
+from funcgrad.serialization import load, save  # noqa: E402
+from funcgrad.nn.init import manual_seed  # noqa: E402

@@ -1,0 +1,41 @@
+"""funcgrad.nn: JAX's ``jax.nn`` functions and PyTorch-style modules that work under every
+transformation.
+
+* functions (``nn.relu``, ``nn.softmax``, ``nn.one_hot``, ...) as in ``jax.nn``;
+* ``nn.functional`` (``F.conv2d``, ``F.cross_entropy``, ...) as ``torch.nn.functional``;
+* modules (``nn.Linear``, ``nn.Conv2d``, ``nn.LSTM``, ...) with PyTorch's parameter names,
+  shapes and ``state_dict`` format; modules are pytrees, so ``funcgrad.grad``, ``jit`` and
+  ``vmap`` take them directly, and ``nn.functional_call`` swaps parameters functionally.
+
+Example:
+    >>> import funcgrad.nn as nn
+    >>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    >>> grads = funcgrad.grad(lambda m: jnp.sum(m(x) ** 2))(model)
+"""
+from funcgrad.nn import functional, init  # noqa: F401
+from funcgrad.nn.functions import (  # noqa: F401
+    celu, elu, gelu, glu, hard_sigmoid, hard_silu, hard_swish, hard_tanh, leaky_relu,
+    log_sigmoid, log_softmax, logmeanexp, logsumexp, mish, normalize, one_hot, relu, relu6,
+    selu, sigmoid, silu, soft_sign, softmax, softplus, sparse_plus, squareplus, standardize,
+    swish, tanh)
+from funcgrad.nn.module import Module, Parameter, functional_call  # noqa: F401
+from funcgrad.nn.activation import (  # noqa: F401
+    ELU, GELU, SELU, Flatten, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid,
+    LogSoftmax, Mish, ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softplus, Softsign, Tanh, Unflatten)
+from funcgrad.nn.attention import (MultiheadAttention, TransformerEncoder,  # noqa: F401
+                                   TransformerEncoderLayer)
+from funcgrad.nn.containers import ModuleDict, ModuleList, Sequential  # noqa: F401
+from funcgrad.nn.conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d,  # noqa: F401
+                              ConvTranspose2d)
+from funcgrad.nn.dropout import Dropout, Dropout1d, Dropout2d  # noqa: F401
+from funcgrad.nn.embedding import Embedding  # noqa: F401
+from funcgrad.nn.linear import Bilinear, Identity, Linear  # noqa: F401
+from funcgrad.nn.normalization import (BatchNorm1d, BatchNorm2d, BatchNorm3d,  # noqa: F401
+                                       GroupNorm, InstanceNorm2d, LayerNorm, RMSNorm)
+from funcgrad.nn.pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d,  # noqa: F401
+                                 AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d,
+                                 MaxPool3d)
+from funcgrad.nn.recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: F401
+from funcgrad.nn.losses import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss,  # noqa: F401
+                                HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss)
+from funcgrad.nn.init import manual_seed  # noqa: F401

@@ -1,0 +1,145 @@
+"""Activation modules and shape helpers: ReLU, GELU, SiLU, Tanh, Sigmoid, Softmax, LogSoftmax,
+Flatten, Unflatten and friends (each calls its ``nn.functional`` counterpart)."""
+import funcgrad.numpy as jnp
+from funcgrad.nn import functional as F
+from funcgrad.nn.module import Module
+
+
+def _simple(name, fn, doc):
+    def forward(self, x):
+        return fn(x)
+    cls = type(name, (Module,), {"forward": forward, "__doc__": doc,
+                                  "__init__": lambda self, inplace=False: Module.__init__(self)})
+    cls.__module__ = __name__
+    return cls
+
+
+ReLU = _simple("ReLU", F.relu, "max(x, 0). Example: ``nn.ReLU()(x)``.")
+ReLU6 = _simple("ReLU6", F.relu6, "min(max(x, 0), 6). Example: ``nn.ReLU6()(x)``.")
+SiLU = _simple("SiLU", F.silu, "x * sigmoid(x). Example: ``nn.SiLU()(x)``.")
+Tanh = _simple("Tanh", F.tanh, "tanh(x). Example: ``nn.Tanh()(x)``.")
+Sigmoid = _simple("Sigmoid", F.sigmoid, "1 / (1 + exp(-x)). Example: ``nn.Sigmoid()(x)``.")
+Hardswish = _simple("Hardswish", F.hardswish, "x * relu6(x + 3) / 6. Example: ``nn.Hardswish()(x)``.")
+Hardsigmoid = _simple("Hardsigmoid", F.hardsigmoid, "relu6(x + 3) / 6. Example: ``nn.Hardsigmoid()(x)``.")
+Mish = _simple("Mish", F.mish, "x * tanh(softplus(x)). Example: ``nn.Mish()(x)``.")
+Hardtanh = _simple("Hardtanh", F.hardtanh, "clip(x, -1, 1). Example: ``nn.Hardtanh()(x)``.")
+SELU = _simple("SELU", F.selu, "Scaled ELU. Example: ``nn.SELU()(x)``.")
+Softsign = _simple("Softsign", F.softsign, "x / (1 + |x|). Example: ``nn.Softsign()(x)``.")
+LogSigmoid = _simple("LogSigmoid", F.logsigmoid, "log(sigmoid(x)). Example: ``nn.LogSigmoid()(x)``.")
+
+
+class GELU(Module):
+    """GELU, exact by default (``approximate="tanh"`` for the tanh form). Example: ``nn.GELU()(x)``."""
+
+    def __init__(self, approximate="none"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, x):
+        return F.gelu(x, self.approximate)
+
+    def extra_repr(self):
+        return f"approximate={self.approximate!r}"
+
+
+class LeakyReLU(Module):
+    """Leaky ReLU. Example: ``nn.LeakyReLU(0.2)(x)``."""
+
+    def __init__(self, negative_slope=0.01, inplace=False):
+        super().__init__()
+        self.negative_slope = negative_slope
+
+    def forward(self, x):
+        return F.leaky_relu(x, self.negative_slope)
+
+    def extra_repr(self):
+        return f"negative_slope={self.negative_slope}"
+
+
+class ELU(Module):
+    """ELU. Example: ``nn.ELU()(x)``."""
+
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__()
+        self.alpha = alpha
+
+    def forward(self, x):
+        return F.elu(x, self.alpha)
+
+    def extra_repr(self):
+        return f"alpha={self.alpha}"
+
+
+class Softplus(Module):
+    """Softplus with ``beta`` and ``threshold``. Example: ``nn.Softplus()(x)``."""
+
+    def __init__(self, beta=1.0, threshold=20.0):
+        super().__init__()
+        self.beta, self.threshold = beta, threshold
+
+    def forward(self, x):
+        return F.softplus(x, self.beta, self.threshold)
+
+    def extra_repr(self):
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class Softmax(Module):
+    """Softmax along ``dim``. Example: ``nn.Softmax(dim=-1)(x)``."""
+
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return F.softmax(x, -1 if self.dim is None else self.dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Module):
+    """Log-softmax along ``dim``. Example: ``nn.LogSoftmax(dim=1)(x)``."""
+
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return F.log_softmax(x, -1 if self.dim is None else self.dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class Flatten(Module):
+    """Flatten axes ``start_dim``..``end_dim``. Example: ``nn.Flatten()(jnp.ones((2, 3, 4))).shape == (2, 12)``."""
+
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, x):
+        nd = x.ndim
+        s, e = self.start_dim % nd, self.end_dim % nd
+        shape = tuple(x.shape[:s]) + (-1,) + tuple(x.shape[e + 1:])
+        return jnp.reshape(x, shape)
+
+    def extra_repr(self):
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    """Split axis ``dim`` into ``unflattened_size``. Example: ``nn.Unflatten(1, (3, 4))``."""
+
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+
+    def forward(self, x):
+        d = self.dim % x.ndim
+        return jnp.reshape(x, tuple(x.shape[:d]) + self.unflattened_size +
+                           tuple(x.shape[d + 1:]))
+
+    def extra_repr(self):
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"

@@ -1,0 +1,853 @@
+"""PyTorch's ``torch.nn.functional`` on funcgrad arrays: layers, activations and losses.
+
+Layouts and formulas follow PyTorch (NCHW activations, (out, in/groups, kh, kw) convolution
+weights, unbiased running variance in batch norm, ``reduction="mean"|"sum"|"none"``), so
+PyTorch code ports by changing imports. Functions never mutate their inputs: where PyTorch
+updates running statistics in place, ``batch_norm`` here returns the new statistics when asked
+(the ``BatchNorm`` modules do the in-place part).
+
+Example:
+    >>> import funcgrad.nn.functional as F
+    >>> F.cross_entropy(logits, labels, label_smoothing=0.1)
+"""
+import math
+
+import numpy as np
+
+import funcgrad.numpy as jnp
+from funcgrad import lax
+from funcgrad.nn import functions as _fn
+from funcgrad.nn.functions import (celu, elu, glu, hard_tanh as hardtanh, log_sigmoid,  # noqa
+                                   mish, relu, relu6, selu, silu, soft_sign as softsign)
+
+logsigmoid = log_sigmoid
+
+
+def _stop(x):
+    from funcgrad.lax.autodiff import stop_gradient
+    return stop_gradient(x)
+
+
+def _tuple(v, n, name):
+    if isinstance(v, (tuple, list)):
+        if len(v) != n:
+            raise ValueError(f"{name} must be an int or a tuple of {n} ints, got {v!r}")
+        return tuple(int(x) for x in v)
+    return (int(v),) * n
+
+
+# --- activations -----------------------------------------------------------------------------
+def sigmoid(x):
+    """Logistic sigmoid. Example: ``F.sigmoid(x)``."""
+    return _fn.sigmoid(x)
+
+
+def tanh(x):
+    """Hyperbolic tangent. Example: ``F.tanh(x)``."""
+    return jnp.tanh(x)
+
+
+def gelu(x, approximate="none"):
+    """GELU; ``approximate="tanh"`` for the tanh form (PyTorch's default is exact).
+
+    Example:
+        >>> F.gelu(x)
+    """
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"F.gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return _fn.gelu(x, approximate=approximate == "tanh")
+
+
+def leaky_relu(x, negative_slope=0.01, inplace=False):
+    """Leaky ReLU. Example: ``F.leaky_relu(x, 0.2)``."""
+    return _fn.leaky_relu(x, negative_slope)
+
+
+def softplus(x, beta=1.0, threshold=20.0):
+    """log(1 + exp(beta x)) / beta, linear above ``threshold`` (as PyTorch). Example: ``F.softplus(x)``."""
+    x = jnp.asarray(x)
+    bx = x * beta
+    return jnp.where(bx > threshold, x, _fn.softplus(bx) / beta)
+
+
+def hardswish(x):
+    """x * relu6(x + 3) / 6. Example: ``F.hardswish(x)``."""
+    return _fn.hard_silu(x)
+
+
+def hardsigmoid(x):
+    """relu6(x + 3) / 6. Example: ``F.hardsigmoid(x)``."""
+    return _fn.hard_sigmoid(x)
+
+
+def softmax(x, dim=-1, dtype=None):
+    """Softmax along ``dim``. Example: ``F.softmax(logits, dim=1)``."""
+    x = jnp.asarray(x)
+    if dtype is not None:
+        x = x.astype(dtype)
+    return _fn.softmax(x, axis=dim)
+
+
+def log_softmax(x, dim=-1, dtype=None):
+    """Log-softmax along ``dim``. Example: ``F.log_softmax(logits, dim=1)``."""
+    x = jnp.asarray(x)
+    if dtype is not None:
+        x = x.astype(dtype)
+    return _fn.log_softmax(x, axis=dim)
+
+
+def normalize(x, p=2.0, dim=1, eps=1e-12):
+    """x / max(||x||_p, eps) along ``dim``. Example: ``F.normalize(x, dim=-1)``."""
+    x = jnp.asarray(x)
+    norm = jnp.sum(jnp.abs(x) ** p, axis=dim, keepdims=True) ** (1.0 / p)
+    return x / jnp.maximum(norm, eps)
+
+
+# --- linear and convolution ------------------------------------------------------------------
+def linear(x, weight, bias=None):
+    """x @ weight.T + bias with weight of shape (out, in). Example: ``F.linear(x, w, b)``."""
+    x = jnp.asarray(x)
+    y = lax.dot_general(x, weight, (((x.ndim - 1,), (1,)), ((), ())))
+    return y + bias if bias is not None else y
+
+
+def bilinear(x1, x2, weight, bias=None):
+    """y_k = x1 W_k x2 + b_k with weight (out, in1, in2). Example: ``F.bilinear(a, b, w)``."""
+    y = jnp.einsum("...i,kij,...j->...k", x1, weight, x2)
+    return y + bias if bias is not None else y
+
+
+def _conv_padding(padding, k, dilation, stride, n, fname):
+    if isinstance(padding, str):
+        mode = padding.lower()
+        if mode == "valid":
+            return [(0, 0)] * n
+        if mode == "same":
+            if any(s != 1 for s in stride):
+                raise ValueError(f"{fname}: padding='same' is not supported for strided "
+                                 f"convolutions (as in PyTorch)")
+            pads = []
+            for kk, d in zip(k, dilation):
+                total = d * (kk - 1)
+                pads.append((total // 2, total - total // 2))
+            return pads
+        raise ValueError(f"{fname}: padding must be 'same', 'valid', an int or a tuple, got "
+                         f"{padding!r}")
+    p = _tuple(padding, n, f"{fname} padding")
+    return [(v, v) for v in p]
+
+
+def _convnd(n, fname, x, weight, bias, stride, padding, dilation, groups):
+    x = jnp.asarray(x)
+    unbatched = x.ndim == n + 1
+    if unbatched:
+        x = x[None]
+    if x.ndim != n + 2:
+        raise ValueError(f"{fname}: expected a {n + 2}-d (batched) or {n + 1}-d input, got "
+                         f"shape {x.shape}")
+    stride = _tuple(stride, n, f"{fname} stride")
+    dilation = _tuple(dilation, n, f"{fname} dilation")
+    k = tuple(weight.shape[2:])
+    if x.shape[1] != weight.shape[1] * groups:
+        raise ValueError(f"{fname}: input has {x.shape[1]} channels but weight {weight.shape} "
+                         f"with groups={groups} expects {weight.shape[1] * groups}")
+    pads = _conv_padding(padding, k, dilation, stride, n, fname)
+    y = lax.conv_general_dilated(x, weight, stride, pads, rhs_dilation=dilation,
+                                 feature_group_count=groups)
+    if bias is not None:
+        y = y + jnp.reshape(bias, (1, -1) + (1,) * n)
+    return y[0] if unbatched else y
+
+
+def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-d convolution, NCL input, (out, in/groups, k) weight. Example: ``F.conv1d(x, w, padding=1)``."""
+    return _convnd(1, "F.conv1d", x, weight, bias, stride, padding, dilation, groups)
+
+
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-d convolution, NCHW input, (out, in/groups, kh, kw) weight.
+
+    Example:
+        >>> F.conv2d(jnp.ones((1, 3, 8, 8)), jnp.ones((4, 3, 3, 3)), padding="same").shape
+        (1, 4, 8, 8)
+    """
+    return _convnd(2, "F.conv2d", x, weight, bias, stride, padding, dilation, groups)
+
+
+def conv3d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """3-d convolution, NCDHW input. Example: ``F.conv3d(x, w)``."""
+    return _convnd(3, "F.conv3d", x, weight, bias, stride, padding, dilation, groups)
+
+
+def _conv_transposend(n, fname, x, weight, bias, stride, padding, output_padding, groups,
+                      dilation):
+    x = jnp.asarray(x)
+    unbatched = x.ndim == n + 1
+    if unbatched:
+        x = x[None]
+    stride = _tuple(stride, n, f"{fname} stride")
+    padding = _tuple(padding, n, f"{fname} padding")
+    output_padding = _tuple(output_padding, n, f"{fname} output_padding")
+    dilation = _tuple(dilation, n, f"{fname} dilation")
+    cin, cout_g = weight.shape[0], weight.shape[1]
+    if x.shape[1] != cin:
+        raise ValueError(f"{fname}: input has {x.shape[1]} channels, weight {weight.shape} "
+                         f"expects {cin}")
+    k = tuple(weight.shape[2:])
+    # PyTorch's weight is (in, out/groups, *k): regroup to (out, in/groups, *k) and flip.
+    w = jnp.reshape(weight, (groups, cin // groups, cout_g) + k)
+    w = jnp.swapaxes(w, 1, 2)
+    w = jnp.reshape(w, (groups * cout_g, cin // groups) + k)
+    w = lax.rev(w, tuple(range(2, 2 + n)))
+    pads = [(d * (kk - 1) - p, d * (kk - 1) - p + op)
+            for kk, d, p, op in zip(k, dilation, padding, output_padding)]
+    y = lax.conv_general_dilated(x, w, (1,) * n, pads, lhs_dilation=stride,
+                                 rhs_dilation=dilation, feature_group_count=groups)
+    if bias is not None:
+        y = y + jnp.reshape(bias, (1, -1) + (1,) * n)
+    return y[0] if unbatched else y
+
+
+def conv_transpose1d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """1-d transposed convolution, weight (in, out/groups, k). Example: ``F.conv_transpose1d(x, w, stride=2)``."""
+    return _conv_transposend(1, "F.conv_transpose1d", x, weight, bias, stride, padding,
+                             output_padding, groups, dilation)
+
+
+def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """2-d transposed convolution, weight (in, out/groups, kh, kw) as PyTorch.
+
+    Example:
+        >>> F.conv_transpose2d(jnp.ones((1, 4, 5, 5)), jnp.ones((4, 2, 3, 3)), stride=2).shape
+        (1, 2, 11, 11)
+    """
+    return _conv_transposend(2, "F.conv_transpose2d", x, weight, bias, stride, padding,
+                             output_padding, groups, dilation)
+
+
+# --- pooling ---------------------------------------------------------------------------------
+def _pool_geometry(n_in, k, s, p, d, ceil_mode):
+    """Output size and (low, high) padding of one spatial axis, as PyTorch computes them."""
+    eff = d * (k - 1) + 1
+    num = n_in + 2 * p - eff
+    out = (-(-num // s) if ceil_mode else num // s) + 1
+    if ceil_mode and (out - 1) * s >= n_in + p:
+        out -= 1
+    hi = max((out - 1) * s + eff - n_in - p, 0)
+    return out, (p, hi)
+
+
+def _prep_pool(n, fname, x, kernel_size, stride, padding, dilation, ceil_mode):
+    x = jnp.asarray(x)
+    unbatched = x.ndim == n + 1
+    if unbatched:
+        x = x[None]
+    if x.ndim != n + 2:
+        raise ValueError(f"{fname}: expected a {n + 2}-d or {n + 1}-d input, got {x.shape}")
+    k = _tuple(kernel_size, n, f"{fname} kernel_size")
+    s = _tuple(stride if stride is not None and stride != () else kernel_size, n,
+               f"{fname} stride")
+    p = _tuple(padding, n, f"{fname} padding")
+    d = _tuple(dilation, n, f"{fname} dilation")
+    for kk, pp in zip(k, p):
+        if pp > kk // 2:
+            raise ValueError(f"{fname}: padding {p} must be at most half of kernel_size {k}")
+    geo = [_pool_geometry(x.shape[2 + i], k[i], s[i], p[i], d[i], ceil_mode) for i in range(n)]
+    return x, unbatched, k, s, p, d, geo
+
+
+def _max_poolnd(n, fname, x, kernel_size, stride, padding, dilation, ceil_mode,
+                return_indices):
+    x, unbatched, k, s, p, d, geo = _prep_pool(n, fname, x, kernel_size, stride, padding,
+                                               dilation, ceil_mode)
+    pads = ((0, 0), (0, 0)) + tuple(g[1] for g in geo)
+    y = lax.reduce_window_max(x, (1, 1) + k, (1, 1) + s, pads, None, (1, 1) + d)
+    if return_indices:
+        idx = _max_pool_indices(x, y, k, s, pads, d)
+        return (y[0], idx[0]) if unbatched else (y, idx)
+    return y[0] if unbatched else y
+
+
+def _max_pool_indices(x, y, k, s, pads, d):
+    """Flat spatial index (PyTorch's convention) of each window's first maximum."""
+    import itertools
+    n = len(k)
+    spatial = x.shape[2:]
+    flat = np.arange(int(np.prod(spatial)), dtype=np.int32).reshape(spatial)
+    best = None
+    best_idx = None
+    xp = jnp.pad(x, [(0, 0), (0, 0)] + [tuple(pp) for pp in pads[2:]],
+                 constant_values=-jnp.inf)
+    fp = np.pad(flat, [tuple(pp) for pp in pads[2:]], constant_values=-1)
+    out_sp = y.shape[2:]
+    for offs in itertools.product(*[range(kk) for kk in k]):
+        sl = tuple(slice(o * dd, o * dd + (m - 1) * ss + 1, ss)
+                   for o, dd, m, ss in zip(offs, d, out_sp, s))
+        v = xp[(slice(None), slice(None)) + sl]
+        iv = jnp.asarray(fp[sl])
+        if best is None:
+            best, best_idx = v, jnp.broadcast_to(iv, v.shape)
+        else:
+            better = v > best
+            best = jnp.where(better, v, best)
+            best_idx = jnp.where(better, iv, best_idx)
+    del n
+    return best_idx
+
+
+def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """1-d max pooling. Example: ``F.max_pool1d(x, 2)``."""
+    return _max_poolnd(1, "F.max_pool1d", x, kernel_size, stride, padding, dilation, ceil_mode,
+                       return_indices)
+
+
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """2-d max pooling (padding counts as -inf).
+
+    Example:
+        >>> F.max_pool2d(jnp.ones((1, 1, 4, 4)), 2).shape
+        (1, 1, 2, 2)
+    """
+    return _max_poolnd(2, "F.max_pool2d", x, kernel_size, stride, padding, dilation, ceil_mode,
+                       return_indices)
+
+
+def max_pool3d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """3-d max pooling. Example: ``F.max_pool3d(x, 2)``."""
+    return _max_poolnd(3, "F.max_pool3d", x, kernel_size, stride, padding, dilation, ceil_mode,
+                       return_indices)
+
+
+def _window_counts(n_in, k, s, p, out, include_pad):
+    counts = np.zeros(out, np.float64)
+    lo, hi = (-p, n_in + p) if include_pad else (0, n_in)
+    for i in range(out):
+        start = i * s - p
+        end = start + k
+        counts[i] = max(min(end, hi) - max(start, lo), 0)
+    return counts
+
+
+def _avg_poolnd(n, fname, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                divisor_override):
+    x, unbatched, k, s, p, d, geo = _prep_pool(n, fname, x, kernel_size, stride, padding, 1,
+                                               ceil_mode)
+    pads = ((0, 0), (0, 0)) + tuple(g[1] for g in geo)
+    y = lax.reduce_window_sum(x, (1, 1) + k, (1, 1) + s, pads)
+    if divisor_override:
+        y = y / float(divisor_override)
+    else:
+        div = np.ones((), np.float64)
+        for i in range(n):
+            c = _window_counts(x.shape[2 + i], k[i], s[i], p[i], geo[i][0], count_include_pad)
+            div = np.multiply.outer(div, c)
+        y = y / jnp.asarray(div.astype(np.dtype(x.dtype)))
+    return y[0] if unbatched else y
+
+
+def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True):
+    """1-d average pooling. Example: ``F.avg_pool1d(x, 2)``."""
+    return _avg_poolnd(1, "F.avg_pool1d", x, kernel_size, stride, padding, ceil_mode,
+                       count_include_pad, None)
+
+
+def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """2-d average pooling with PyTorch's divisor rules (``count_include_pad``).
+
+    Example:
+        >>> F.avg_pool2d(jnp.ones((1, 1, 4, 4)), 2)
+    """
+    return _avg_poolnd(2, "F.avg_pool2d", x, kernel_size, stride, padding, ceil_mode,
+                       count_include_pad, divisor_override)
+
+
+def _adaptive_matrix(n_in, n_out, dtype):
+    m = np.zeros((n_out, n_in), np.float64)
+    for i in range(n_out):
+        start = (i * n_in) // n_out
+        end = -(-((i + 1) * n_in) // n_out)
+        m[i, start:end] = 1.0 / (end - start)
+    return m.astype(dtype)
+
+
+def adaptive_avg_pool1d(x, output_size):
+    """Average pooling to ``output_size`` bins (PyTorch's bin edges). Example: ``F.adaptive_avg_pool1d(x, 4)``."""
+    x = jnp.asarray(x)
+    (o,) = _tuple(output_size, 1, "output_size")
+    m = _adaptive_matrix(x.shape[-1], o, np.dtype(x.dtype))
+    return jnp.einsum("...l,ol->...o", x, m)
+
+
+def adaptive_avg_pool2d(x, output_size):
+    """Average pooling to an ``output_size`` grid (None keeps that axis).
+
+    Example:
+        >>> F.adaptive_avg_pool2d(jnp.ones((2, 3, 7, 7)), 1).shape
+        (2, 3, 1, 1)
+    """
+    x = jnp.asarray(x)
+    if isinstance(output_size, (tuple, list)):
+        oh, ow = output_size
+    else:
+        oh = ow = output_size
+    h, w = x.shape[-2:]
+    oh = h if oh is None else int(oh)
+    ow = w if ow is None else int(ow)
+    if h % oh == 0 and w % ow == 0:
+        kh, kw = h // oh, w // ow
+        if (kh, kw) == (h, w):
+            return jnp.mean(x, axis=(-2, -1), keepdims=True)
+        nb = x.ndim - 2
+        y = lax.reduce_window_sum(x, (1,) * nb + (kh, kw), (1,) * nb + (kh, kw), "VALID")
+        return y / float(kh * kw)
+    mh = _adaptive_matrix(h, oh, np.dtype(x.dtype))
+    mw = _adaptive_matrix(w, ow, np.dtype(x.dtype))
+    return jnp.einsum("...hw,ih,jw->...ij", x, mh, mw)
+
+
+def adaptive_max_pool2d(x, output_size):
+    """Max pooling to an ``output_size`` grid (for sizes that divide the input). Example: ``F.adaptive_max_pool2d(x, 1)``."""
+    x = jnp.asarray(x)
+    oh, ow = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * 2
+    h, w = x.shape[-2:]
+    oh, ow = (h if oh is None else oh), (w if ow is None else ow)
+    if h % oh or w % ow:
+        rows = []
+        for i in range(oh):
+            hs, he = (i * h) // oh, -(-((i + 1) * h) // oh)
+            cols = []
+            for j in range(ow):
+                ws, we = (j * w) // ow, -(-((j + 1) * w) // ow)
+                cols.append(jnp.max(x[..., hs:he, ws:we], axis=(-2, -1)))
+            rows.append(jnp.stack(cols, -1))
+        return jnp.stack(rows, -2)
+    nb = x.ndim - 2
+    k = (h // oh, w // ow)
+    return lax.reduce_window_max(x, (1,) * nb + k, (1,) * nb + k, "VALID")
+
+
+# --- normalization ---------------------------------------------------------------------------
+def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5, return_stats=False):
+    """Batch normalization over all axes but 1 (channels), as ``F.batch_norm``.
+
+    In training mode the batch statistics normalize ``x``; with ``return_stats=True`` the result
+    is ``(y, new_running_mean, new_running_var)`` computed with PyTorch's rule (unbiased batch
+    variance, ``new = (1 - momentum) * old + momentum * batch``; ``momentum=None`` is handled by
+    the module as a cumulative average). Inputs are never modified.
+
+    Example:
+        >>> y = F.batch_norm(x, rm, rv, training=False)
+    """
+    x = jnp.asarray(x)
+    axes = (0,) + tuple(range(2, x.ndim))
+    shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    if training:
+        n = x.size // x.shape[1]
+        if n <= 1:
+            raise ValueError(f"F.batch_norm: expected more than 1 value per channel when "
+                             f"training, got input of shape {x.shape}")
+        mean = jnp.mean(x, axis=axes)
+        var = jnp.mean(jnp.square(x - jnp.reshape(mean, shape)), axis=axes)
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError("F.batch_norm: running_mean and running_var are needed in eval mode")
+        mean, var = running_mean, running_var
+    y = (x - jnp.reshape(mean, shape)) * jnp.reshape(lax.rsqrt(var + eps), shape)
+    if weight is not None:
+        y = y * jnp.reshape(weight, shape)
+    if bias is not None:
+        y = y + jnp.reshape(bias, shape)
+    if not return_stats:
+        return y
+    if not training or running_mean is None:
+        return y, running_mean, running_var
+    n = x.size // x.shape[1]
+    bm, bv = _stop(mean), _stop(var) * (n / (n - 1))
+    m = momentum
+    new_mean = (1 - m) * running_mean + m * bm
+    new_var = (1 - m) * running_var + m * bv
+    return y, new_mean.astype(running_mean.dtype), new_var.astype(running_var.dtype)
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalize over the trailing ``normalized_shape`` axes. Example: ``F.layer_norm(x, (64,))``."""
+    x = jnp.asarray(x)
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    k = len(normalized_shape)
+    if tuple(x.shape[x.ndim - k:]) != tuple(normalized_shape):
+        raise ValueError(f"F.layer_norm: input shape {x.shape} does not end with "
+                         f"normalized_shape {tuple(normalized_shape)}")
+    axes = tuple(range(x.ndim - k, x.ndim))
+    mean = jnp.mean(x, axis=axes, keepdims=True)
+    var = jnp.mean(jnp.square(x - mean), axis=axes, keepdims=True)
+    y = (x - mean) * lax.rsqrt(var + eps)
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y
+
+
+def rms_norm(x, normalized_shape, weight=None, eps=None):
+    """x / sqrt(mean(x^2) + eps) over trailing axes (eps defaults to the dtype's epsilon).
+
+    Example:
+        >>> F.rms_norm(x, (64,))
+    """
+    x = jnp.asarray(x)
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    k = len(normalized_shape)
+    axes = tuple(range(x.ndim - k, x.ndim))
+    if eps is None:
+        eps = float(np.finfo(np.dtype(x.dtype)).eps)
+    y = x * lax.rsqrt(jnp.mean(jnp.square(x), axis=axes, keepdims=True) + eps)
+    return y * weight if weight is not None else y
+
+
+def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
+    """Normalize channel groups of an (N, C, ...) input. Example: ``F.group_norm(x, 4)``."""
+    x = jnp.asarray(x)
+    n, c = x.shape[:2]
+    if c % num_groups:
+        raise ValueError(f"F.group_norm: {c} channels are not divisible into {num_groups} groups")
+    g = jnp.reshape(x, (n, num_groups, -1))
+    mean = jnp.mean(g, axis=2, keepdims=True)
+    var = jnp.mean(jnp.square(g - mean), axis=2, keepdims=True)
+    y = jnp.reshape((g - mean) * lax.rsqrt(var + eps), x.shape)
+    shape = (1, c) + (1,) * (x.ndim - 2)
+    if weight is not None:
+        y = y * jnp.reshape(weight, shape)
+    if bias is not None:
+        y = y + jnp.reshape(bias, shape)
+    return y
+
+
+def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-5):
+    """Normalize each (sample, channel) over its spatial axes. Example: ``F.instance_norm(x)``."""
+    x = jnp.asarray(x)
+    axes = tuple(range(2, x.ndim))
+    mean = jnp.mean(x, axis=axes, keepdims=True)
+    var = jnp.mean(jnp.square(x - mean), axis=axes, keepdims=True)
+    y = (x - mean) * lax.rsqrt(var + eps)
+    shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    if weight is not None:
+        y = y * jnp.reshape(weight, shape)
+    if bias is not None:
+        y = y + jnp.reshape(bias, shape)
+    return y
+
+
+# --- dropout and embedding -------------------------------------------------------------------
+def _hash_uniform(shape, seed):
+    """Uniform [0, 1) floats from a counter-based hash of (seed, position).
+
+    Used for dropout when ``funcgrad.random`` is not available; ``seed`` may be traced, so a
+    jitted step that receives a new seed draws a new mask.
+    """
+    size = int(np.prod(shape, dtype=np.int64))
+    idx = lax.iota("uint32", max(size, 1))
+    s = jnp.asarray(seed).astype("uint32")
+    h = idx * np.uint32(0x9E3779B1) + s * np.uint32(0x85EBCA77) + np.uint32(0x2545F491)
+    for mult in (0x7FEB352D, 0x846CA68B):
+        h = h ^ lax.shift_right_logical(h, np.uint32(16))
+        h = h * np.uint32(mult)
+    h = h ^ lax.shift_right_logical(h, np.uint32(16))
+    u = lax.shift_right_logical(h, np.uint32(8)).astype("float32") * (1.0 / (1 << 24))
+    return jnp.reshape(u[:size], shape)
+
+
+def dropout(x, p=0.5, training=True, inplace=False, key=None):
+    """Zero each element with probability ``p`` and scale the rest by 1 / (1 - p).
+
+    ``key`` (an int or a uint32 array; may be traced) seeds the mask. Without a key a seed is
+    drawn from funcgrad's host generator (``funcgrad.manual_seed``): fine eagerly, but under
+    ``jit`` that seed is fixed at trace time, so pass a key there (``nn.Dropout`` modules carry
+    their own key state that a jitted step advances).
+
+    Example:
+        >>> F.dropout(x, 0.1, training=True, key=step)
+    """
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"F.dropout: p must be in [0, 1], got {p}")
+    x = jnp.asarray(x)
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return jnp.zeros_like(x)
+    if key is None:
+        from funcgrad.nn import init
+        key = int(init.generator().integers(0, 2 ** 31 - 1))
+    u = _hash_uniform(x.shape, key)
+    keep = u >= p
+    return jnp.where(keep, x / (1.0 - p), jnp.zeros((), x.dtype))
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None):
+    """Rows of ``weight`` at integer ``input``; rows at ``padding_idx`` get no gradient.
+
+    Example:
+        >>> F.embedding(jnp.array([1, 3]), table).shape
+        (2, table.shape[1])
+    """
+    idx = jnp.asarray(input)
+    if not jnp.issubdtype(idx.dtype, jnp.integer):
+        raise TypeError(f"F.embedding: indices must be integers, got {idx.dtype}")
+    out = jnp.take(weight, idx, axis=0)
+    if padding_idx is not None:
+        pad = padding_idx % weight.shape[0]
+        mask = jnp.expand_dims(idx == pad, -1)
+        out = jnp.where(mask, _stop(out), out)
+    return out
+
+
+def one_hot(tensor, num_classes=-1):
+    """Integer one-hot encoding (int32), as ``F.one_hot``. Example: ``F.one_hot(y, 10)``."""
+    t = jnp.asarray(tensor)
+    if num_classes < 0:
+        num_classes = int(np.asarray(t).max()) + 1
+    return _fn.one_hot(t, num_classes, dtype="int32")
+
+
+def pad(x, pad, mode="constant", value=0.0):
+    """PyTorch's ``F.pad``: ``pad`` lists (left, right) pairs from the LAST axis backwards.
+
+    Example:
+        >>> F.pad(x, (1, 1, 2, 2))        # last axis by 1, the one before by 2
+    """
+    x = jnp.asarray(x)
+    if len(pad) % 2:
+        raise ValueError(f"F.pad: padding length must be even, got {pad}")
+    cfg = [(0, 0)] * x.ndim
+    for i in range(len(pad) // 2):
+        cfg[x.ndim - 1 - i] = (int(pad[2 * i]), int(pad[2 * i + 1]))
+    modes = {"constant": "constant", "reflect": "reflect", "replicate": "edge",
+             "circular": "wrap"}
+    if mode not in modes:
+        raise ValueError(f"F.pad: unknown mode {mode!r}")
+    if mode == "constant":
+        if any(lo < 0 or hi < 0 for lo, hi in cfg):
+            full = [(lo, hi, 0) for lo, hi in cfg]
+            return lax.pad(x, value, full)
+        return jnp.pad(x, cfg, constant_values=value)
+    return jnp.pad(x, cfg, mode=modes[mode])
+
+
+# --- losses ------------------------------------------------------------------------------------
+def _reduce(loss, reduction, fname):
+    if reduction == "mean":
+        return jnp.mean(loss)
+    if reduction == "sum":
+        return jnp.sum(loss)
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{fname}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def _class_axis_last(x):
+    """(N, C, d1, ...) -> (N, d1, ..., C); (C,) and (N, C) unchanged."""
+    if x.ndim <= 2:
+        return x
+    return jnp.moveaxis(x, 1, -1)
+
+
+def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
+    """Negative log-likelihood of log-probabilities ``input`` (N, C, ...) at class ``target``.
+
+    The mean divides by the summed weights of the non-ignored targets (PyTorch's rule).
+
+    Example:
+        >>> F.nll_loss(F.log_softmax(logits, 1), labels)
+    """
+    logp = _class_axis_last(jnp.asarray(input))
+    t = jnp.asarray(target)
+    c = logp.shape[-1]
+    valid = t != ignore_index
+    safe_t = jnp.where(valid, t, 0)
+    picked = jnp.take_along_axis(logp, jnp.expand_dims(safe_t, -1), axis=-1)[..., 0]
+    w = jnp.ones((c,), logp.dtype) if weight is None else jnp.asarray(weight, logp.dtype)
+    wt = jnp.where(valid, jnp.take(w, safe_t), 0.0)
+    loss = -picked * wt
+    if reduction == "mean":
+        return jnp.sum(loss) / jnp.sum(wt)
+    return _reduce(loss, reduction, "F.nll_loss")
+
+
+def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
+                  label_smoothing=0.0):
+    """Softmax cross-entropy of logits ``input`` (N, C, ...) against class indices or class
+    probabilities ``target``, with PyTorch's ``weight``, ``ignore_index`` and
+    ``label_smoothing`` semantics.
+
+    Example:
+        >>> F.cross_entropy(logits, labels)
+        >>> F.cross_entropy(logits, soft_targets, label_smoothing=0.1)
+    """
+    x = jnp.asarray(input)
+    t = jnp.asarray(target)
+    logp = _class_axis_last(log_softmax(x, dim=1 if x.ndim > 1 else 0))
+    c = logp.shape[-1]
+    eps = float(label_smoothing)
+    if not 0.0 <= eps <= 1.0:
+        raise ValueError(f"F.cross_entropy: label_smoothing must be in [0, 1], got {eps}")
+    w = None if weight is None else jnp.asarray(weight, logp.dtype)
+    if jnp.issubdtype(t.dtype, jnp.floating):
+        probs = _class_axis_last(t) if t.ndim == x.ndim else t
+        if tuple(probs.shape) != tuple(logp.shape):
+            raise ValueError(f"F.cross_entropy: probability targets {t.shape} must match input "
+                             f"{x.shape}")
+        if eps > 0:
+            probs = probs * (1 - eps) + eps / c
+        terms = logp * probs
+        if w is not None:
+            terms = terms * w
+        loss = -jnp.sum(terms, axis=-1)
+        if reduction == "mean":
+            return jnp.sum(loss) / (loss.size if loss.ndim else 1)
+        return _reduce(loss, reduction, "F.cross_entropy")
+    valid = t != ignore_index
+    safe_t = jnp.where(valid, t, 0)
+    picked = jnp.take_along_axis(logp, jnp.expand_dims(safe_t, -1), axis=-1)[..., 0]
+    wt = jnp.where(valid, 1.0 if w is None else jnp.take(w, safe_t), 0.0).astype(logp.dtype)
+    nll = -picked * wt
+    if eps > 0:
+        smooth = -jnp.sum(logp * (1.0 if w is None else w), axis=-1)
+        smooth = jnp.where(valid, smooth, 0.0)
+    if reduction == "mean":
+        denom = jnp.sum(wt)
+        out = jnp.sum(nll) / denom
+        if eps > 0:
+            sden = denom if w is not None else jnp.sum(valid.astype(logp.dtype))
+            out = (1 - eps) * out + eps / c * (jnp.sum(smooth) / sden)
+        return out
+    loss = nll if eps == 0 else (1 - eps) * nll + eps / c * smooth
+    return _reduce(loss, reduction, "F.cross_entropy")
+
+
+def mse_loss(input, target, reduction="mean"):
+    """Mean squared error. Example: ``F.mse_loss(pred, y)``."""
+    d = jnp.asarray(input) - jnp.asarray(target)
+    return _reduce(d * d, reduction, "F.mse_loss")
+
+
+def l1_loss(input, target, reduction="mean"):
+    """Mean absolute error. Example: ``F.l1_loss(pred, y)``."""
+    return _reduce(jnp.abs(jnp.asarray(input) - jnp.asarray(target)), reduction, "F.l1_loss")
+
+
+def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
+    """0.5 d^2 / beta for |d| < beta, else |d| - 0.5 beta. Example: ``F.smooth_l1_loss(p, y)``."""
+    d = jnp.abs(jnp.asarray(input) - jnp.asarray(target))
+    if beta == 0:
+        loss = d
+    else:
+        loss = jnp.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta)
+    return _reduce(loss, reduction, "F.smooth_l1_loss")
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0):
+    """0.5 d^2 for |d| <= delta, else delta (|d| - 0.5 delta). Example: ``F.huber_loss(p, y)``."""
+    d = jnp.abs(jnp.asarray(input) - jnp.asarray(target))
+    loss = jnp.where(d <= delta, 0.5 * d * d, delta * (d - 0.5 * delta))
+    return _reduce(loss, reduction, "F.huber_loss")
+
+
+def binary_cross_entropy(input, target, weight=None, reduction="mean"):
+    """BCE of probabilities ``input``; logs are clamped at -100 as in PyTorch.
+
+    Example:
+        >>> F.binary_cross_entropy(jnp.array([0.9]), jnp.array([1.0]))
+    """
+    p = jnp.asarray(input)
+    t = jnp.asarray(target, p.dtype)
+    logp = jnp.maximum(jnp.log(p), -100.0)
+    log1mp = jnp.maximum(jnp.log1p(-p), -100.0)
+    loss = -(t * logp + (1 - t) * log1mp)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction, "F.binary_cross_entropy")
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean",
+                                     pos_weight=None):
+    """BCE of logits, computed stably; ``pos_weight`` scales the positive term.
+
+    Example:
+        >>> F.binary_cross_entropy_with_logits(logits, y, pos_weight=jnp.array([3.0]))
+    """
+    x = jnp.asarray(input)
+    t = jnp.asarray(target, x.dtype)
+    softplus_neg = jnp.logaddexp(-x, 0.0)      # log(1 + exp(-x))
+    if pos_weight is None:
+        loss = (1 - t) * x + softplus_neg
+    else:
+        lw = 1 + (jnp.asarray(pos_weight, x.dtype) - 1) * t
+        loss = (1 - t) * x + lw * softplus_neg
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction, "F.binary_cross_entropy_with_logits")
+
+
+def kl_div(input, target, reduction="mean", log_target=False):
+    """KL divergence with ``input`` as log-probabilities; ``reduction="batchmean"`` divides
+    the sum by the batch size (the mathematically correct KL).
+
+    Example:
+        >>> F.kl_div(F.log_softmax(q, 1), p, reduction="batchmean")
+    """
+    x = jnp.asarray(input)
+    t = jnp.asarray(target, x.dtype)
+    if log_target:
+        loss = jnp.exp(t) * (t - x)
+    else:
+        safe = jnp.where(t > 0, t, 1.0)
+        loss = jnp.where(t > 0, t * (jnp.log(safe) - x), 0.0)
+    if reduction == "batchmean":
+        return jnp.sum(loss) / (x.shape[0] if x.ndim else 1)
+    return _reduce(loss, reduction, "F.kl_div")
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """Cosine of the angle between ``x1`` and ``x2`` along ``dim``. Example: ``F.cosine_similarity(a, b)``."""
+    x1, x2 = jnp.asarray(x1), jnp.asarray(x2)
+    n1 = jnp.sqrt(jnp.sum(x1 * x1, axis=dim))
+    n2 = jnp.sqrt(jnp.sum(x2 * x2, axis=dim))
+    return jnp.sum(x1 * x2, axis=dim) / (jnp.maximum(n1, eps) * jnp.maximum(n2, eps))
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, dropout_key=None):
+    """softmax(q k^T * scale + mask) v over the last two axes (PyTorch's SDPA).
+
+    A boolean ``attn_mask`` marks positions that may be attended; a float mask is added.
+
+    Example:
+        >>> F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    """
+    q, k, v = jnp.asarray(query), jnp.asarray(key), jnp.asarray(value)
+    L, S = q.shape[-2], k.shape[-2]
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = jnp.matmul(q, jnp.swapaxes(k, -1, -2)) * scale
+    if is_causal:
+        causal = np.tril(np.ones((L, S), bool))
+        scores = jnp.where(causal, scores, -jnp.inf)
+    if attn_mask is not None:
+        m = jnp.asarray(attn_mask)
+        if m.dtype == jnp.bool_:
+            scores = jnp.where(m, scores, -jnp.inf)
+        else:
+            scores = scores + m
+    w = softmax(scores, dim=-1)
+    if dropout_p > 0.0:
+        w = dropout(w, dropout_p, True, key=dropout_key)
+    return jnp.matmul(w, v)

@@ -1,0 +1,263 @@
+"""Activation and normalization functions with JAX's ``jax.nn`` names and semantics.
+
+Every function is plain ``funcgrad.numpy``/``funcgrad.lax`` code, so it works eagerly and under
+``jit``, ``grad`` and ``vmap``.
+
+Example:
+    >>> import funcgrad.nn as nn
+    >>> nn.relu(jnp.array([-1.0, 2.0]))
+    Array([0., 2.], dtype=float32)
+"""
+import math
+
+import numpy as np
+
+import funcgrad.numpy as jnp
+from funcgrad import lax
+
+
+def _stop(x):
+    from funcgrad.lax.autodiff import stop_gradient
+    return stop_gradient(x)
+
+
+def _axis(axis, ndim):
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, int):
+        return (axis % ndim,) if ndim else (axis,)
+    return tuple(a % ndim for a in axis)
+
+
+def relu(x):
+    """max(x, 0) (derivative 0 at 0). Example: ``nn.relu(jnp.array([-1., 1.]))``."""
+    x = jnp.asarray(x)
+    return jnp.maximum(x, jnp.zeros((), x.dtype))
+
+
+def relu6(x):
+    """min(max(x, 0), 6). Example: ``nn.relu6(x)``."""
+    x = jnp.asarray(x)
+    return jnp.minimum(jnp.maximum(x, 0.0), 6.0)
+
+
+def leaky_relu(x, negative_slope=0.01):
+    """x if x >= 0 else negative_slope * x. Example: ``nn.leaky_relu(x, 0.2)``."""
+    x = jnp.asarray(x)
+    return jnp.where(x >= 0, x, negative_slope * x)
+
+
+def elu(x, alpha=1.0):
+    """x if x > 0 else alpha * (exp(x) - 1). Example: ``nn.elu(x)``."""
+    x = jnp.asarray(x)
+    safe = jnp.where(x > 0, jnp.zeros((), x.dtype), x)
+    return jnp.where(x > 0, x, alpha * jnp.expm1(safe))
+
+
+def celu(x, alpha=1.0):
+    """max(0, x) + min(0, alpha * (exp(x / alpha) - 1)). Example: ``nn.celu(x)``."""
+    x = jnp.asarray(x)
+    return jnp.maximum(x, 0.0) + alpha * jnp.expm1(jnp.minimum(x, 0.0) / alpha)
+
+
+def selu(x):
+    """Scaled ELU with the self-normalizing constants. Example: ``nn.selu(x)``."""
+    alpha = 1.6732632423543772848170429916717
+    scale = 1.0507009873554804934193349852946
+    return scale * elu(x, alpha)
+
+
+def sigmoid(x):
+    """1 / (1 + exp(-x)). Example: ``nn.sigmoid(0.0) == 0.5``."""
+    x = jnp.asarray(x)
+    if not jnp.issubdtype(x.dtype, jnp.inexact):
+        x = x.astype("float32")
+    return lax.logistic(x)
+
+
+def log_sigmoid(x):
+    """log(sigmoid(x)) = -softplus(-x), stable for large |x|. Example: ``nn.log_sigmoid(x)``."""
+    return -softplus(-jnp.asarray(x))
+
+
+def softplus(x):
+    """log(1 + exp(x)), stable. Example: ``nn.softplus(x)``."""
+    return jnp.logaddexp(jnp.asarray(x), 0.0)
+
+
+def soft_sign(x):
+    """x / (1 + |x|). Example: ``nn.soft_sign(x)``."""
+    x = jnp.asarray(x)
+    return x / (jnp.abs(x) + 1)
+
+
+def silu(x):
+    """x * sigmoid(x) (a.k.a. swish). Example: ``nn.silu(x)``."""
+    x = jnp.asarray(x)
+    return x * sigmoid(x)
+
+
+swish = silu
+
+
+def hard_sigmoid(x):
+    """relu6(x + 3) / 6. Example: ``nn.hard_sigmoid(x)``."""
+    return relu6(jnp.asarray(x) + 3.0) / 6.0
+
+
+def hard_silu(x):
+    """x * hard_sigmoid(x) (hard swish). Example: ``nn.hard_silu(x)``."""
+    x = jnp.asarray(x)
+    return x * hard_sigmoid(x)
+
+
+hard_swish = hard_silu
+
+
+def hard_tanh(x):
+    """clip(x, -1, 1). Example: ``nn.hard_tanh(x)``."""
+    return jnp.clip(jnp.asarray(x), -1.0, 1.0)
+
+
+def tanh(x):
+    """Hyperbolic tangent. Example: ``nn.tanh(x)``."""
+    return jnp.tanh(x)
+
+
+def gelu(x, approximate=True):
+    """Gaussian error linear unit; ``approximate`` uses the tanh form (JAX's default).
+
+    Example:
+        >>> nn.gelu(x, approximate=False)      # x * Phi(x), as torch's default GELU
+    """
+    x = jnp.asarray(x)
+    if approximate:
+        c = math.sqrt(2.0 / math.pi)
+        return 0.5 * x * (1.0 + jnp.tanh(c * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1.0 + lax.erf(x * (1.0 / math.sqrt(2.0))))
+
+
+def glu(x, axis=-1):
+    """Gated linear unit: a * sigmoid(b) for the two halves of ``axis``. Example: ``nn.glu(x)``."""
+    x = jnp.asarray(x)
+    n = x.shape[axis]
+    if n % 2:
+        raise ValueError(f"nn.glu: axis {axis} of shape {x.shape} must have even size")
+    a, b = jnp.split(x, 2, axis=axis)
+    return a * sigmoid(b)
+
+
+def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=None):
+    """log(sum(b * exp(a))) over ``axis``, computed stably (as ``jax.nn.logsumexp``).
+
+    Example:
+        >>> nn.logsumexp(jnp.array([0.0, 0.0]))      # log 2
+    """
+    a = jnp.asarray(a)
+    axes = _axis(axis, a.ndim)
+    if where is not None:
+        a = jnp.where(where, a, -jnp.inf)
+    amax = jnp.max(a, axis=axes, keepdims=True)
+    amax = _stop(jnp.where(jnp.isfinite(amax), amax, jnp.zeros((), amax.dtype)))
+    e = jnp.exp(a - amax)
+    if b is not None:
+        e = e * jnp.asarray(b)
+    s = jnp.sum(e, axis=axes, keepdims=True)
+    sign = jnp.sign(s)
+    out = jnp.log(jnp.abs(s)) + amax
+    if not keepdims:
+        out = jnp.squeeze(out, axis=axes)
+        sign = jnp.squeeze(sign, axis=axes)
+    if return_sign:
+        return out, sign
+    if b is not None:
+        out = jnp.where(sign < 0, jnp.nan, out)
+    return out
+
+
+def softmax(x, axis=-1, where=None, initial=None):
+    """exp(x) / sum(exp(x)) along ``axis``, stable. Example: ``nn.softmax(logits, axis=-1)``."""
+    x = jnp.asarray(x)
+    axes = _axis(axis, x.ndim)
+    if where is not None:
+        x = jnp.where(where, x, -jnp.inf)
+    m = _stop(jnp.max(x, axis=axes, keepdims=True))
+    m = jnp.where(jnp.isfinite(m), m, jnp.zeros((), m.dtype))
+    e = jnp.exp(x - m)
+    if where is not None:
+        e = jnp.where(where, e, 0.0)
+    return e / jnp.sum(e, axis=axes, keepdims=True)
+
+
+def log_softmax(x, axis=-1, where=None, initial=None):
+    """x - logsumexp(x) along ``axis``. Example: ``nn.log_softmax(logits)``."""
+    x = jnp.asarray(x)
+    axes = _axis(axis, x.ndim)
+    if where is not None:
+        x = jnp.where(where, x, -jnp.inf)
+    m = _stop(jnp.max(x, axis=axes, keepdims=True))
+    m = jnp.where(jnp.isfinite(m), m, jnp.zeros((), m.dtype))
+    shifted = x - m
+    e = jnp.exp(shifted)
+    if where is not None:
+        e = jnp.where(where, e, 0.0)
+    return shifted - jnp.log(jnp.sum(e, axis=axes, keepdims=True))
+
+
+def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None):
+    """(x - mean) / sqrt(variance + epsilon) along ``axis``. Example: ``nn.standardize(x)``."""
+    x = jnp.asarray(x)
+    axes = _axis(axis, x.ndim)
+    if mean is None:
+        mean = jnp.mean(x, axis=axes, keepdims=True)
+    if variance is None:
+        variance = jnp.mean(jnp.square(x - mean), axis=axes, keepdims=True)
+    return (x - mean) * lax.rsqrt(variance + epsilon)
+
+
+normalize = standardize
+
+
+def one_hot(x, num_classes, dtype="float32", axis=-1):
+    """One-hot encoding of integer ``x`` (out-of-range values give all zeros).
+
+    Example:
+        >>> nn.one_hot(jnp.array([0, 2]), 3)
+        Array([[1., 0., 0.],
+               [0., 0., 1.]], dtype=float32)
+    """
+    x = jnp.asarray(x)
+    out_ndim = x.ndim + 1
+    ax = axis % out_ndim
+    shape = list(x.shape)
+    shape.insert(ax, int(num_classes))
+    classes = lax.broadcasted_iota(x.dtype if jnp.issubdtype(x.dtype, jnp.integer) else "int32",
+                                   tuple(shape), ax)
+    xe = jnp.expand_dims(x, ax)
+    return (xe == classes).astype(dtype)
+
+
+def logmeanexp(x, axis=None, keepdims=False):
+    """log(mean(exp(x))). Example: ``nn.logmeanexp(x, axis=0)``."""
+    x = jnp.asarray(x)
+    axes = _axis(axis, x.ndim)
+    n = int(np.prod([x.shape[a] for a in axes]))
+    return logsumexp(x, axes, keepdims=keepdims) - math.log(n)
+
+
+def mish(x):
+    """x * tanh(softplus(x)). Example: ``nn.mish(x)``."""
+    x = jnp.asarray(x)
+    return x * jnp.tanh(softplus(x))
+
+
+def squareplus(x, b=4.0):
+    """(x + sqrt(x^2 + b)) / 2. Example: ``nn.squareplus(x)``."""
+    x = jnp.asarray(x)
+    return (x + jnp.sqrt(x * x + b)) / 2
+
+
+def sparse_plus(x):
+    """0 for x <= -1, (x+1)^2/4 for |x| < 1, x for x >= 1. Example: ``nn.sparse_plus(x)``."""
+    x = jnp.asarray(x)
+    return jnp.where(x <= -1, 0.0, jnp.where(x >= 1, x, (x + 1) ** 2 / 4))

@@ -1,0 +1,740 @@
+"""``Module`` and ``Parameter``: PyTorch-style stateful models that are also pytrees.
+
+A ``Module`` keeps its parameters (``Parameter`` boxes), buffers and submodules in three
+ordered dicts, registered when assigned as attributes, exactly as in PyTorch. Reading
+``module.weight`` gives the array itself, so ``forward`` code is plain array code that works
+eagerly and under every transformation.
+
+Modules are pytrees: the leaves are the parameter arrays and buffers (in ``state_dict`` order),
+the static part is the module's identity and hyper-parameters. Unflattening makes a *copy*
+that remembers its *origin*; inside a transformation the copy stands in for the original and
+buffer updates made on it (BatchNorm running statistics) are carried back to the original (see
+``funcgrad.core.mutable_state`` and ``docs/nn.md``).
+
+Example:
+    >>> class MLP(nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.fc1, self.fc2 = nn.Linear(4, 8), nn.Linear(8, 2)
+    ...     def forward(self, x):
+    ...         return self.fc2(nn.functional.relu(self.fc1(x)))
+    >>> model = MLP()
+    >>> grads = funcgrad.grad(lambda m: jnp.sum(m(x) ** 2))(model)   # an MLP of gradients
+"""
+import collections
+import itertools
+
+import numpy as np
+
+from funcgrad import tree_util
+from funcgrad.core import mutable_state
+from funcgrad.core.interpreters import Tracer, Value
+
+
+def _as_array(value):
+    """A funcgrad array (or tracer) for a NumPy array, scalar, torch tensor or array."""
+    if isinstance(value, Value):
+        return value
+    if isinstance(value, Parameter):
+        return value.data
+    import funcgrad.numpy as jnp
+    if hasattr(value, "detach") and hasattr(value, "cpu"):     # a torch tensor
+        value = value.detach().cpu().numpy()
+    return jnp.asarray(np.asarray(value))
+
+
+class Parameter:
+    """A trainable array held in a mutable box, so optimizers can update it in place.
+
+    ``p.data`` is the array; ``p.requires_grad`` marks it trainable (frozen parameters are
+    skipped by optimizers). Inside ``forward`` a module attribute gives the array, not the box.
+
+    Example:
+        >>> p = nn.Parameter(jnp.zeros(3))
+        >>> p.shape, p.requires_grad
+        ((3,), True)
+    """
+
+    __slots__ = ("data", "requires_grad", "grad", "_name")
+
+    def __init__(self, data=None, requires_grad=True):
+        if data is None:
+            import funcgrad.numpy as jnp
+            data = jnp.zeros((0,), "float32")
+        self.data = _as_array(data)
+        self.requires_grad = bool(requires_grad)
+        self.grad = None
+        self._name = None
+
+    shape = property(lambda self: tuple(self.data.shape))
+    dtype = property(lambda self: self.data.dtype)
+    ndim = property(lambda self: len(self.data.shape))
+    size = property(lambda self: int(np.prod(self.data.shape, dtype=np.int64)))
+
+    def numel(self):
+        return self.size
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.data, dtype=dtype)
+
+    def __repr__(self):
+        return f"Parameter containing:\n{self.data!r}" + (
+            "" if self.requires_grad else " (frozen)")
+
+    def requires_grad_(self, requires_grad=True):
+        self.requires_grad = bool(requires_grad)
+        return self
+
+
+tree_util.register_pytree_node(
+    Parameter, lambda p: ((p.data,), p.requires_grad),
+    lambda rg, children: _new_parameter(children[0], rg))
+
+
+def _new_parameter(data, requires_grad):
+    p = Parameter.__new__(Parameter)
+    p.data, p.requires_grad, p.grad, p._name = data, requires_grad, None, None
+    return p
+
+
+_PRIVATE = frozenset(["_parameters", "_buffers", "_modules", "_non_persistent", "_origin",
+                      "_version", "_aux", "training"])
+
+
+def _buffer_setter(module, name, value):
+    old = module._buffers.get(name)
+    if old is not None and hasattr(old, "dtype") and value.dtype != old.dtype:
+        value = value.astype(old.dtype)
+    module._buffers[name] = value
+
+
+class Module:
+    """Base class of layers and models (as ``torch.nn.Module``).
+
+    Subclasses call ``super().__init__()`` first, assign ``Parameter``s, submodules and buffers
+    (``register_buffer``) as attributes, and define ``forward``.
+
+    Example:
+        >>> class Scale(nn.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.s = nn.Parameter(jnp.ones(()))
+        ...     def forward(self, x):
+        ...         return x * self.s
+    """
+
+    def __init__(self, *args, **kwargs):
+        d = self.__dict__
+        d["_parameters"] = {}
+        d["_buffers"] = {}
+        d["_non_persistent"] = set()
+        d["_modules"] = {}
+        d["training"] = True
+        d["_origin"] = None
+        d["_version"] = 0
+        d["_aux"] = None
+
+    # --- attribute registration ---------------------------------------------------------------
+    def _check_init(self, what):
+        if "_parameters" not in self.__dict__:
+            raise AttributeError(f"cannot assign {what} before Module.__init__() call: call "
+                                 f"super().__init__() first in {type(self).__name__}.__init__")
+
+    def _changed(self):
+        d = self.__dict__
+        d["_version"] = d["_version"] + 1
+        d["_aux"] = None
+
+    def __setattr__(self, name, value):
+        d = self.__dict__
+        if isinstance(value, Parameter):
+            self._check_init("parameters")
+            self._remove_from(name, "_parameters")
+            d["_parameters"][name] = value
+            self._changed()
+        elif isinstance(value, Module):
+            self._check_init("submodules")
+            self._remove_from(name, "_modules")
+            d["_modules"][name] = value
+            self._changed()
+        elif "_parameters" in d and name in d["_parameters"]:
+            if value is None:
+                if d["_parameters"][name] is not None:
+                    d["_parameters"][name] = None
+                    self._changed()
+            else:
+                box = d["_parameters"][name]
+                if box is None:
+                    d["_parameters"][name] = Parameter(value)
+                    self._changed()
+                else:
+                    box.data = _as_array(value)
+        elif "_buffers" in d and name in d["_buffers"]:
+            was_none = d["_buffers"][name] is None
+            d["_buffers"][name] = None if value is None else _as_array(value)
+            if was_none != (value is None):
+                self._changed()
+        elif "_modules" in d and name in d["_modules"]:
+            if value is not None:
+                raise TypeError(f"cannot assign {type(value).__name__} as child module "
+                                f"{name!r} (a Module or None is required)")
+            d["_modules"][name] = None
+            self._changed()
+        else:
+            old = d.get(name, _MISSING)
+            object.__setattr__(self, name, value)
+            if name not in _PRIVATE and "_version" in d and not _same(old, value):
+                self._changed()
+            elif name == "training" and old is not value:
+                self._changed()
+
+    def _remove_from(self, name, keep):
+        d = self.__dict__
+        for key in ("_parameters", "_buffers", "_modules"):
+            if key != keep and name in d[key]:
+                del d[key][name]
+        d.pop(name, None)
+
+    def __getattr__(self, name):
+        d = self.__dict__
+        params = d.get("_parameters")
+        if params is not None:
+            if name in params:
+                box = params[name]
+                return None if box is None else box.data
+            if name in d["_buffers"]:
+                return d["_buffers"][name]
+            if name in d["_modules"]:
+                return d["_modules"][name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name):
+        d = self.__dict__
+        for key in ("_parameters", "_buffers", "_modules"):
+            if name in d.get(key, ()):
+                del d[key][name]
+                self._changed()
+                return
+        object.__delattr__(self, name)
+
+    def register_buffer(self, name, tensor, persistent=True):
+        """Register state that is not trained (e.g. running statistics); ``persistent=False``
+        keeps it out of ``state_dict``.
+
+        Example:
+            >>> self.register_buffer("running_mean", jnp.zeros(8))
+        """
+        self._check_init("buffers")
+        if "." in name or not name:
+            raise KeyError(f"register_buffer: invalid buffer name {name!r}")
+        if name in self.__dict__ or name in self._parameters or name in self._modules:
+            raise KeyError(f"register_buffer: attribute {name!r} already exists")
+        self._buffers[name] = None if tensor is None else _as_array(tensor)
+        if persistent:
+            self._non_persistent.discard(name)
+        else:
+            self._non_persistent.add(name)
+        self._changed()
+
+    def register_parameter(self, name, param):
+        """Register ``param`` (a Parameter or None) as ``name``. Example: ``m.register_parameter("bias", None)``."""
+        self._check_init("parameters")
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"register_parameter: {name!r} must be a Parameter or None, got "
+                            f"{type(param).__name__}")
+        self._remove_from(name, "_parameters")
+        self._parameters[name] = param
+        self._changed()
+
+    def add_module(self, name, module):
+        """Register ``module`` as a child called ``name``."""
+        self._check_init("submodules")
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"add_module: {name!r} must be a Module or None, got "
+                            f"{type(module).__name__}")
+        self._remove_from(name, "_modules")
+        self._modules[name] = module
+        self._changed()
+
+    register_module = add_module
+
+    def get_parameter(self, target):
+        """The ``Parameter`` box at dotted path ``target``. Example: ``m.get_parameter("fc.weight")``."""
+        mod_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(mod_path)
+        if name not in mod._parameters:
+            raise AttributeError(f"{type(mod).__name__} has no parameter {name!r}")
+        return mod._parameters[name]
+
+    def get_submodule(self, target):
+        """The submodule at dotted path ``target`` ("" is this module)."""
+        mod = self
+        if not target:
+            return mod
+        for part in target.split("."):
+            if part not in mod._modules:
+                raise AttributeError(f"{type(mod).__name__} has no submodule {part!r} (looking "
+                                     f"up {target!r})")
+            mod = mod._modules[part]
+        return mod
+
+    def get_buffer(self, target):
+        mod_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(mod_path)
+        if name not in mod._buffers:
+            raise AttributeError(f"{type(mod).__name__} has no buffer {name!r}")
+        return mod._buffers[name]
+
+    # --- state updated by forward ---------------------------------------------------------------
+    def update_buffer(self, name, value):
+        """Replace buffer ``name`` with ``value`` from a forward pass (PyTorch's in-place update).
+
+        Eagerly the module is updated now. Inside ``jit``/``grad`` the module at hand is a
+        traced copy: it sees the new value, and the value is carried back to the original
+        module when the transformation finishes (see ``docs/nn.md``).
+        """
+        d = self.__dict__
+        if isinstance(value, Tracer):
+            origin = d["_origin"]
+            if origin is None or origin is self:
+                # The original module used inside a trace (closed over): never store a tracer.
+                mutable_state.write(self, name, value, _buffer_setter)
+                return
+            d["_buffers"][name] = value
+            mutable_state.write(origin, name, value, _buffer_setter)
+        else:
+            _buffer_setter(self, name, _as_array(value))
+            origin = d["_origin"]
+            if d.get("_write_through") and origin is not None and origin is not self:
+                _buffer_setter(origin, name, _as_array(value))
+
+    # --- forward -----------------------------------------------------------------------------
+    def forward(self, *args, **kwargs):
+        raise TypeError(f"{type(self).__name__} does not define forward(); subclasses of "
+                        f"nn.Module must implement it")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # --- traversal ---------------------------------------------------------------------------
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """(name, module) for this module and every descendant, depth first."""
+        if memo is None:
+            memo = set()
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
+        yield prefix, self
+        for name, mod in self._modules.items():
+            if mod is None:
+                continue
+            sub = prefix + ("." if prefix else "") + name
+            yield from mod.named_modules(memo, sub, remove_duplicate)
+
+    def modules(self):
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self):
+        seen = set()
+        for name, mod in self._modules.items():
+            if mod is not None and id(mod) not in seen:
+                seen.add(id(mod))
+                yield name, mod
+
+    def children(self):
+        for _, m in self.named_children():
+            yield m
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        """(dotted name, Parameter) pairs in PyTorch's order.
+
+        Example:
+            >>> [n for n, _ in nn.Linear(2, 3).named_parameters()]
+            ['weight', 'bias']
+        """
+        seen = set()
+        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        for mprefix, mod in mods:
+            for name, p in mod._parameters.items():
+                if p is None or (remove_duplicate and id(p) in seen):
+                    continue
+                seen.add(id(p))
+                full = mprefix + ("." if mprefix else "") + name
+                p._name = full    # lets optimizers match name-keyed gradients
+                yield full, p
+
+    def parameters(self, recurse=True):
+        """The ``Parameter`` boxes (give them to an optimizer)."""
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        for mprefix, mod in mods:
+            for name, b in mod._buffers.items():
+                if b is not None:
+                    yield mprefix + ("." if mprefix else "") + name, b
+
+    def buffers(self, recurse=True):
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def num_parameters(self, trainable_only=False):
+        """Total number of parameter elements (only trainable ones if asked).
+
+        Example:
+            >>> nn.Linear(3, 4).num_parameters()
+            16
+        """
+        return sum(p.size for p in self.parameters() if p.requires_grad or not trainable_only)
+
+    # --- modes and bulk operations --------------------------------------------------------------
+    def train(self, mode=True):
+        """Set training mode on this module and every descendant; returns self."""
+        if not isinstance(mode, bool):
+            raise ValueError("train(mode): mode must be a bool")
+        for m in self.modules():
+            if m.__dict__.get("training") is not mode:
+                m.__dict__["training"] = mode
+                m._changed()
+        return self
+
+    def eval(self):
+        """Evaluation mode (``train(False)``): BatchNorm uses running stats, Dropout is off."""
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad=True):
+        """Mark every parameter trainable or frozen; returns self."""
+        for p in self.parameters():
+            p.requires_grad = bool(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.parameters():
+            p.grad = None
+
+    def apply(self, fn):
+        """Call ``fn`` on every submodule (children first) and on self; returns self.
+
+        Example:
+            >>> model.apply(lambda m: nn.init.zeros_(m.bias) if isinstance(m, nn.Linear) else None)
+        """
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    def to(self, device=None, dtype=None):
+        """Move (or cast) every parameter and buffer; returns self.
+
+        ``device`` is a funcgrad device or a string such as "cpu"; floating arrays are cast to
+        ``dtype`` when given.
+        """
+        import funcgrad
+        dev = device
+        if isinstance(device, str):
+            platform = device.split(":")[0]
+            index = int(device.split(":")[1]) if ":" in device else 0
+            candidates = [d for d in funcgrad.devices() if d.platform == platform] or \
+                funcgrad.devices()
+            dev = candidates[min(index, len(candidates) - 1)]
+
+        def move(x):
+            if x is None:
+                return None
+            if dtype is not None and np.issubdtype(np.dtype(x.dtype), np.floating):
+                x = x.astype(dtype)
+            return funcgrad.device_put(x, dev) if dev is not None else x
+        for m in self.modules():
+            for p in m._parameters.values():
+                if p is not None:
+                    p.data = move(p.data)
+            for k, b in list(m._buffers.items()):
+                m._buffers[k] = move(b)
+        return self
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def float(self):
+        return self.to(dtype="float32")
+
+    def double(self):
+        return self.to(dtype="float64")
+
+    def half(self):
+        return self.to(dtype="float16")
+
+    def type(self, dtype):
+        return self.to(dtype=dtype)
+
+    # --- state dicts -----------------------------------------------------------------------------
+    def state_dict(self, destination=None, prefix="", keep_vars=False):
+        """An ordered dict of parameter and persistent buffer arrays with PyTorch's names.
+
+        Example:
+            >>> list(nn.BatchNorm1d(3).state_dict())
+            ['weight', 'bias', 'running_mean', 'running_var', 'num_batches_tracked']
+        """
+        out = collections.OrderedDict() if destination is None else destination
+        for mprefix, mod in self.named_modules(prefix=prefix.rstrip(".")):
+            pre = mprefix + ("." if mprefix else "")
+            for name, p in mod._parameters.items():
+                if p is not None:
+                    out[pre + name] = p if keep_vars else p.data
+            for name, b in mod._buffers.items():
+                if b is not None and name not in mod._non_persistent:
+                    out[pre + name] = mod._export_buffer(name, b)
+            mod._extra_state_to(out, pre)
+        return out
+
+    def _export_buffer(self, name, value):
+        return value
+
+    def _import_buffer(self, name, value, current):
+        return value
+
+    def _extra_state_to(self, out, prefix):
+        pass
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        """Copy arrays from ``state_dict`` (NumPy, funcgrad or torch arrays) into this module.
+
+        Shapes must match; with ``strict`` the key sets must match exactly. Returns
+        ``(missing_keys, unexpected_keys)``. Raises ``RuntimeError`` listing every problem.
+
+        Example:
+            >>> model.load_state_dict(funcgrad.load("model.safetensors"))
+        """
+        expected = {}
+        for mprefix, mod in self.named_modules():
+            pre = mprefix + ("." if mprefix else "")
+            for name, p in mod._parameters.items():
+                if p is not None:
+                    expected[pre + name] = (mod, name, "param")
+            for name, b in mod._buffers.items():
+                if b is not None and name not in mod._non_persistent:
+                    expected[pre + name] = (mod, name, "buffer")
+        missing = [k for k in expected if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in expected]
+        errors = []
+        updates = []
+        for key, (mod, name, kind) in expected.items():
+            if key not in state_dict:
+                continue
+            value = state_dict[key]
+            if isinstance(value, Parameter):
+                value = value.data
+            if hasattr(value, "detach") and hasattr(value, "cpu"):
+                value = value.detach().cpu().numpy()
+            current = mod._parameters[name].data if kind == "param" else mod._buffers[name]
+            shape = tuple(np.shape(value))
+            cur_shape = tuple(current.shape)
+            if kind == "buffer":
+                value = mod._import_buffer(name, value, current)
+                shape = tuple(np.shape(value))
+            if shape != cur_shape:
+                errors.append(f"size mismatch for {key}: copying a param with shape {shape} from "
+                              f"checkpoint, the shape in current model is {cur_shape}.")
+                continue
+            updates.append((mod, name, kind, value, current))
+        if strict and (missing or unexpected):
+            if unexpected:
+                errors.insert(0, "Unexpected key(s) in state_dict: " +
+                              ", ".join(f'"{k}"' for k in unexpected) + ".")
+            if missing:
+                errors.insert(0, "Missing key(s) in state_dict: " +
+                              ", ".join(f'"{k}"' for k in missing) + ".")
+        if errors:
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                               + "\n\t".join(errors))
+        import funcgrad.numpy as jnp
+        for mod, name, kind, value, current in updates:
+            arr = value if isinstance(value, Value) else jnp.asarray(np.asarray(value))
+            if not assign and arr.dtype != current.dtype:
+                arr = arr.astype(current.dtype)
+            if kind == "param":
+                mod._parameters[name].data = arr
+            else:
+                mod._buffers[name] = arr
+        return _IncompatibleKeys(missing, unexpected)
+
+    # --- representation -------------------------------------------------------------------------
+    def extra_repr(self):
+        return ""
+
+    def _get_name(self):
+        return type(self).__name__
+
+    def __repr__(self):
+        lines = []
+        extra = self.extra_repr()
+        if extra:
+            lines = extra.split("\n")
+        for name, mod in self._modules.items():
+            mod_str = repr(mod).replace("\n", "\n  ")
+            lines.append(f"({name}): {mod_str}")
+        main = self._get_name() + "("
+        if lines:
+            if len(lines) == 1 and not self._modules:
+                main += lines[0]
+            else:
+                main += "\n  " + "\n  ".join(lines) + "\n"
+        return main + ")"
+
+    def __dir__(self):
+        return sorted(set(object.__dir__(self)) | set(self._parameters) | set(self._buffers) |
+                      set(self._modules))
+
+    # --- pytree support ---------------------------------------------------------------------------
+    def _make_aux(self):
+        d = self.__dict__
+        origin = d["_origin"] or self
+        aux = (type(self), origin, d["_version"], d["training"], tuple(d["_parameters"]),
+               tuple(d["_buffers"]), tuple(d["_modules"]))
+        d["_aux"] = aux
+        return aux
+
+    def __getstate__(self):
+        raise TypeError("funcgrad modules are not pickled; save model.state_dict() with "
+                        "funcgrad.save instead")
+
+
+class _IncompatibleKeys(collections.namedtuple("IncompatibleKeys",
+                                               ["missing_keys", "unexpected_keys"])):
+    def __repr__(self):
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
+
+
+_MISSING = object()
+
+
+def _same(a, b):
+    if a is b:
+        return True
+    if a is _MISSING or isinstance(a, (Value, np.ndarray)) or isinstance(b, (Value, np.ndarray)):
+        return False
+    try:
+        return bool(a == b) and type(a) is type(b)
+    except Exception:
+        return False
+
+
+def _flatten_module(m):
+    d = m.__dict__
+    aux = d["_aux"] or m._make_aux()
+    children = [None if p is None else p.data for p in d["_parameters"].values()]
+    children.extend(d["_buffers"].values())
+    children.extend(d["_modules"].values())
+    return children, aux
+
+
+def _unflatten_module(aux, children):
+    cls, origin, version, training, pnames, bnames, mnames = aux
+    m = cls.__new__(cls)
+    d = m.__dict__
+    d.update(origin.__dict__)
+    np_, nb = len(pnames), len(bnames)
+    oparams = origin.__dict__["_parameters"]
+    params = {}
+    for name, leaf in zip(pnames, children[:np_]):
+        box = oparams.get(name)
+        params[name] = None if leaf is None else _new_parameter(
+            leaf, box.requires_grad if box is not None else True)
+    d["_parameters"] = params
+    d["_buffers"] = dict(zip(bnames, children[np_:np_ + nb]))
+    d["_modules"] = dict(zip(mnames, children[np_ + nb:]))
+    d["_non_persistent"] = set(origin.__dict__["_non_persistent"])
+    d["training"] = training
+    d["_origin"] = origin
+    d["_version"] = version
+    d["_aux"] = aux
+    return m
+
+
+def _flatten_module_with_keys(m):
+    children, aux = _flatten_module(m)
+    d = m.__dict__
+    keys = [tree_util.GetAttrKey(n) for n in itertools.chain(d["_parameters"], d["_buffers"],
+                                                              d["_modules"])]
+    return list(zip(keys, children)), aux
+
+
+class _PytreeMeta(type):
+    """Registers every Module subclass with funcgrad's pytree registry at class creation."""
+
+
+def register_module_class(cls):
+    """Make ``cls`` (a Module subclass) a pytree node; done automatically for subclasses."""
+    tree_util.register_pytree_node(cls, _flatten_module, _unflatten_module,
+                                   _flatten_module_with_keys)
+    return cls
+
+
+def _init_subclass(cls, **kwargs):
+    register_module_class(cls)
+
+
+Module.__init_subclass__ = classmethod(_init_subclass)
+register_module_class(Module)
+
+
+def functional_call(module, parameters_and_buffers, args=(), kwargs=None, *, tie_weights=True,
+                    strict=False):
+    """Call ``module`` with some parameters/buffers replaced (``torch.func.functional_call``).
+
+    ``parameters_and_buffers`` maps dotted names to arrays (or Parameters), or is a tuple of
+    such dicts. The module itself is not modified, except that buffer updates made by the
+    forward pass (BatchNorm statistics) reach it as they would eagerly.
+
+    Example:
+        >>> params = {k: p.data for k, p in model.named_parameters()}
+        >>> grads = funcgrad.grad(lambda p: loss(nn.functional_call(model, p, (x,)), y))(params)
+    """
+    if isinstance(parameters_and_buffers, (tuple, list)):
+        merged = {}
+        for d in parameters_and_buffers:
+            for k, v in d.items():
+                if k in merged:
+                    raise ValueError(f"functional_call: {k!r} appears in more than one of the "
+                                     f"given dicts")
+                merged[k] = v
+        parameters_and_buffers = merged
+    if not isinstance(args, tuple):
+        args = (args,)
+    kwargs = kwargs or {}
+    leaves, treedef = tree_util.tree_flatten(module)
+    copy = treedef.unflatten(leaves)
+    known = set()
+    for mprefix, mod in copy.named_modules():
+        pre = mprefix + ("." if mprefix else "")
+        for name in mod._parameters:
+            key = pre + name
+            known.add(key)
+            if key in parameters_and_buffers:
+                mod._parameters[name] = _new_parameter(
+                    _as_array(parameters_and_buffers[key]),
+                    mod._parameters[name].requires_grad if mod._parameters[name] else True)
+        for name in mod._buffers:
+            key = pre + name
+            known.add(key)
+            if key in parameters_and_buffers:
+                mod._buffers[name] = _as_array(parameters_and_buffers[key])
+    if strict:
+        missing = known - set(parameters_and_buffers)
+        unexpected = set(parameters_and_buffers) - known
+        if missing or unexpected:
+            raise RuntimeError(f"functional_call(strict=True): missing keys {sorted(missing)}, "
+                               f"unexpected keys {sorted(unexpected)}")
+    else:
+        unexpected = set(parameters_and_buffers) - known
+        if unexpected:
+            raise RuntimeError(f"functional_call: unexpected keys {sorted(unexpected)} (the "
+                               f"module has no such parameters or buffers)")
+    for mod in copy.modules():
+        mod.__dict__["_write_through"] = True
+    return copy(*args, **kwargs)

@@ -1,0 +1,199 @@
+"""Normalization layers: ``BatchNorm1d/2d/3d``, ``LayerNorm``, ``GroupNorm``, ``RMSNorm``,
+``InstanceNorm2d``.
+
+BatchNorm keeps PyTorch's buffers (``running_mean``, ``running_var``, ``num_batches_tracked``)
+and updates them in training mode through ``Module.update_buffer``: in place eagerly, carried
+out of ``jit``/``grad`` otherwise. ``num_batches_tracked`` is held as a float32 counter so that
+models stay differentiable with ``funcgrad.grad`` (which rejects integer leaves); it is an int64
+in ``state_dict()`` exactly as in PyTorch, and loads from one.
+"""
+import numpy as np
+
+import funcgrad.numpy as jnp
+from funcgrad.nn import functional as F
+from funcgrad.nn.module import Module, Parameter
+
+
+class _BatchNorm(Module):
+    _dims = (2, 3)
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
+                 track_running_stats=True, device=None, dtype=None):
+        super().__init__()
+        self.num_features, self.eps, self.momentum = int(num_features), float(eps), momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        dt = dtype or "float32"
+        if affine:
+            self.weight = Parameter(jnp.ones((num_features,), dt))
+            self.bias = Parameter(jnp.zeros((num_features,), dt))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", jnp.zeros((num_features,), dt))
+            self.register_buffer("running_var", jnp.ones((num_features,), dt))
+            self.register_buffer("num_batches_tracked", jnp.zeros((), "float32"))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+
+    def reset_running_stats(self):
+        if self.track_running_stats:
+            self.running_mean = jnp.zeros_like(self.running_mean)
+            self.running_var = jnp.ones_like(self.running_var)
+            self.num_batches_tracked = jnp.zeros((), "float32")
+
+    def _export_buffer(self, name, value):
+        if name == "num_batches_tracked":
+            return np.asarray(value).astype(np.int64)
+        return value
+
+    def _import_buffer(self, name, value, current):
+        if name == "num_batches_tracked":
+            return np.asarray(value, np.float32).reshape(())
+        return value
+
+    def forward(self, x):
+        if x.ndim not in self._dims:
+            raise ValueError(f"{type(self).__name__}: expected a {' or '.join(map(str, self._dims))}"
+                             f"-d input, got shape {tuple(x.shape)}")
+        if x.shape[1] != self.num_features:
+            raise ValueError(f"{type(self).__name__}({self.num_features}): input has "
+                             f"{x.shape[1]} channels (shape {tuple(x.shape)})")
+        momentum = self.momentum
+        update = self.training and self.track_running_stats
+        if update:
+            count = self.num_batches_tracked + 1.0
+            self.update_buffer("num_batches_tracked", count)
+            if momentum is None:
+                momentum = 1.0 / count
+        use_batch = self.training or not self.track_running_stats
+        y, mean, var = F.batch_norm(x, self.running_mean, self.running_var, self.weight,
+                                    self.bias, use_batch, momentum if momentum is not None else
+                                    0.0, self.eps, return_stats=True)
+        if update:
+            self.update_buffer("running_mean", mean)
+            self.update_buffer("running_var", var)
+        return y
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch norm over (N, C) or (N, C, L). Example: ``nn.BatchNorm1d(16)``."""
+    _dims = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch norm over (N, C, H, W).
+
+    Example:
+        >>> bn = nn.BatchNorm2d(8); y = bn(x)   # updates bn.running_mean in training mode
+    """
+    _dims = (4,)
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch norm over (N, C, D, H, W). Example: ``nn.BatchNorm3d(8)``."""
+    _dims = (5,)
+
+
+class LayerNorm(Module):
+    """Normalize over the trailing ``normalized_shape``. Example: ``nn.LayerNorm(64)``."""
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True,
+                 device=None, dtype=None):
+        super().__init__()
+        if isinstance(normalized_shape, int):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(normalized_shape)
+        self.eps, self.elementwise_affine = float(eps), elementwise_affine
+        dt = dtype or "float32"
+        if elementwise_affine:
+            self.weight = Parameter(jnp.ones(self.normalized_shape, dt))
+            if bias:
+                self.bias = Parameter(jnp.zeros(self.normalized_shape, dt))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, x):
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
+
+
+class RMSNorm(Module):
+    """x / rms(x) * weight over trailing axes. Example: ``nn.RMSNorm(64)``."""
+
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None,
+                 dtype=None):
+        super().__init__()
+        if isinstance(normalized_shape, int):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape, self.eps = tuple(normalized_shape), eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(jnp.ones(self.normalized_shape, dtype or "float32"))
+        else:
+            self.register_parameter("weight", None)
+
+    def forward(self, x):
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
+
+
+class GroupNorm(Module):
+    """Group normalization of (N, C, ...). Example: ``nn.GroupNorm(4, 16)``."""
+
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None,
+                 dtype=None):
+        super().__init__()
+        if num_channels % num_groups:
+            raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by "
+                             f"num_groups ({num_groups})")
+        self.num_groups, self.num_channels = int(num_groups), int(num_channels)
+        self.eps, self.affine = float(eps), affine
+        if affine:
+            self.weight = Parameter(jnp.ones((num_channels,), dtype or "float32"))
+            self.bias = Parameter(jnp.zeros((num_channels,), dtype or "float32"))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, x):
+        return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+
+
+class InstanceNorm2d(Module):
+    """Instance normalization of (N, C, H, W) (no running stats). Example: ``nn.InstanceNorm2d(8)``."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False,
+                 track_running_stats=False, device=None, dtype=None):
+        super().__init__()
+        self.num_features, self.eps, self.affine = int(num_features), float(eps), affine
+        if affine:
+            self.weight = Parameter(jnp.ones((num_features,), dtype or "float32"))
+            self.bias = Parameter(jnp.zeros((num_features,), dtype or "float32"))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, x):
+        return F.instance_norm(x, weight=self.weight, bias=self.bias, eps=self.eps)
+
+    def extra_repr(self):
+        return f"{self.num_features}, eps={self.eps}, affine={self.affine}"

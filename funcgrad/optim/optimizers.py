@@ -1,0 +1,193 @@
+"""SGD, Adam, AdamW, RMSprop and Adagrad with PyTorch's update formulas.
+
+Each ``_update(p, g, state, hyper) -> (new_p, new_state)`` is pure array code, used by the
+stateful ``step`` (eagerly compiled, or traced inside a jitted training step) and by the
+functional ``init``/``update`` form.
+"""
+import funcgrad.numpy as jnp
+from funcgrad.optim.optimizer import Optimizer, _flags
+
+
+def _f32(v):
+    return jnp.asarray(v, "float32")
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent with momentum, dampening, Nesterov and weight decay.
+
+    buf = momentum * buf + (1 - dampening) * g (buf = g on the first step);
+    p -= lr * (g + momentum * buf if nesterov else buf).
+
+    Example:
+        >>> opt = funcgrad.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    """
+
+    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
+                 nesterov=False, maximize=False):
+        if lr < 0 or momentum < 0 or weight_decay < 0:
+            raise ValueError(f"SGD: invalid lr={lr}, momentum={momentum} or "
+                             f"weight_decay={weight_decay}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening")
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
+                                      weight_decay=weight_decay, nesterov=nesterov,
+                                      maximize=maximize))
+
+    def _init_state(self, p, g, hyper, f):
+        return {}
+
+    def _update(self, p, g, st, h, f):
+        if h["maximize"]:
+            g = -g
+        if f["weight_decay"]:
+            g = g + h["weight_decay"] * p
+        st = dict(st)
+        if f["momentum"]:
+            buf = st.get("momentum_buffer")
+            if buf is None:
+                buf = g
+            else:
+                buf = h["momentum"] * buf + (1 - h["dampening"]) * g
+            st["momentum_buffer"] = buf
+            g = g + h["momentum"] * buf if h["nesterov"] else buf
+        return (p - h["lr"] * g).astype(p.dtype), st
+
+
+class Adam(Optimizer):
+    """Adam (and AMSGrad) with PyTorch's bias correction:
+    p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+
+    Example:
+        >>> opt = funcgrad.optim.Adam(model.parameters(), lr=1e-3)
+    """
+
+    _decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 amsgrad=False, maximize=False):
+        if lr < 0 or eps < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
+            raise ValueError(f"{type(self).__name__}: invalid lr={lr}, betas={betas} or "
+                             f"eps={eps}")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay, amsgrad=amsgrad,
+                                      maximize=maximize))
+
+    def _init_state(self, p, g, hyper, f):
+        st = {"step": _f32(0.0), "exp_avg": jnp.zeros_like(p), "exp_avg_sq": jnp.zeros_like(p)}
+        if hyper["amsgrad"]:
+            st["max_exp_avg_sq"] = jnp.zeros_like(p)
+        return st
+
+    def _update(self, p, g, st, h, f):
+        if h["maximize"]:
+            g = -g
+        lr, (b1, b2), eps, wd = h["lr"], h["betas"], h["eps"], h["weight_decay"]
+        if f["weight_decay"]:
+            if self._decoupled:
+                p = p * (1 - lr * wd)
+            else:
+                g = g + wd * p
+        step = st["step"] + 1.0
+        m = st["exp_avg"] + (g - st["exp_avg"]) * (1 - b1)
+        v = st["exp_avg_sq"] * b2 + (1 - b2) * g * g
+        bc1 = 1 - b1 ** step
+        bc2 = 1 - b2 ** step
+        new = {"step": step, "exp_avg": m, "exp_avg_sq": v}
+        if h["amsgrad"]:
+            vmax = jnp.maximum(st["max_exp_avg_sq"], v)
+            new["max_exp_avg_sq"] = vmax
+            v = vmax
+        denom = jnp.sqrt(v) / jnp.sqrt(bc2) + eps
+        return (p - (lr / bc1) * m / denom).astype(p.dtype), new
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (p *= 1 - lr * weight_decay before the Adam step).
+
+    Example:
+        >>> opt = funcgrad.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    """
+
+    _decoupled = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False, maximize=False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize)
+
+
+class RMSprop(Optimizer):
+    """RMSprop as PyTorch: eps is added OUTSIDE the square root; optional momentum and
+    centering.
+
+    Example:
+        >>> opt = funcgrad.optim.RMSprop(model.parameters(), lr=1e-2, alpha=0.99)
+    """
+
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0,
+                 centered=False, maximize=False):
+        if lr < 0 or eps < 0 or momentum < 0 or alpha < 0:
+            raise ValueError(f"RMSprop: invalid lr={lr}, alpha={alpha}, eps={eps} or "
+                             f"momentum={momentum}")
+        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
+                                      momentum=momentum, centered=centered, maximize=maximize))
+
+    def _init_state(self, p, g, hyper, f):
+        st = {"step": _f32(0.0), "square_avg": jnp.zeros_like(p)}
+        if f["momentum"]:
+            st["momentum_buffer"] = jnp.zeros_like(p)
+        if hyper["centered"]:
+            st["grad_avg"] = jnp.zeros_like(p)
+        return st
+
+    def _update(self, p, g, st, h, f):
+        if h["maximize"]:
+            g = -g
+        if f["weight_decay"]:
+            g = g + h["weight_decay"] * p
+        a = h["alpha"]
+        sq = st["square_avg"] * a + (1 - a) * g * g
+        new = {"step": st["step"] + 1.0, "square_avg": sq}
+        if h["centered"]:
+            ga = st["grad_avg"] + (g - st["grad_avg"]) * (1 - a)
+            new["grad_avg"] = ga
+            avg = jnp.sqrt(sq - ga * ga) + h["eps"]
+        else:
+            avg = jnp.sqrt(sq) + h["eps"]
+        if f["momentum"]:
+            buf = st["momentum_buffer"] * h["momentum"] + g / avg
+            new["momentum_buffer"] = buf
+            return (p - h["lr"] * buf).astype(p.dtype), new
+        return (p - h["lr"] * g / avg).astype(p.dtype), new
+
+
+class Adagrad(Optimizer):
+    """Adagrad: sum += g^2; p -= lr / (1 + (t - 1) lr_decay) * g / (sqrt(sum) + eps).
+
+    Example:
+        >>> opt = funcgrad.optim.Adagrad(model.parameters(), lr=1e-2)
+    """
+
+    def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0,
+                 initial_accumulator_value=0.0, eps=1e-10, maximize=False):
+        if lr < 0 or lr_decay < 0 or eps < 0:
+            raise ValueError(f"Adagrad: invalid lr={lr}, lr_decay={lr_decay} or eps={eps}")
+        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                                      initial_accumulator_value=initial_accumulator_value,
+                                      eps=eps, maximize=maximize))
+
+    def _eager_state(self, p, group):
+        return self._init_state(p.data, None, group, _flags(group))
+
+    def _init_state(self, p, g, hyper, f):
+        return {"step": _f32(0.0),
+                "sum": jnp.full_like(p, hyper["initial_accumulator_value"])}
+
+    def _update(self, p, g, st, h, f):
+        if h["maximize"]:
+            g = -g
+        if f["weight_decay"]:
+            g = g + h["weight_decay"] * p
+        step = st["step"] + 1.0
+        clr = h["lr"] / (1 + (step - 1) * h["lr_decay"])
+        s = st["sum"] + g * g
+        return (p - clr * g / (jnp.sqrt(s) + h["eps"])).astype(p.dtype), {"step": step, "sum": s}
