@@ -20,6 +20,10 @@ from funcgrad import tree_util  # noqa: E402
 from funcgrad import lax  # noqa: E402
 from funcgrad import numpy  # noqa: E402
 from funcgrad.transforms.jit import jit, make_jaxpr  # noqa: E402
+from funcgrad.transforms.ad import (grad, hessian, jacfwd, jacrev, jvp,  # noqa: E402
+                                    linearize, value_and_grad, vjp)
+from funcgrad.transforms.custom_derivatives import custom_jvp, custom_vjp  # noqa: E402
+from funcgrad.transforms.remat import checkpoint, remat  # noqa: E402
 from funcgrad.transforms.batching import vmap  # noqa: E402
 from funcgrad.core.errors import (ConcretizationTypeError,  # noqa: E402
                                   TracerArrayConversionError, UnexpectedTracerError)

@@ -1,0 +1,132 @@
+"""``checkpoint`` (a.k.a. ``remat``): trade compute for memory in reverse mode.
+
+A checkpointed function is bound as the ``remat`` primitive. Its jvp rule emits two ``remat``
+applications: one for the primal outputs, and one that recomputes the primal *inside* the
+tangent computation (its body is the function's JVP, pruned to the tangent outputs). Under
+``linearize`` that second application is staged whole, so the linear program keeps only the
+function's inputs as residuals; its transpose rule runs the body's backward pass, which first
+recomputes the forward values it needs.
+"""
+import functools
+import weakref
+
+from funcgrad import tree_util
+from funcgrad.core import dtypes, interpreters
+from funcgrad.core.ad_util import Zero, tangent_aval
+from funcgrad.core.dce import dce_closed_jaxpr
+from funcgrad.core.jaxpr import ClosedJaxpr, consts_as_args, eval_jaxpr
+from funcgrad.core.primitive import Primitive
+from funcgrad.core.staging import trace_to_jaxpr
+from funcgrad.core.values import aval_of
+
+remat_p = Primitive("remat", multiple_results=True)
+remat_p.def_abstract_eval(lambda *avals, jaxpr, prevent_cse: list(jaxpr.out_avals))
+remat_p.def_impl(lambda *args, jaxpr, prevent_cse: eval_jaxpr(jaxpr.jaxpr, [], *args))
+
+
+def _remat_lowering(ctx, *args, jaxpr, prevent_cse):
+    return ctx.lower_jaxpr(jaxpr, [], args)
+
+
+remat_p.def_lowering(_remat_lowering)
+
+_jvp_cache = weakref.WeakKeyDictionary()   # body -> {in_nz: (tangent body, out_nz)}
+
+
+def _tangent_body(jaxpr, in_nz):
+    from funcgrad.transforms.ad import jvp_jaxpr
+    per_body = _jvp_cache.get(jaxpr)
+    if per_body is None:
+        per_body = _jvp_cache[jaxpr] = {}
+    entry = per_body.get(in_nz)
+    if entry is None:
+        jvp_closed, out_nz = jvp_jaxpr(jaxpr, list(in_nz))
+        n_out = len(jaxpr.out_avals)
+        used = [False] * n_out + [True] * sum(out_nz)
+        pruned, _ = dce_closed_jaxpr(jvp_closed, used)
+        body, consts = consts_as_args(pruned)
+        entry = per_body[in_nz] = (body, consts, out_nz)
+    return entry
+
+
+def _remat_jvp(primals, tangents, jaxpr, prevent_cse):
+    in_nz = tuple(type(t) is not Zero and dtypes.is_inexact(a.dtype)
+                  for t, a in zip(tangents, jaxpr.in_avals))
+    outs = remat_p.bind(*primals, jaxpr=jaxpr, prevent_cse=prevent_cse)
+    body, consts, out_nz = _tangent_body(jaxpr, in_nz)
+    out_avals = [tangent_aval(a) for a in jaxpr.out_avals]
+    if not any(out_nz):
+        return outs, [Zero(a) for a in out_avals]
+    from funcgrad.transforms.jit import _cast_like
+    nz_ts = [_cast_like(t, a) for t, a, nz in zip(tangents, jaxpr.in_avals, in_nz) if nz]
+    t_outs = iter(remat_p.bind(*consts, *primals, *nz_ts, jaxpr=body, prevent_cse=prevent_cse))
+    return outs, [next(t_outs) if nz else Zero(a) for nz, a in zip(out_nz, out_avals)]
+
+
+def _remat_transpose(cts, *args, jaxpr, prevent_cse):
+    from funcgrad.transforms.ad import backward_pass
+    return backward_pass(jaxpr.jaxpr, [], list(args), list(cts))
+
+
+remat_p.def_jvp(_remat_jvp)
+remat_p.def_transpose(_remat_transpose)
+
+
+def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
+    """Make reverse mode recompute ``fun``'s intermediate values in the backward pass instead
+    of storing them (less memory, more compute).
+
+    Example:
+        >>> @funcgrad.checkpoint
+        ... def layer(w, x):
+        ...     return jnp.tanh(x @ w)
+        >>> funcgrad.grad(lambda w: jnp.sum(layer(w, x)))(w)
+    """
+    if fun is None:
+        return functools.partial(checkpoint, prevent_cse=prevent_cse, policy=policy,
+                                 static_argnums=static_argnums)
+    if isinstance(static_argnums, int):
+        static_argnums = (static_argnums,)
+    static_argnums = tuple(static_argnums)
+
+    @functools.wraps(fun)
+    def remat_fun(*args, **kwargs):
+        if interpreters.current() is interpreters.root():
+            return fun(*args, **kwargs)       # nothing is stored outside transformations
+        static = {i: args[i] for i in static_argnums}
+        dyn = [a for i, a in enumerate(args) if i not in static]
+        leaves, in_tree = tree_util.tree_flatten((dyn, kwargs))
+        box = []
+
+        def flat_fun(*flat):
+            d, kw = tree_util.tree_unflatten(in_tree, flat)
+            it = iter(d)
+            full = [static[i] if i in static else next(it) for i in range(len(args))]
+            o_leaves, o_tree = tree_util.tree_flatten(fun(*full, **kw))
+            box.append(o_tree)
+            return o_leaves
+
+        closed, _ = trace_to_jaxpr(flat_fun, [aval_of(x) for x in leaves],
+                                   debug_name=getattr(fun, "__name__", None))
+        body, consts = consts_as_args(closed)
+        outs = remat_p.bind(*consts, *leaves, jaxpr=body, prevent_cse=bool(prevent_cse))
+        return tree_util.tree_unflatten(box[0], outs)
+
+    return remat_fun
+
+
+remat = checkpoint
+
+
+# --- batching rules ---
+def _remat_batch(args, dims, jaxpr, prevent_cse):
+    from funcgrad.core import batching_util
+    size = batching_util.batch_size(args, dims)
+    batched, out_dims = batching_util.batch_jaxpr(jaxpr, size, dims)
+    body, consts = consts_as_args(batched)
+    outs = remat_p.bind(*consts, *args, jaxpr=body, prevent_cse=prevent_cse)
+    return outs, out_dims
+
+
+remat_p.def_batch(_remat_batch)
+_ = ClosedJaxpr
