@@ -271,7 +271,8 @@ class ArrayNamespaceInfo:
         names = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
                  "uint64", "float32", "float64", "complex64", "complex128"]
         if not dtypes.x64_enabled():
-            names = [n for n in names if not n.endswith("64") or n == "complex64"]
+            names = [n for n in names if n in ("complex64",) or
+                     not (n.endswith("64") or n.endswith("128"))]
         out = {}
         for n in names:
             dt = np.dtype(n)

@@ -134,7 +134,7 @@ def modf(x, /):
     check_arraylike("modf", x)
     x = to_inexact(promote_dtypes(x)[0])
     whole = uf.trunc(x)
-    frac = lax.sub(x, whole)
+    frac = uf.copysign(lax.sub(x, whole), x)
     frac = lax.select(uf.isinf(x), uf.copysign(lax.full(aval_of(x).shape, 0, aval_of(x).dtype),
                                                x), frac)
     return frac, whole
@@ -199,7 +199,8 @@ def _i0_series_coeffs(n):
 def i0(x, /):
     """Modified Bessel function of the first kind, order 0.
 
-    A power series in ``(x/2)**2`` for ``|x| <= 15`` and the asymptotic series beyond.
+    A power series in ``(x/2)**2`` for ``|x| <= 20`` (15 in float32) and the asymptotic
+    series beyond.
 
     Example:
         >>> jnp.i0(jnp.array([0.0, 1.0]))
@@ -212,18 +213,20 @@ def i0(x, /):
         raise TypeError("funcgrad.numpy.i0: complex input is not supported")
     cdt = dt if dt.itemsize >= 4 else np.dtype(np.float32)
     ax = lax.abs(lax.convert_element_type(x, cdt))
-    small = lax.le(ax, _c(15.0, cdt))
+    f64 = cdt == np.float64
+    limit = 20.0 if f64 else 15.0
+    small = lax.le(ax, _c(limit, cdt))
     xs = lax.select(small, ax, lax.full(aval_of(ax).shape, 1.0, cdt))
     t = lax.mul(lax.mul(xs, xs), _c(0.25, cdt))
-    nterms = 50 if cdt == np.float64 else 36
+    nterms = 48 if f64 else 30
     acc = lax.full(aval_of(t).shape, 0.0, cdt)
     for c in reversed(_i0_series_coeffs(nterms)):
         acc = lax.add(lax.mul(acc, t), _c(c, cdt))
-    xl = lax.select(small, lax.full(aval_of(ax).shape, 16.0, cdt), ax)
+    xl = lax.select(small, lax.full(aval_of(ax).shape, limit + 1.0, cdt), ax)
     inv = lax.div(_c(1.0, cdt), lax.mul(xl, _c(8.0, cdt)))
     # sum_k ((2k-1)!!)^2 / (k! (8x)^k)
     coeffs, c = [1.0], 1.0
-    for k in range(1, 14):
+    for k in range(1, 20 if f64 else 10):
         c = c * (2 * k - 1) ** 2 / k
         coeffs.append(c)
     asym = lax.full(aval_of(ax).shape, 0.0, cdt)
@@ -514,27 +517,27 @@ def _gradient_axis(f, ax, h, edge_order):
     x = lax.convert_element_type(_asarray(h), dt)
     dx = diff(x)
     h1, h2 = along(_slice1(dx, 0, n - 2)), along(_slice1(dx, 1, n - 1))
-    a = lax.neg(uf.divide(h2, lax.mul(h1, lax.add(h1, h2))))
-    b = uf.divide(lax.sub(h2, h1), lax.mul(h1, h2))
-    c = uf.divide(h1, lax.mul(h2, lax.add(h1, h2)))
-    inner = lax.add(lax.add(lax.mul(a, s(0, n - 2)), lax.mul(b, s(1, n - 1))),
-                    lax.mul(c, s(2, n)))
+    a = uf.negative(uf.divide(h2, uf.multiply(h1, uf.add(h1, h2))))
+    b = uf.divide(uf.subtract(h2, h1), uf.multiply(h1, h2))
+    c = uf.divide(h1, uf.multiply(h2, uf.add(h1, h2)))
+    inner = uf.add(uf.add(uf.multiply(a, s(0, n - 2)), uf.multiply(b, s(1, n - 1))),
+                    uf.multiply(c, s(2, n)))
     d0, dl = along(_slice1(dx, 0, 1)), along(_slice1(dx, n - 2, n - 1))
     if edge_order == 1:
-        first = uf.divide(lax.sub(s(1, 2), s(0, 1)), d0)
-        last = uf.divide(lax.sub(s(n - 1, n), s(n - 2, n - 1)), dl)
+        first = uf.divide(uf.subtract(s(1, 2), s(0, 1)), d0)
+        last = uf.divide(uf.subtract(s(n - 1, n), s(n - 2, n - 1)), dl)
     else:
         g1, g2 = d0, along(_slice1(dx, 1, 2))
-        a0 = lax.neg(uf.divide(lax.add(lax.mul(g1, _c(2, dt)), g2), lax.mul(g1, lax.add(g1, g2))))
-        b0 = uf.divide(lax.add(g1, g2), lax.mul(g1, g2))
-        c0 = lax.neg(uf.divide(g1, lax.mul(g2, lax.add(g1, g2))))
-        first = lax.add(lax.add(lax.mul(a0, s(0, 1)), lax.mul(b0, s(1, 2))), lax.mul(c0, s(2, 3)))
+        a0 = uf.negative(uf.divide(uf.add(uf.multiply(g1, _c(2, dt)), g2), uf.multiply(g1, uf.add(g1, g2))))
+        b0 = uf.divide(uf.add(g1, g2), uf.multiply(g1, g2))
+        c0 = uf.negative(uf.divide(g1, uf.multiply(g2, uf.add(g1, g2))))
+        first = uf.add(uf.add(uf.multiply(a0, s(0, 1)), uf.multiply(b0, s(1, 2))), uf.multiply(c0, s(2, 3)))
         g1, g2 = along(_slice1(dx, n - 3, n - 2)), dl
-        al = uf.divide(g2, lax.mul(g1, lax.add(g1, g2)))
-        bl = lax.neg(uf.divide(lax.add(g2, g1), lax.mul(g1, g2)))
-        cl = uf.divide(lax.add(lax.mul(g2, _c(2, dt)), g1), lax.mul(g2, lax.add(g1, g2)))
-        last = lax.add(lax.add(lax.mul(al, s(n - 3, n - 2)), lax.mul(bl, s(n - 2, n - 1))),
-                       lax.mul(cl, s(n - 1, n)))
+        al = uf.divide(g2, uf.multiply(g1, uf.add(g1, g2)))
+        bl = uf.negative(uf.divide(uf.add(g2, g1), uf.multiply(g1, g2)))
+        cl = uf.divide(uf.add(uf.multiply(g2, _c(2, dt)), g1), uf.multiply(g2, uf.add(g1, g2)))
+        last = uf.add(uf.add(uf.multiply(al, s(n - 3, n - 2)), uf.multiply(bl, s(n - 2, n - 1))),
+                       uf.multiply(cl, s(n - 1, n)))
     return concatenate([first, inner, last], axis=ax)
 
 
@@ -636,7 +639,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
                          f"{aval_of(xp).str_short()} and {aval_of(fp).str_short()}")
     dt = aval_of(x).dtype
     if period is not None:
-        from funcgrad.numpy.sorting import argsort
+        from funcgrad.lax.sorting import argsort
         period = uf.abs(_asarray(period).astype(dt))
         x = uf.remainder(x, period)
         xp = uf.remainder(xp, period)

@@ -3,6 +3,7 @@ import numpy as np
 
 from funcgrad import lax
 from funcgrad.core import dtypes
+from funcgrad.core.interpreters import Value
 from funcgrad.core.values import aval_of
 from funcgrad.numpy._util import (check_arraylike, promote_and_broadcast, promote_dtypes,
                                   to_inexact)
@@ -12,8 +13,13 @@ def _doc(name, what, example):
     return f"{what}\n\nExample:\n    >>> jnp.{name}({example})\n"
 
 
+_INEXACT = frozenset(dtypes._FLOATS + dtypes._COMPLEX)
+
+
 def _unary(name, lax_fn, what, inexact=False):
     def fn(x, /):
+        if isinstance(x, Value) and (not inexact or x.aval.dtype in _INEXACT):
+            return lax_fn(x)    # fast path: nothing to convert
         check_arraylike(name, x)
         x = promote_dtypes(x)[0]
         if inexact:
@@ -25,7 +31,14 @@ def _unary(name, lax_fn, what, inexact=False):
 
 
 def _binary(name, lax_fn, what, inexact=False):
+    prim = getattr(lax_fn, "prim", None)
+
     def fn(x1, x2, /):
+        if prim is not None and isinstance(x1, Value) and isinstance(x2, Value):
+            # Fast path: operands of one aval need no promotion or broadcasting.
+            a1, a2 = x1.aval, x2.aval
+            if (a1 is a2 or a1 == a2) and (not inexact or a1.dtype in _INEXACT):
+                return prim.bind(x1, x2)
         check_arraylike(name, x1, x2)
         a, b = promote_and_broadcast(name, x1, x2)
         if inexact:
@@ -61,6 +74,8 @@ ceil = _unary("ceil", lambda x: x if dtypes.is_integer(aval_of(x).dtype) else la
 trunc = _unary("trunc", lambda x: x if dtypes.is_integer(aval_of(x).dtype) else
                lax.select(lax.lt(x, 0), lax.ceil(x), lax.floor(x)), "Round towards zero.")
 isfinite = _unary("isfinite", lambda x: lax.is_finite(x) if dtypes.is_float(aval_of(x).dtype)
+                  else lax.bitwise_and(lax.is_finite(lax.real(x)), lax.is_finite(lax.imag(x)))
+                  if dtypes.is_complex(aval_of(x).dtype)
                   else lax.full(aval_of(x).shape, True, dtypes.bool_), "Not inf and not NaN.")
 exp = _unary("exp", lax.exp, "Elementwise e**x.", inexact=True)
 exp2 = _unary("exp2", lambda x: lax.exp(lax.mul(x, np.asarray(np.log(2), aval_of(x).dtype))),
@@ -224,7 +239,12 @@ def remainder(x1, x2, /):
         return r
     zero = np.zeros((), dt)
     adjust = lax.bitwise_and(lax.ne(r, zero), lax.ne(lax.lt(r, zero), lax.lt(b, zero)))
-    return lax.select(adjust, lax.add(r, b), r)
+    out = lax.select(adjust, lax.add(r, b), r)
+    if dtypes.is_float(dt):
+        # array API: a zero remainder takes the sign of the divisor
+        out = lax.select(lax.eq(out, zero), copysign(lax.full(aval_of(out).shape, 0, dt), b),
+                         out)
+    return out
 
 
 mod = remainder
@@ -354,7 +374,11 @@ def hypot(x1, x2, /):
     dt = aval_of(big).dtype
     safe = lax.select(lax.eq(big, np.zeros((), dt)), lax.full(aval_of(big).shape, 1, dt), big)
     ratio = lax.div(small, safe)
-    return lax.mul(big, lax.sqrt(lax.add(np.ones((), dt), lax.mul(ratio, ratio))))
+    out = lax.mul(big, lax.sqrt(lax.add(np.ones((), dt), lax.mul(ratio, ratio))))
+    # an infinite input gives +inf even when the other one is NaN (C99, array API)
+    inf = np.asarray(np.inf, dt)
+    return lax.select(lax.bitwise_or(lax.eq(a, inf), lax.eq(b, inf)),
+                      lax.full(aval_of(out).shape, inf, dt), out)
 
 
 def logaddexp(x1, x2, /):
@@ -394,9 +418,14 @@ def round(a, decimals=0):
     if dtypes.is_integer(dt) or dt == dtypes.bool_:
         if decimals >= 0:
             return a
+        # round half to even on multiples of 10**-decimals, as NumPy
         factor = np.asarray(10 ** -decimals, dt)
-        return lax.mul(floor_divide(lax.add(a, lax.div(factor, np.asarray(2, dt))), factor),
-                       factor)
+        q = floor_divide(a, factor)
+        twice_r = lax.mul(lax.sub(a, lax.mul(q, factor)), np.asarray(2, dt))
+        q_odd = lax.ne(remainder(q, np.asarray(2, dt)), np.zeros((), dt))
+        up = lax.bitwise_or(lax.gt(twice_r, factor),
+                            lax.bitwise_and(lax.eq(twice_r, factor), q_odd))
+        return lax.mul(lax.select(up, lax.add(q, np.ones((), dt)), q), factor)
     if decimals == 0:
         return lax.round(a, 1)
     factor = np.asarray(10.0 ** decimals, dt)
@@ -457,7 +486,7 @@ def heaviside(x1, x2, /):
     a, b = to_inexact(a), to_inexact(b)
     dt = aval_of(a).dtype
     zero, one = np.zeros((), dt), np.ones((), dt)
-    return where(lax.lt(a, zero), zero, where(lax.gt(a, zero), one, b))
+    return where(lax.lt(a, zero), zero, where(lax.gt(a, zero), one, where(isnan(a), a, b)))
 
 
 def sinc(x, /):
