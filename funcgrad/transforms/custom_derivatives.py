@@ -355,3 +355,64 @@ class custom_vjp:
         outs = custom_vjp_call_p.bind(*consts, *leaves, call_jaxpr=body, fwd=fwd_flat,
                                       bwd=bwd_flat, num_consts=len(consts), name=name)
         return tree_util.tree_unflatten(out_tree, outs)
+
+
+# --- batching rules ---
+# The body is batched with outputs on axis 0; the user's rules are vmapped to match.
+def _batched_body(call_jaxpr, args, dims):
+    from funcgrad.core import batching_util
+    size = batching_util.batch_size(args, dims)
+    n_out = len(call_jaxpr.out_avals)
+    batched, _ = batching_util.batch_jaxpr(call_jaxpr, size, list(dims), out_dims=[0] * n_out)
+    body, consts = consts_as_args(batched)
+    return size, body, consts, n_out
+
+
+def _custom_jvp_call_batch(args, dims, call_jaxpr, jvp, num_consts, name):
+    from funcgrad.transforms.batching import vmap
+    size, body, new_consts, n_out = _batched_body(call_jaxpr, args, dims)
+    arg_dims = tuple(dims[num_consts:])
+
+    def batched_jvp(primals, tangents):
+        outs, touts = vmap(lambda p, t: tuple(jvp(list(p), list(t))), in_axes=(arg_dims, arg_dims),
+                           out_axes=0, axis_size=size)(tuple(primals), tuple(tangents))
+        return list(outs), list(touts)
+
+    outs = custom_jvp_call_p.bind(*new_consts, *args, call_jaxpr=body, jvp=batched_jvp,
+                                  num_consts=len(new_consts) + num_consts, name=name)
+    return outs, [0] * n_out
+
+
+def _custom_vjp_call_batch(args, dims, call_jaxpr, fwd, bwd, num_consts, name):
+    from funcgrad.core import batching_util
+    from funcgrad.lax.reductions import reduce_sum
+    from funcgrad.transforms.batching import vmap
+    size, body, new_consts, n_out = _batched_body(call_jaxpr, args, dims)
+    arg_dims = tuple(dims[num_consts:])
+
+    def batched_fwd(primals):
+        outs, res = vmap(lambda p: tuple(fwd(list(p))), in_axes=(arg_dims,), out_axes=0,
+                         axis_size=size)(tuple(primals))
+        return list(outs), list(res)
+
+    def batched_bwd(res, cts):
+        in_cts = vmap(lambda r, c: tuple(bwd(list(r), list(c))), in_axes=(0, 0), out_axes=0,
+                      axis_size=size)(tuple(res), tuple(cts))
+        out = []
+        for c, d in zip(in_cts, arg_dims):
+            if c is None:
+                out.append(None)
+            elif d is None:
+                out.append(reduce_sum(c, (0,)))
+            else:
+                out.append(batching_util.moveaxis(c, 0, d))
+        return out
+
+    outs = custom_vjp_call_p.bind(*new_consts, *args, call_jaxpr=body, fwd=batched_fwd,
+                                  bwd=batched_bwd, num_consts=len(new_consts) + num_consts,
+                                  name=name)
+    return outs, [0] * n_out
+
+
+custom_jvp_call_p.def_batch(_custom_jvp_call_batch)
+custom_vjp_call_p.def_batch(_custom_vjp_call_batch)
