@@ -275,45 +275,49 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None, axis_name=None):
         else:
             raise ValueError(f"vmap({fname}): in_axes {in_axes!r} must be an int, None or a "
                              f"tuple with one entry per positional argument")
-        names = _arg_names(fun, len(args))
-        leaves, dims, labels = [], [], []
+        leaves, dims = [], []
         for i, (arg, spec) in enumerate(zip(args, per_arg)):
-            arg_leaves = tree_util.tree_leaves(arg)
-            leaves.extend(arg_leaves)
+            leaves.extend(tree_util.tree_leaves(arg))
             dims.extend(_leaf_axes(spec, arg, f"in_axes[{i}]"))
-            labels.extend(_leaf_labels(names[i], arg))
         kw_leaves = tree_util.tree_leaves(kwargs)
         leaves.extend(kw_leaves)
         dims.extend([0] * len(kw_leaves))
-        labels.extend(_leaf_labels("kwargs", kwargs))
         _, treedef = tree_util.tree_flatten((args, kwargs))
 
-        size = axis_size
+        def labels():   # argument names with pytree paths, for error messages only
+            names = _arg_names(fun, len(args))
+            out = []
+            for i, arg in enumerate(args):
+                out.extend(_leaf_labels(names[i], arg))
+            return out + _leaf_labels("kwargs", kwargs)
+
         sizes = []
         canon = []
-        for leaf, d, label in zip(leaves, dims, labels):
+        for k, (leaf, d) in enumerate(zip(leaves, dims)):
             if d is None:
                 canon.append(None)
                 continue
             if not is_arraylike(leaf):
-                raise TypeError(f"vmap({fname}): argument {label} of type "
+                raise TypeError(f"vmap({fname}): argument {labels()[k]} of type "
                                 f"{type(leaf).__name__} is mapped (axis {d}) but is not an "
                                 f"array; give it in_axes None")
             aval = aval_of(leaf)
             if not -aval.ndim <= d < aval.ndim:
                 raise ValueError(f"vmap({fname}): in_axes {d} is out of range for argument "
-                                 f"{label} of rank {aval.ndim} (shape {aval.shape})")
+                                 f"{labels()[k]} of rank {aval.ndim} (shape {aval.shape})")
             d = d % aval.ndim
             canon.append(d)
-            sizes.append((label, d, aval.shape[d]))
+            sizes.append((k, d, aval.shape[d]))
         distinct = {s for _, _, s in sizes}
         if axis_size is not None:
             distinct.add(axis_size)
         if len(distinct) > 1:
-            detail = ", ".join(f"{lab} has size {s} along axis {d}" for lab, d, s in sizes)
+            labs = labels()
+            detail = ", ".join(f"{labs[k]} has size {s} along axis {d}" for k, d, s in sizes)
             extra = f" and axis_size={axis_size}" if axis_size is not None else ""
             raise ValueError(f"vmap({fname}) got inconsistent sizes for the mapped axes: "
                              f"{detail}{extra}")
+        size = axis_size
         if size is None:
             if not sizes:
                 raise ValueError(f"vmap({fname}): no argument is mapped (all in_axes are None) "
@@ -330,8 +334,6 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None, axis_name=None):
         results = []
         for i, (o, want) in enumerate(zip(out_leaves, out_dims)):
             v, d = interp.unwrap(o)
-            if isinstance(v, BatchTracer) and v._interp is interp:
-                raise AssertionError("vmap: nested own tracer")
             if want is None:
                 if d is not not_mapped:
                     raise ValueError(f"vmap({fname}): out_axes is None for output {i} "
