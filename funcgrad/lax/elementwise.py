@@ -283,6 +283,7 @@ def _binary_fn(prim):
                 y = broadcast_in_dim(y, ax.shape, ())
         return prim.bind(x, y)
     fn.__name__ = prim.name
+    fn.prim = prim    # lets funcgrad.numpy bind directly when operands already match
     fn.__doc__ = (f"Elementwise ``{prim.name}`` of two arrays of one shape and dtype "
                   f"(scalars broadcast).\n\nExample:\n    >>> lax.{prim.name}(x, y)\n")
     return fn
@@ -585,7 +586,7 @@ def _def_elementwise_ad():
             return Zero(tangent_aval(aval_of(ans)))
         if y == 1:
             return g
-        return mul(g, mul(float(y), integer_pow(x, y - 1)))
+        return mul(g, mul(float(y), x if y == 2 else integer_pow(x, y - 1)))
     defjvp(integer_pow_p, _integer_pow_jvp)
 
     # binary math

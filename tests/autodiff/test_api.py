@@ -273,3 +273,13 @@ def test_mlp_grad_matches_numpy():
     d_out = 2 * out / out.size
     np.testing.assert_allclose(g2, h.T @ d_out, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(g1, x.T @ ((d_out @ w2.T) * (1 - h ** 2)), rtol=1e-4, atol=1e-6)
+
+
+def test_demo_training_reduces_loss(capsys):
+    from funcgrad.demo_train import init_params, loss, make_spirals, train
+    x, y = make_spirals()
+    initial = float(loss(init_params(), x, y))
+    final, accuracy = train(60, log_every=1000)
+    assert final < initial - 0.05
+    assert accuracy > 0.6
+    assert "step" in capsys.readouterr().out
