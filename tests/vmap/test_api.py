@@ -99,8 +99,11 @@ def test_vmap_of_jit_stays_compiled_and_cached():
 
     xs = f32(5, 4)
     close(vmap(f)(xs), np.sin(xs) @ w)
+    from funcgrad.transforms import jit as jit_mod
+    compiled = len(jit_mod._compiled_jaxprs)
     close(vmap(f)(xs), np.sin(xs) @ w)
     assert f.trace_count == 1
+    assert len(jit_mod._compiled_jaxprs) == compiled      # the batched body is not recompiled
     jaxpr = funcgrad.make_jaxpr(vmap(f))(xs)
     assert [e.prim.name for e in jaxpr.eqns] == ["jit"]
     inner = jaxpr.eqns[0].params["jaxpr"]
