@@ -368,3 +368,21 @@ def test_nested_vmap_of_indexing():
         for b in range(3):
             ref[a, b, idx[a, b]] += 1
     close(out, ref)
+
+
+@needs_grad
+def test_jvp_of_collectives_under_vmap():
+    from funcgrad.transforms.ad import jvp
+    xs, ts = f32(4, 3), f32(4, 3)
+    for name, fn, ref in (("pmax", lax.pmax, lambda x, t: t[np.argmax(x, 0), np.arange(3)]),
+                          ("pmin", lax.pmin, lambda x, t: t[np.argmin(x, 0), np.arange(3)]),
+                          ("psum", lax.psum, lambda x, t: t.sum(0))):
+        out_t = vmap(lambda x, t: jvp(lambda v: fn(v, "i"), (x,), (t,))[1], axis_name="i")(xs, ts)
+        close(out_t, np.broadcast_to(ref(xs, ts), xs.shape))
+    perm = [(0, 1), (1, 2), (2, 3), (3, 0)]
+    out_t = vmap(lambda x, t: jvp(lambda v: lax.ppermute(v, "i", perm), (x,), (t,))[1],
+                 axis_name="i")(xs, ts)
+    close(out_t, np.roll(ts, 1, 0))
+    g = vmap(grad(lambda v: jnp.sum(lax.ppermute(v, "i", perm) * np.arange(3.0))),
+             axis_name="i")(xs)
+    close(g, np.broadcast_to(np.arange(3.0), xs.shape))
