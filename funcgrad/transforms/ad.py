@@ -539,151 +539,149 @@ def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
 
 
 # --- Jacobians ---------------------------------------------------------------------------------
-def _std_basis_columns(avals):
-    """For flat inputs of ``avals``: yields (leaf index, flat position, tangents list)."""
-    for i, a in enumerate(avals):
-        for k in range(a.size):
-            yield i, k
+def _basis(avals, dtype_of):
+    """One-hot basis vectors of all leaves together: for leaf i an array of shape
+    (N, *avals[i].shape) where N is the total size; row k is 1 at flat position k."""
+    sizes = [a.size for a in avals]
+    total = sum(sizes)
+    eye = np.eye(total)
+    out, offset = [], 0
+    for a, n in zip(avals, sizes):
+        out.append(eye[:, offset:offset + n].reshape((total,) + a.shape).astype(dtype_of(a)))
+        offset += n
+    return out, sizes
 
 
-def _one_hot(aval, k):
-    e = np.zeros(aval.size, aval.dtype)
-    e[k] = 1
-    return e.reshape(aval.shape)
-
-
-def _stack_jac(columns, out_aval, in_aval, out_first):
-    """Assemble a list (over in_aval's flat positions) of out-shaped arrays into
-    out.shape + in.shape (``out_first``) or list over out positions of in-shaped arrays."""
+def _split_rows(x, sizes, leaf_avals, lead_shape, rows_first):
+    """Split the stacked axis (axis 0, length sum(sizes)) of ``x`` (shape (N, *lead_shape)) by
+    leaf: for each leaf an array of shape lead_shape + leaf.shape."""
     from funcgrad import numpy as jnp
-    if out_first:
-        # columns[k] has out shape: result[..., k]
-        if not columns:
-            return jnp.zeros(out_aval.shape + in_aval.shape, out_aval.dtype)
-        stacked = jnp.stack([jnp.asarray(c) for c in columns], axis=-1)
-        return jnp.reshape(stacked, out_aval.shape + in_aval.shape)
-    if not columns:
-        return jnp.zeros(out_aval.shape + in_aval.shape, in_aval.dtype)
-    stacked = jnp.stack([jnp.asarray(c) for c in columns], axis=0)
-    return jnp.reshape(stacked, out_aval.shape + in_aval.shape)
+    res, offset = [], 0
+    nlead = len(lead_shape)
+    for n, a in zip(sizes, leaf_avals):
+        part = x[offset:offset + n]                      # (n, *lead)
+        part = jnp.moveaxis(part, 0, -1) if nlead else part
+        res.append(jnp.reshape(part, tuple(lead_shape) + a.shape))
+        offset += n
+    return res
 
 
-def _jac_setup(fname, fun, args, argnums, holomorphic):
-    single, nums = _argnums_tuple(fname, argnums, len(args))
-    _check_inputs(fname, fun, args, nums, holomorphic, False)
-    dyn = tuple(args[n] for n in nums)
-    return single, nums, dyn
+def _jac_fun(fname, fun, argnums, has_aux, holomorphic, allow_int, forward):
+    @functools.wraps(fun)
+    def jac_fun(*args, **kwargs):
+        from funcgrad import numpy as jnp
+        from funcgrad.transforms.batching import vmap
+        single, nums = _argnums_tuple(fname, argnums, len(args))
+        _check_inputs(fname, fun, args, nums, holomorphic, allow_int)
+        f_partial = _partial_args(fun, args, kwargs, nums)
+        in_leaves, in_tree = tree_util.tree_flatten(tuple(args[n] for n in nums))
+        box = []
+
+        def flat_fun(*leaves):
+            out = f_partial(*tree_util.tree_unflatten(in_tree, leaves))
+            if has_aux:
+                out, aux = _split_aux(fname, out)
+                box.append(aux)
+            o_leaves, o_tree = tree_util.tree_flatten(out)
+            box.insert(0, o_tree)
+            return o_leaves
+
+        outs, lin = linearize_flat(flat_fun, in_leaves, fname)
+        out_tree = box[0]
+        in_avals = [aval_of(x) for x in in_leaves]
+        out_avals = [aval_of(o) for o in outs]
+        blocks = [[None] * len(in_avals) for _ in out_avals]   # [out j][in i]
+
+        def zeros_block(oa, ia):
+            dt = oa.dtype if dtypes.is_inexact(oa.dtype) else dtypes.float0
+            if forward and dtypes.is_inexact(oa.dtype):
+                dt = oa.dtype
+            elif not forward:
+                dt = ia.dtype if dtypes.is_inexact(ia.dtype) else dtypes.float0
+            return np.zeros(oa.shape + ia.shape, dt)
+
+        if forward:
+            diff = [i for i, a in enumerate(in_avals) if dtypes.is_inexact(a.dtype)]
+            wanted = [j for j, a in enumerate(out_avals) if dtypes.is_inexact(a.dtype)]
+            if diff and wanted:
+                basis, sizes = _basis([in_avals[i] for i in diff], lambda a: a.dtype)
+
+                def push(*ts):
+                    full = [Zero(tangent_aval(a)) for a in in_avals]
+                    for i, t in zip(diff, ts):
+                        full[i] = t
+                    res = lin.jvp(full)
+                    return [instantiate(res[j]) if type(res[j]) is not Zero
+                            else jnp.zeros(out_avals[j].shape, out_avals[j].dtype)
+                            for j in wanted]
+                cols = vmap(push)(*basis)
+                for j, c in zip(wanted, cols):
+                    # c: (N, *out.shape) -> per input leaf out.shape + in.shape
+                    parts = _split_rows(c, sizes, [in_avals[i] for i in diff],
+                                        out_avals[j].shape, True)
+                    for i, part in zip(diff, parts):
+                        blocks[j][i] = part
+        else:
+            diff = [j for j, a in enumerate(out_avals) if dtypes.is_inexact(a.dtype)]
+            wanted = [i for i, a in enumerate(in_avals) if dtypes.is_inexact(a.dtype)]
+            if diff and wanted:
+                basis, sizes = _basis([out_avals[j] for j in diff], lambda a: a.dtype)
+
+                def pull(*cts):
+                    full = [Zero(tangent_aval(a)) for a in out_avals]
+                    for j, c in zip(diff, cts):
+                        full[j] = c
+                    res = lin.transpose(full)
+                    return [instantiate(res[i]) if type(res[i]) is not Zero
+                            else jnp.zeros(in_avals[i].shape, in_avals[i].dtype)
+                            for i in wanted]
+                rows = vmap(pull)(*basis)
+                for i, r in zip(wanted, rows):
+                    # r: (N, *in.shape): rows of out leaf j are its flat positions
+                    offset = 0
+                    for j, n in zip(diff, sizes):
+                        part = r[offset:offset + n]
+                        blocks[j][i] = jnp.reshape(part, out_avals[j].shape + in_avals[i].shape)
+                        offset += n
+        for j, oa in enumerate(out_avals):
+            for i, ia in enumerate(in_avals):
+                if blocks[j][i] is None:
+                    blocks[j][i] = zeros_block(oa, ia)
+        jac = [tree_util.tree_unflatten(in_tree, blocks[j]) for j in range(len(out_avals))]
+        jac = [j[0] if single else j for j in jac]
+        res = tree_util.tree_unflatten(out_tree, jac)
+        if has_aux:
+            return res, box[1]
+        return res
+
+    return jac_fun
 
 
 def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
-    """The Jacobian of ``fun`` by forward mode (one column per input element).
+    """The Jacobian of ``fun`` by forward mode: the linearized function pushes all basis
+    vectors at once (vmapped).
 
     The result has, for each output leaf, ``out.shape + in.shape`` per input leaf (nested as the
-    output and input pytrees).
+    output and input pytrees; a tuple over ``argnums`` when it is a tuple).
 
     Example:
         >>> funcgrad.jacfwd(lambda x: jnp.sin(x) * 2)(jnp.ones(3)).shape
         (3, 3)
     """
-    fname = f"jacfwd({getattr(fun, '__name__', 'fun')})"
-
-    @functools.wraps(fun)
-    def jac_fun(*args, **kwargs):
-        single, nums, dyn = _jac_setup(fname, fun, args, argnums, holomorphic)
-        f_partial = _partial_args(fun, args, kwargs, nums)
-        in_leaves, in_tree = tree_util.tree_flatten(dyn)
-        box = []
-
-        def flat_fun(*leaves):
-            out = f_partial(*tree_util.tree_unflatten(in_tree, leaves))
-            if has_aux:
-                out, aux = _split_aux(fname, out)
-                box.append(aux)
-            o_leaves, o_tree = tree_util.tree_flatten(out)
-            box.insert(0, o_tree)
-            return o_leaves
-
-        outs, lin = linearize_flat(flat_fun, in_leaves, fname)
-        out_tree = box[0]
-        in_avals = [aval_of(x) for x in in_leaves]
-        out_avals = [aval_of(o) for o in outs]
-        cols = [[[] for _ in in_leaves] for _ in outs]   # [out][in] -> list of columns
-        for i, a in enumerate(in_avals):
-            for k in range(a.size):
-                ts = [Zero(tangent_aval(b)) for b in in_avals]
-                ts[i] = _one_hot(a, k)
-                touts = lin.jvp(ts)
-                for j, t in enumerate(touts):
-                    cols[j][i].append(instantiate(t) if type(t) is not Zero else
-                                      np.zeros(out_avals[j].shape, _jac_dtype(out_avals[j],
-                                                                              a)))
-        jac = [tree_util.tree_unflatten(in_tree, [
-            _stack_jac(cols[j][i], out_avals[j], in_avals[i], True) for i in range(len(in_avals))])
-            for j in range(len(outs))]
-        jac = [j[0] if single else j for j in jac]
-        res = tree_util.tree_unflatten(out_tree, jac)
-        if has_aux:
-            return res, box[1]
-        return res
-
-    return jac_fun
-
-
-def _jac_dtype(out_aval, in_aval):
-    if not dtypes.is_inexact(out_aval.dtype):
-        return dtypes.float0
-    return out_aval.dtype
+    return _jac_fun(f"jacfwd({getattr(fun, '__name__', 'fun')})", fun, argnums, has_aux,
+                    holomorphic, False, True)
 
 
 def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
-    """The Jacobian of ``fun`` by reverse mode (one row per output element).
+    """The Jacobian of ``fun`` by reverse mode: the transposed linear function pulls all output
+    basis vectors back at once (vmapped).
 
     Example:
         >>> funcgrad.jacrev(lambda x: jnp.sin(x) * 2)(jnp.ones(3)).shape
         (3, 3)
     """
-    fname = f"jacrev({getattr(fun, '__name__', 'fun')})"
-
-    @functools.wraps(fun)
-    def jac_fun(*args, **kwargs):
-        single, nums, dyn = _jac_setup(fname, fun, args, argnums, holomorphic)
-        f_partial = _partial_args(fun, args, kwargs, nums)
-        in_leaves, in_tree = tree_util.tree_flatten(dyn)
-        box = []
-
-        def flat_fun(*leaves):
-            out = f_partial(*tree_util.tree_unflatten(in_tree, leaves))
-            if has_aux:
-                out, aux = _split_aux(fname, out)
-                box.append(aux)
-            o_leaves, o_tree = tree_util.tree_flatten(out)
-            box.insert(0, o_tree)
-            return o_leaves
-
-        outs, lin = linearize_flat(flat_fun, in_leaves, fname)
-        out_tree = box[0]
-        in_avals = [aval_of(x) for x in in_leaves]
-        out_avals = [aval_of(o) for o in outs]
-        rows = [[[] for _ in in_leaves] for _ in outs]   # [out][in] -> list of rows
-        for j, a in enumerate(out_avals):
-            for k in range(a.size):
-                cts = [Zero(tangent_aval(b)) for b in out_avals]
-                if dtypes.is_inexact(a.dtype):
-                    cts[j] = _one_hot(a, k)
-                in_cts = lin.transpose(cts)
-                for i, c in enumerate(in_cts):
-                    rows[j][i].append(instantiate(c) if type(c) is not Zero else
-                                      np.zeros(in_avals[i].shape, in_avals[i].dtype))
-        jac = [tree_util.tree_unflatten(in_tree, [
-            _stack_jac(rows[j][i], out_avals[j], in_avals[i], False)
-            for i in range(len(in_avals))]) for j in range(len(outs))]
-        jac = [j[0] if single else j for j in jac]
-        res = tree_util.tree_unflatten(out_tree, jac)
-        if has_aux:
-            return res, box[1]
-        return res
-
-    return jac_fun
+    return _jac_fun(f"jacrev({getattr(fun, '__name__', 'fun')})", fun, argnums, has_aux,
+                    holomorphic, allow_int, False)
 
 
 def hessian(fun, argnums=0, has_aux=False, holomorphic=False):
