@@ -182,7 +182,8 @@ def test_jacobian_pytrees_and_hessian():
         np.testing.assert_allclose(j["y"]["a"], np.eye(2))
         np.testing.assert_allclose(j["y"]["b"], np.array([[1.0, 0], [2.0, 0]]))
         np.testing.assert_allclose(j["z"]["a"], np.ones(2))
-    h = funcgrad.hessian(lambda x: jnp.sum(x ** 3) + x[0] * x[1])(jnp.array([1.0, 2.0]))
+    h = funcgrad.jit(funcgrad.hessian(lambda x: jnp.sum(x ** 3) + x[0] * x[1]))(
+        jnp.array([1.0, 2.0]))
     np.testing.assert_allclose(h, np.array([[6.0, 1.0], [1.0, 12.0]]))
 
 
@@ -201,8 +202,8 @@ def test_jit_compositions():
     d3 = funcgrad.grad(funcgrad.grad(funcgrad.grad(h)))
     x0 = 0.4
     np.testing.assert_allclose(d3(x0), -3 * np.sin(x0) - x0 * np.cos(x0), rtol=1e-5)
-    check_grads(lambda v: funcgrad.jit(lambda y: jnp.sin(y) * jnp.sum(y))(v),
-                (np.array([0.1, 0.5, 0.9]),), 2)
+    inner = funcgrad.jit(lambda y: jnp.sin(y) * jnp.sum(y))
+    check_grads(lambda v: inner(v), (np.array([0.1, 0.5, 0.9]),), 2)
 
 
 def test_jit_of_grad_has_no_dead_equations():
