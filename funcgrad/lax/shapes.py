@@ -427,8 +427,8 @@ def _pad_batch(args, dims, padding_config):
     zero = np.zeros((), aval.dtype)
     padded = pad_p.bind(x, zero, padding_config=config)
     out_shape = aval_of(padded).shape
-    inside = pad_p.bind(np.ones(aval_of(x).shape[1:], dtypes.bool_), np.zeros((), dtypes.bool_),
-                        padding_config=tuple(padding_config))
+    ones = broadcast_in_dim(np.array(True), aval_of(x).shape[1:], ())   # no big constants
+    inside = pad_p.bind(ones, np.zeros((), dtypes.bool_), padding_config=tuple(padding_config))
     inside = broadcast_in_dim(inside, out_shape, tuple(range(1, len(out_shape))))
     fill = broadcast_in_dim(_bu.bdim_to_front(pv, pd), out_shape, (0,))
     return select_n_p.bind(inside, fill, padded), 0

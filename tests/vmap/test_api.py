@@ -386,3 +386,10 @@ def test_jvp_of_collectives_under_vmap():
     g = vmap(grad(lambda v: jnp.sum(lax.ppermute(v, "i", perm) * np.arange(3.0))),
              axis_name="i")(xs)
     close(g, np.broadcast_to(np.arange(3.0), xs.shape))
+
+
+def test_pad_with_batched_padding_value():
+    x, v = f32(3, 2), f32(3)
+    f = lambda a, b: lax.pad(a, b, [(1, -1, 1)])     # noqa: E731
+    close(vmap(f)(x, v), loop(f, x, v))
+    close(vmap(f, in_axes=(None, 0))(x[0], v), loop(f, x[0], v, in_axes=[None, 0]))
