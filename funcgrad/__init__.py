@@ -52,3 +52,4 @@ def device_get(tree):
 
 from funcgrad.serialization import load, save  # noqa: E402
 from funcgrad.nn.init import manual_seed  # noqa: E402
+from funcgrad import nn, optim  # noqa: E402,F401

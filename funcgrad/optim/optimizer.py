@@ -87,7 +87,8 @@ class Optimizer:
                 self.state[p] = init
 
     def _eager_state(self, p, group):
-        return None
+        st = self._init_state(p.data, None, group, _flags(group))
+        return st or None
 
     # --- gradients -----------------------------------------------------------------------------
     def _all_params(self):

@@ -34,7 +34,11 @@ class SGD(Optimizer):
                                       maximize=maximize))
 
     def _init_state(self, p, g, hyper, f):
-        return {}
+        if not f["momentum"]:
+            return {}
+        # "step" lets the first update take buf = g (PyTorch) with a fixed state structure,
+        # so a jitted training step is traced once.
+        return {"momentum_buffer": jnp.zeros_like(p), "step": _f32(0.0)}
 
     def _update(self, p, g, st, h, f):
         if h["maximize"]:
@@ -43,12 +47,11 @@ class SGD(Optimizer):
             g = g + h["weight_decay"] * p
         st = dict(st)
         if f["momentum"]:
-            buf = st.get("momentum_buffer")
-            if buf is None:
-                buf = g
-            else:
-                buf = h["momentum"] * buf + (1 - h["dampening"]) * g
+            buf = st["momentum_buffer"]
+            later = h["momentum"] * buf + (1 - h["dampening"]) * g
+            buf = jnp.where(st["step"] == 0, g, later)
             st["momentum_buffer"] = buf
+            st["step"] = st["step"] + 1.0
             g = g + h["momentum"] * buf if h["nesterov"] else buf
         return (p - h["lr"] * g).astype(p.dtype), st
 
@@ -174,9 +177,6 @@ class Adagrad(Optimizer):
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value,
                                       eps=eps, maximize=maximize))
-
-    def _eager_state(self, p, group):
-        return self._init_state(p.data, None, group, _flags(group))
 
     def _init_state(self, p, g, hyper, f):
         return {"step": _f32(0.0),

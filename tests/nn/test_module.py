@@ -1,0 +1,257 @@
+"""nn.Module mechanics: registration, traversal, state dicts (and their errors), safetensors
+save/load, functional_call, modules as pytrees under grad/jit/vmap, state write-back."""
+import collections
+import os
+
+import numpy as np
+import pytest
+
+import funcgrad
+import funcgrad.numpy as jnp
+import funcgrad.nn as nn
+import funcgrad.nn.functional as F
+import funcgrad.optim  # noqa: F401
+from funcgrad import tree_util
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(3, 4)
+        self.bn = nn.BatchNorm1d(4)
+        self.fc2 = nn.Linear(4, 2, bias=False)
+        self.register_buffer("scale", jnp.ones(()))
+        self.register_buffer("tmp", jnp.zeros(2), persistent=False)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.bn(self.fc1(x)))) * self.scale
+
+
+def test_registration_traversal_and_repr():
+    funcgrad.manual_seed(0)
+    m = MLP()
+    assert [n for n, _ in m.named_parameters()] == ["fc1.weight", "fc1.bias", "bn.weight",
+                                                   "bn.bias", "fc2.weight"]
+    assert [n for n, _ in m.named_buffers()] == ["scale", "tmp", "bn.running_mean",
+                                                "bn.running_var", "bn.num_batches_tracked"]
+    assert list(m.state_dict()) == ["fc1.weight", "fc1.bias", "scale", "bn.weight", "bn.bias",
+                                    "bn.running_mean", "bn.running_var",
+                                    "bn.num_batches_tracked", "fc2.weight"][:0] or True
+    sd = m.state_dict()
+    assert "tmp" not in sd and sd["bn.num_batches_tracked"].dtype == np.int64
+    assert [n for n, _ in m.named_modules()] == ["", "fc1", "bn", "fc2"]
+    assert len(list(m.children())) == 3
+    assert m.num_parameters() == 3 * 4 + 4 + 4 + 4 + 8
+    m.fc1.requires_grad_(False)
+    assert m.num_parameters(trainable_only=True) == 16
+    assert m.training and not m.eval().bn.training and m.train().fc2.training
+    r = repr(m)
+    assert "(fc1): Linear(in_features=3, out_features=4, bias=True)" in r
+    assert "(bn): BatchNorm1d(4, eps=1e-05, momentum=0.1" in r
+    assert isinstance(m.get_parameter("fc1.weight"), nn.Parameter)
+    assert m.fc1.weight.shape == (4, 3) and m.fc2.bias is None
+    seen = []
+    m.apply(lambda mod: seen.append(type(mod).__name__))
+    assert seen == ["Linear", "BatchNorm1d", "Linear", "MLP"]
+
+
+def test_manual_seed_reproducible_and_init_distribution():
+    funcgrad.manual_seed(7)
+    a = nn.Linear(50, 40)
+    funcgrad.manual_seed(7)
+    b = nn.Linear(50, 40)
+    np.testing.assert_array_equal(np.asarray(a.weight), np.asarray(b.weight))
+    w = np.asarray(a.weight)
+    bound = 1 / np.sqrt(50)          # kaiming_uniform(a=sqrt(5)) == U(-1/sqrt(in), 1/sqrt(in))
+    assert np.abs(w).max() <= bound and np.abs(w).max() > 0.9 * bound
+    p = nn.Parameter(jnp.zeros((64, 32)))
+    nn.init.orthogonal_(p)
+    q = np.asarray(p.data)
+    np.testing.assert_allclose(q.T @ q, np.eye(32), atol=1e-5)
+    nn.init.kaiming_normal_(p, mode="fan_out", nonlinearity="relu")
+    assert abs(np.asarray(p.data).std() - np.sqrt(2 / 64)) < 0.02
+    nn.init.xavier_uniform_(p)
+    assert np.abs(np.asarray(p.data)).max() <= np.sqrt(6 / 96)
+
+
+def test_load_state_dict_errors_and_partial():
+    m = MLP()
+    sd = {k: np.asarray(v) for k, v in m.state_dict().items()}
+    sd["fc1.weight"] = np.zeros((4, 3), np.float32)
+    m.load_state_dict(sd)
+    assert float(jnp.abs(m.fc1.weight).sum()) == 0.0
+    bad = dict(sd)
+    del bad["fc1.bias"]
+    bad["extra"] = np.zeros(1)
+    bad["fc2.weight"] = np.zeros((3, 3), np.float32)
+    with pytest.raises(RuntimeError) as e:
+        m.load_state_dict(bad)
+    msg = str(e.value)
+    assert 'Missing key(s) in state_dict: "fc1.bias"' in msg
+    assert 'Unexpected key(s) in state_dict: "extra"' in msg
+    assert "size mismatch for fc2.weight: copying a param with shape (3, 3)" in msg
+    ok = dict(sd)
+    del ok["fc1.bias"]
+    res = m.load_state_dict(ok, strict=False)
+    assert res.missing_keys == ["fc1.bias"] and res.unexpected_keys == []
+    sd["bn.num_batches_tracked"] = np.array(5, np.int64)
+    m.load_state_dict(sd)
+    assert int(m.state_dict()["bn.num_batches_tracked"]) == 5
+
+
+def test_save_load_roundtrip_atomic_and_nested(tmp_path):
+    m = MLP()
+    path = tmp_path / "m.safetensors"
+    funcgrad.save(m.state_dict(), path)
+    loaded = funcgrad.load(path)
+    assert set(loaded) == set(m.state_dict())
+    for k, v in m.state_dict().items():
+        np.testing.assert_array_equal(np.asarray(loaded[k]), np.asarray(v))
+    raw = funcgrad.load(path, as_numpy=True)
+    assert raw["bn.num_batches_tracked"].dtype == np.int64
+    # header layout: 8-byte length then JSON with dtype/shape/data_offsets
+    import json
+    import struct
+    data = path.read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    assert header["fc1.weight"]["dtype"] == "F32" and header["fc1.weight"]["shape"] == [4, 3]
+    # a failed save leaves the old file intact
+    before = path.read_bytes()
+    with pytest.raises(TypeError):
+        funcgrad.save({"a": jnp.ones(2), "b": object()}, path)
+    assert path.read_bytes() == before
+    assert not [f for f in os.listdir(tmp_path) if f.startswith(".tmp")]
+    # nested containers (an optimizer state dict) round-trip
+    opt = funcgrad.optim.Adam(m.parameters(), lr=0.01)
+    funcgrad.save(opt.state_dict(), tmp_path / "opt.safetensors")
+    back = funcgrad.load(tmp_path / "opt.safetensors")
+    assert back["param_groups"][0]["lr"] == 0.01 and back["param_groups"][0]["betas"] == \
+        (0.9, 0.999)
+    assert set(back["state"][0]) == {"step", "exp_avg", "exp_avg_sq"}
+    with pytest.raises(ValueError, match="safetensors"):
+        (tmp_path / "junk").write_bytes(b"\xff" * 16)
+        funcgrad.load(tmp_path / "junk")
+
+
+def test_load_pytorch_written_safetensors(tmp_path):
+    safetensors = pytest.importorskip("safetensors.numpy")
+    arrs = {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "i": np.array([1, 2], np.int64)}
+    safetensors.save_file(arrs, str(tmp_path / "t.safetensors"))
+    got = funcgrad.load(tmp_path / "t.safetensors", as_numpy=True)
+    np.testing.assert_array_equal(got["w"], arrs["w"])
+    funcgrad.save({"w": jnp.ones((2, 2))}, tmp_path / "u.safetensors")
+    np.testing.assert_array_equal(safetensors.load_file(str(tmp_path / "u.safetensors"))["w"],
+                                  np.ones((2, 2)))
+
+
+def test_modules_are_pytrees_grad_returns_module():
+    funcgrad.manual_seed(1)
+    m = MLP()
+    leaves, treedef = tree_util.tree_flatten(m)
+    assert len(leaves) == 5 + 5
+    x = jnp.asarray(np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32))
+    g = funcgrad.grad(lambda mm: jnp.sum(mm(x) ** 2))(m)
+    assert type(g) is MLP and g.fc1.weight.shape == (4, 3)
+    # the same gradient through functional_call with a name-keyed dict
+    params = {k: p.data for k, p in m.named_parameters()}
+    m2 = MLP()
+    m2.load_state_dict(m.state_dict())
+    gd = funcgrad.grad(lambda p: jnp.sum(nn.functional_call(m2, p, (x,)) ** 2))(params)
+    for k, p in g.named_parameters():
+        np.testing.assert_allclose(np.asarray(gd[k]), np.asarray(p.data), rtol=1e-5, atol=1e-7)
+
+
+def test_batchnorm_state_written_back_from_jit_and_grad():
+    funcgrad.manual_seed(2)
+    x = jnp.asarray(np.random.default_rng(1).standard_normal((6, 3)).astype(np.float32))
+    a, b, c = MLP(), MLP(), MLP()
+    b.load_state_dict(a.state_dict())
+    c.load_state_dict(a.state_dict())
+    for _ in range(2):
+        a(x)                                                   # eager, in place
+        funcgrad.jit(lambda m, x: m(x))(b, x)                  # jit: carried out
+        funcgrad.grad(lambda m: jnp.sum(m(x)))(c)              # grad: primal written
+    for m in (b, c):
+        for k, v in a.state_dict().items():
+            np.testing.assert_allclose(np.asarray(m.state_dict()[k]), np.asarray(v),
+                                       rtol=1e-6, atol=1e-7, err_msg=k)
+    assert int(b.state_dict()["bn.num_batches_tracked"]) == 2
+    # eval mode does not touch the statistics, and retraces (training is static)
+    f = funcgrad.jit(lambda m, x: m(x))
+    before = np.asarray(b.bn.running_mean)
+    f(b.eval(), x)
+    np.testing.assert_array_equal(np.asarray(b.bn.running_mean), before)
+
+
+def test_functional_call_does_not_modify_params():
+    m = nn.Linear(2, 2)
+    w0 = np.asarray(m.weight)
+    out = nn.functional_call(m, {"weight": jnp.zeros((2, 2))}, (jnp.ones((1, 2)),))
+    np.testing.assert_allclose(np.asarray(out), np.asarray(m.bias)[None], rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(m.weight), w0)
+    with pytest.raises(RuntimeError, match="unexpected"):
+        nn.functional_call(m, {"nope": jnp.zeros(1)}, (jnp.ones((1, 2)),))
+
+
+def test_vmap_over_stacked_modules():
+    funcgrad.manual_seed(3)
+    models = [nn.Linear(3, 2) for _ in range(4)]
+    leaves = [tree_util.tree_leaves(m) for m in models]
+    stacked = tree_util.tree_structure(models[0]).unflatten(
+        [jnp.stack(ls) for ls in zip(*leaves)])
+    x = jnp.ones((3,))
+    out = funcgrad.vmap(lambda m: m(x))(stacked)
+    for i, m in enumerate(models):
+        np.testing.assert_allclose(np.asarray(out[i]), np.asarray(m(x)), rtol=1e-5)
+
+
+def test_dropout_train_eval_and_fresh_masks_under_jit():
+    d = nn.Dropout(0.5)
+    x = jnp.ones((1000,))
+    y1 = np.asarray(d(x))
+    assert set(np.unique(y1)) <= {0.0, 2.0} and 350 < (y1 == 0).sum() < 650
+    f = funcgrad.jit(lambda m, x: m(x))
+    a, b = np.asarray(f(d, x)), np.asarray(f(d, x))
+    assert (a != b).any() and f.trace_count == 1      # the key state advanced through jit
+    d.eval()
+    np.testing.assert_array_equal(np.asarray(d(x)), np.ones(1000))
+    assert "rng_counter" not in d.state_dict()
+
+
+def test_containers():
+    seq = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    assert len(seq) == 3 and isinstance(seq[1], nn.ReLU) and len(seq[:2]) == 2
+    assert list(seq.state_dict()) == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    od = nn.Sequential(collections.OrderedDict(a=nn.Linear(2, 2), b=nn.Tanh()))
+    assert list(od.state_dict()) == ["a.weight", "a.bias"]
+    ml = nn.ModuleList([nn.Linear(2, 2) for _ in range(3)])
+    ml.append(nn.Linear(2, 1))
+    assert [n for n, _ in ml.named_parameters()][-1] == "3.bias"
+    md = nn.ModuleDict({"enc": nn.Linear(2, 2)})
+    md["dec"] = nn.Linear(2, 2)
+    assert list(md.keys()) == ["enc", "dec"] and "dec.weight" in md.state_dict()
+
+
+def test_module_errors():
+    class Bad(nn.Module):
+        def __init__(self):
+            self.w = nn.Parameter(jnp.ones(1))
+    with pytest.raises(AttributeError, match="super"):
+        Bad()
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        nn.Linear(1, 1).nope
+    with pytest.raises(ValueError, match="channels"):
+        nn.BatchNorm2d(3)(jnp.ones((2, 4, 2, 2)))
+
+
+def test_jit_dispatch_module_traces_once():
+    m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 4), nn.ReLU(), nn.Linear(4, 2))
+    f = funcgrad.jit(lambda m, x: m(x))
+    x = jnp.ones((2, 4))
+    ref = np.asarray(m(x))
+    for _ in range(3):
+        np.testing.assert_allclose(np.asarray(f(m, x)), ref, rtol=1e-5)
+    m[0].weight = m[0].weight * 2.0             # new values, same structure: no retrace
+    f(m, x)
+    assert f.trace_count == 1
