@@ -23,6 +23,9 @@ from funcgrad.numpy.reductions import (
     all, amax, amin, any, argmax, argmin, average, count_nonzero, cumprod, cumsum,
     cumulative_prod, cumulative_sum, max, mean, min, prod, ptp, std, sum, var)
 from funcgrad.numpy.searching import argwhere, flatnonzero, nonzero
+from funcgrad.numpy.sorting import (
+    argpartition, argsort, lexsort, median, msort, nanmedian, nanpercentile, nanquantile,
+    partition, percentile, quantile, searchsorted, sort, sort_complex, unique)
 from funcgrad.numpy.shape_ops import (
     array_split, atleast_1d, atleast_2d, atleast_3d, broadcast_arrays, broadcast_to,
     column_stack, concat, concatenate, dstack, expand_dims, flip, fliplr, flipud, hsplit, hstack,
