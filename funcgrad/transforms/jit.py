@@ -8,7 +8,7 @@ import inspect
 import weakref
 
 from funcgrad import tree_util
-from funcgrad.core import interpreters
+from funcgrad.core import interpreters, mutable_state
 from funcgrad.core.avals import ShapedArray
 from funcgrad.core.dce import dce_closed_jaxpr
 from funcgrad.core.jaxpr import ClosedJaxpr, consts_as_args
@@ -84,7 +84,8 @@ def _normalize_static(fun, static_argnums, static_argnames):
 
 
 class _CacheEntry:
-    __slots__ = ("closed", "out_tree", "exe", "consts_bufs", "out_avals", "handlers", "bindable")
+    __slots__ = ("closed", "out_tree", "exe", "consts_bufs", "out_avals", "handlers", "bindable",
+                 "writeback")
 
 
 class Lowered:
@@ -185,18 +186,26 @@ class JitFunction:
     def _trace(self, static, treedef, in_avals, donated):
         self.trace_count += 1
         out_tree = []
+        writeback = []
 
         def flat_fun(*leaves):
             dyn_args, dyn_kwargs = treedef.unflatten(leaves)
             args, kwargs = self._rebuild(static, dyn_args, dyn_kwargs)
-            out = self._fun(*args, **kwargs)
+            # Object state written while traced (nn.Module buffers) leaves as extra outputs.
+            log = mutable_state.StateLog()
+            with mutable_state.collecting(log):
+                out = self._fun(*args, **kwargs)
             out_leaves, tree = tree_util.tree_flatten(out)
             out_tree.append(tree)
-            return out_leaves
+            extra = []
+            for target, key, value, setter in log.entries():
+                writeback.append((target, key, setter))
+                extra.append(value)
+            return out_leaves + extra
 
         closed, _ = trace_to_jaxpr(flat_fun, in_avals, debug_name=self.__name__)
         closed, _ = dce_closed_jaxpr(closed)   # e.g. the unused primal value under grad
-        return closed, out_tree[0]
+        return closed, out_tree[0], tuple(writeback)
 
     def _entry(self, args, kwargs):
         dyn_args, dyn_kwargs, static = self._split(args, kwargs)
@@ -212,9 +221,10 @@ class JitFunction:
         entry = self._cache.get(key)
         if entry is None:
             donated = self._donated_flags(args, kwargs) if self._donate_argnums else ()
-            closed, out_tree = self._trace(static, treedef, avals, donated)
+            closed, out_tree, writeback = self._trace(static, treedef, avals, donated)
             entry = _CacheEntry()
             entry.closed, entry.out_tree = closed, out_tree
+            entry.writeback = writeback
             entry.exe = None
             entry.consts_bufs = None
             entry.handlers = donated
@@ -233,6 +243,8 @@ class JitFunction:
             jaxpr, consts = entry.bindable
             donated = (False,) * len(consts) + (entry.handlers or (False,) * len(leaves))
             outs = jit_p.bind(*consts, *leaves, jaxpr=jaxpr, name=self.__name__, donated=donated)
+            if entry.writeback:
+                outs = _write_back(entry.writeback, outs)
             return entry.out_tree.unflatten(outs)
         exe = entry.exe
         if exe is None:
@@ -246,6 +258,9 @@ class JitFunction:
             bufs.append(leaf._buf if type(leaf) is Array and leaf._buf._sharding._device is device
                         else to_buffer(leaf, device, aval))
         outs = exe.loaded.execute_sharded(bufs).consume_with_handlers(exe._handlers)
+        if entry.writeback:
+            return entry.out_tree.unflatten(_write_back(
+                entry.writeback, [Array(a, b) for a, b in zip(entry.out_avals, outs)]))
         return entry.out_tree.unflatten([Array(a, b) for a, b in zip(entry.out_avals, outs)])
 
     def lower(self, *args, **kwargs):
@@ -263,6 +278,14 @@ class JitFunction:
 
     def __repr__(self):
         return f"<jit({self.__name__})>"
+
+
+def _write_back(writeback, outs):
+    """Hand the trailing state outputs to their setters; returns the function's own outputs."""
+    n = len(outs) - len(writeback)
+    for (target, key, setter), value in zip(writeback, outs[n:]):
+        mutable_state.write(target, key, value, setter)
+    return outs[:n]
 
 
 def _hashable_static(jitted, where, value):
