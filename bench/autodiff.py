@@ -3,7 +3,8 @@
 
 Two numbers per framework:
 * step: the median time of one gradient call on warm, compiled code (``--iters`` calls per
-  round, ``--runs`` rounds; the frameworks take turns each round so machine load hits all alike);
+  round, ``--runs`` rounds, in ``--rounds`` worker processes per framework; each framework runs
+  in its own process and the frameworks take turns, so machine load hits all alike);
 * trace+compile: the median time of the first call of a freshly jitted function (tracing,
   differentiation, lowering, XLA compilation), over ``--compiles`` fresh functions. PyTorch
   eager has none.
@@ -11,8 +12,8 @@ Two numbers per framework:
 All frameworks compute the same gradients (checked before timing). Ratios are funcgrad/JAX
 (<= 1.0 means funcgrad is at least as fast).
 
-Run: python bench/autodiff.py [--batch 128] [--width 256] [--layers 4] [--runs 7] [--iters 100]
-     [--compiles 5]
+Run: python bench/autodiff.py [--batch 128] [--width 256] [--layers 4] [--rounds 3] [--runs 5]
+     [--iters 50] [--compiles 2]        (TORCH_THREADS=n sets PyTorch's intra-op threads)
 """
 import argparse
 import os
@@ -61,96 +62,127 @@ def time_calls(fn, args, iters, block):
     return (time.perf_counter() - t0) / iters
 
 
+def setup(name, batch, width, layers):
+    """(step function, args, block function, fresh-compile timer) for one framework."""
+    params_np, x_np, y_np = make_data(batch, width, layers)
+    if name == "funcgrad":
+        leaves = funcgrad.tree_util.tree_leaves
+        params = funcgrad.tree_util.tree_map(funcgrad.device_put, params_np)
+        x, y = funcgrad.device_put(x_np), funcgrad.device_put(y_np)
+
+        def compile_once():
+            f = funcgrad.jit(funcgrad.grad(make_loss(fnp)))
+            t0 = time.perf_counter()
+            _block(f(params, x, y), leaves)
+            return time.perf_counter() - t0
+        return (funcgrad.jit(funcgrad.grad(make_loss(fnp))), (params, x, y),
+                lambda t: _block(t, leaves), compile_once)
+    if name == "jax":
+        import jax
+        import jax.numpy as jnp_
+        jax.config.update("jax_platforms", "cpu")
+        leaves = jax.tree_util.tree_leaves
+        params = jax.tree_util.tree_map(jnp_.asarray, params_np)
+        x, y = jnp_.asarray(x_np), jnp_.asarray(y_np)
+
+        def compile_once():
+            f = jax.jit(jax.grad(make_loss(jnp_)))
+            t0 = time.perf_counter()
+            _block(f(params, x, y), leaves)
+            return time.perf_counter() - t0
+        return (jax.jit(jax.grad(make_loss(jnp_))), (params, x, y), lambda t: _block(t, leaves),
+                compile_once)
+    import torch
+    # One intra-op thread by default: on a small, loaded machine OpenMP's spinning barriers
+    # make multi-threaded PyTorch erratic (100x slower when a thread gets descheduled).
+    torch.set_num_threads(int(os.environ.get("TORCH_THREADS", "1")))
+    params = [(torch.tensor(w, requires_grad=True), torch.tensor(b, requires_grad=True))
+              for w, b in params_np]
+    flat = [t for wb in params for t in wb]
+    loss = make_loss(torch)
+
+    def step(params, x, y):
+        return torch.autograd.grad(loss(params, x, y), flat)
+    return step, (params, torch.tensor(x_np), torch.tensor(y_np)), lambda t: None, None
+
+
+def worker(name, args):
+    """Measure one framework in this process; print a JSON line."""
+    import json
+    fn, a, block, compile_once = setup(name, args.batch, args.width, args.layers)
+    out = fn(*a)
+    block(out)
+    grads = [np.asarray(g.detach().numpy() if hasattr(g, "detach") else g)
+             for g in (out if isinstance(out, (tuple, list)) and name.startswith("torch")
+                       else _leaves_any(out))]
+    for _ in range(5):
+        block(fn(*a))
+    steps = [time_calls(fn, a, args.iters, block) for _ in range(args.runs)]
+    compiles = [compile_once() for _ in range(args.compiles)] if compile_once else []
+    np.save(os.path.join(args.tmp, f"{name}.npy"), np.concatenate([g.ravel() for g in grads]))
+    print(json.dumps({"step": steps, "compile": compiles}))
+
+
+def _leaves_any(tree):
+    return funcgrad.tree_util.tree_leaves(tree) if not isinstance(tree, (tuple, list)) or \
+        not tree or not hasattr(tree[0], "detach") else list(tree)
+
+
 def main():
+    import json
+    import subprocess
+    import tempfile
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--width", type=int, default=256)
     ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--runs", type=int, default=7)
-    ap.add_argument("--iters", type=int, default=100)
-    ap.add_argument("--compiles", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=5, help="timing rounds per worker process")
+    ap.add_argument("--iters", type=int, default=50, help="calls per timing round")
+    ap.add_argument("--compiles", type=int, default=2, help="fresh compiles per worker")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="worker processes per framework (frameworks alternate)")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--tmp", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.worker:
+        return worker(args.worker, args)
 
-    params_np, x_np, y_np = make_data(args.batch, args.width, args.layers)
-    fg_loss = make_loss(fnp)
-    fg_params = funcgrad.tree_util.tree_map(funcgrad.device_put, params_np)
-    fg_x, fg_y = funcgrad.device_put(x_np), funcgrad.device_put(y_np)
-    fg_leaves = funcgrad.tree_util.tree_leaves
-    fg_step = funcgrad.jit(funcgrad.grad(fg_loss))
-    ref = [np.asarray(g) for g in fg_leaves(fg_step(fg_params, fg_x, fg_y))]
-
-    variants = {"funcgrad": (fg_step, (fg_params, fg_x, fg_y),
-                             lambda t: _block(t, fg_leaves))}
-    compile_fns = {}
-
-    def fg_compile():
-        f = funcgrad.jit(funcgrad.grad(make_loss(fnp)))
-        t0 = time.perf_counter()
-        _block(f(fg_params, fg_x, fg_y), fg_leaves)
-        return time.perf_counter() - t0
-    compile_fns["funcgrad"] = fg_compile
-
-    try:
-        import jax
-        import jax.numpy as jnp_
-        jax.config.update("jax_platforms", "cpu")
-        jx_params = jax.tree_util.tree_map(jnp_.asarray, params_np)
-        jx_x, jx_y = jnp_.asarray(x_np), jnp_.asarray(y_np)
-        jx_step = jax.jit(jax.grad(make_loss(jnp_)))
-        got = [np.asarray(g) for g in jax.tree_util.tree_leaves(jx_step(jx_params, jx_x, jx_y))]
-        for a, b in zip(ref, got):
-            np.testing.assert_allclose(a, b, rtol=2e-3, atol=1e-6)
-        variants["jax"] = (jx_step, (jx_params, jx_x, jx_y),
-                           lambda t: _block(t, jax.tree_util.tree_leaves))
-
-        def jx_compile():
-            f = jax.jit(jax.grad(make_loss(jnp_)))
-            t0 = time.perf_counter()
-            _block(f(jx_params, jx_x, jx_y), jax.tree_util.tree_leaves)
-            return time.perf_counter() - t0
-        compile_fns["jax"] = jx_compile
-    except ImportError:
-        print("jax not importable: skipping the JAX column")
-
-    try:
-        import torch
-        torch.set_num_threads(len(os.sched_getaffinity(0)))
-        th_params = [(torch.tensor(w, requires_grad=True), torch.tensor(b, requires_grad=True))
-                     for w, b in params_np]
-        th_x, th_y = torch.tensor(x_np), torch.tensor(y_np)
-        th_loss = make_loss(torch)
-        flat = [t for wb in th_params for t in wb]
-
-        def th_step(params, x, y):
-            loss = th_loss(params, x, y)
-            return torch.autograd.grad(loss, flat)
-
-        got = [g.numpy() for g in th_step(th_params, th_x, th_y)]
-        for a, b in zip(ref, got):
-            np.testing.assert_allclose(a, b, rtol=2e-3, atol=1e-6)
-        variants["torch (eager autograd)"] = (th_step, (th_params, th_x, th_y), lambda t: None)
-    except ImportError:
-        print("torch not importable: skipping the PyTorch column")
-
-    for name, (fn, a, block) in variants.items():      # warm up
-        for _ in range(5):
-            block(fn(*a))
-    step_times = {name: [] for name in variants}
-    for _ in range(args.runs):
-        for name, (fn, a, block) in variants.items():
-            step_times[name].append(time_calls(fn, a, args.iters, block))
-    compile_times = {name: [] for name in compile_fns}
-    for _ in range(args.compiles):
-        for name, fn in compile_fns.items():
-            compile_times[name].append(fn())
+    frameworks = ["funcgrad"]
+    for name, module in (("jax", "jax"), ("torch (eager autograd)", "torch")):
+        try:
+            __import__(module)
+            frameworks.append(name)
+        except ImportError:
+            print(f"{module} not importable: skipping the {name} column")
+    step_times = {n: [] for n in frameworks}
+    compile_times = {n: [] for n in frameworks}
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(args.rounds):
+            for name in frameworks:
+                # Each framework runs in its own process: XLA CPU clients of two libraries in
+                # one process compete for threads and distort each other's timings.
+                cmd = [sys.executable, os.path.abspath(__file__), "--worker", name, "--tmp", tmp]
+                for k in ("batch", "width", "layers", "runs", "iters", "compiles"):
+                    cmd += [f"--{k}", str(getattr(args, k))]
+                res = subprocess.run(cmd, capture_output=True, text=True)
+                if res.returncode != 0:
+                    raise SystemExit(f"worker {name} failed:\n{res.stderr[-3000:]}")
+                data = json.loads(res.stdout.strip().splitlines()[-1])
+                step_times[name] += data["step"]
+                compile_times[name] += data["compile"]
+        ref = np.load(os.path.join(tmp, "funcgrad.npy"))
+        for name in frameworks[1:]:
+            np.testing.assert_allclose(np.load(os.path.join(tmp, f"{name}.npy")), ref,
+                                       rtol=2e-3, atol=1e-6)
 
     step = {n: statistics.median(t) for n, t in step_times.items()}
-    comp = {n: statistics.median(t) for n, t in compile_times.items()}
+    comp = {n: statistics.median(t) for n, t in compile_times.items() if t}
     print(f"grad of a {args.layers}-layer tanh MLP, batch {args.batch}, width {args.width} "
-          f"(float32, CPU; medians of {args.runs} rounds x {args.iters} calls, "
-          f"{args.compiles} fresh compiles)")
+          f"(float32, CPU; gradients agree across frameworks; median over {args.rounds} "
+          f"processes x {args.runs} rounds x {args.iters} calls; {args.rounds * args.compiles} "
+          f"fresh trace+compiles)")
     print(f"{'framework':<24}{'step (us)':>12}{'trace+compile (ms)':>22}")
-    for name in variants:
+    for name in frameworks:
         c = f"{comp[name] * 1e3:.1f}" if name in comp else "-"
         print(f"{name:<24}{step[name] * 1e6:>12.1f}{c:>22}")
     if "jax" in step:
