@@ -31,6 +31,7 @@ from funcgrad import lax
 from funcgrad import numpy as jnp
 from funcgrad.core import dtypes
 from funcgrad.core.values import aval_of
+from funcgrad.transforms.eager_jit import jit_when_eager
 from funcgrad.transforms.jit import jit
 
 __all__ = [
@@ -791,53 +792,6 @@ def t(key, df, shape=(), dtype=None):
 # own executable. Called eagerly (the root interpreter is current), the samplers below run as
 # one cached jit executable per (shapes, dtypes, static options) instead; under any
 # transformation they trace inline as before.
-def _jit_when_eager(fun, static):
-    import functools
-    import inspect
-
-    from funcgrad.core import interpreters
-    from funcgrad.core.interpreters import Value
-
-    sig = inspect.signature(fun)
-    jitted = {}
-
-    def is_static_value(v):
-        if isinstance(v, (Value, np.ndarray, np.generic)):
-            return False
-        try:
-            hash(v)
-        except TypeError:
-            return False
-        return True
-
-    @functools.wraps(fun)
-    def wrapper(*args, **kwargs):
-        if interpreters.current() is not interpreters.root():
-            return fun(*args, **kwargs)
-        try:
-            bound = sig.bind(*args, **kwargs)
-        except TypeError:
-            return fun(*args, **kwargs)
-        kw = dict(bound.arguments)
-        names = []
-        for name in static:
-            if name in kw:
-                v = kw[name]
-                if isinstance(v, list):
-                    v = kw[name] = tuple(v)
-                if isinstance(v, (str, type, np.dtype)) and name == "dtype":
-                    v = kw[name] = np.dtype(v)
-                if is_static_value(v):
-                    names.append(name)
-        names = tuple(names)
-        f = jitted.get(names)
-        if f is None:
-            f = jitted[names] = jit(fun, static_argnames=names)
-        return f(**kw)
-
-    return wrapper
-
-
 _STATIC = {
     "split": ("num",), "fold_in": (), "bits": ("shape", "dtype"),
     "uniform": ("shape", "dtype"), "normal": ("shape", "dtype"),
@@ -855,5 +809,5 @@ _STATIC = {
     "dirichlet": ("shape", "dtype"), "chisquare": ("shape", "dtype"), "t": ("shape", "dtype"),
 }
 for _name, _static in _STATIC.items():
-    globals()[_name] = _jit_when_eager(globals()[_name], _static)
+    globals()[_name] = jit_when_eager(globals()[_name], _static)
 del _name, _static

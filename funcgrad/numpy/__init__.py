@@ -110,5 +110,6 @@ def isscalar(element):
 
 
 from funcgrad.lowering.array import Array as ndarray  # noqa: E402  (isinstance checks)
+from funcgrad.numpy import fft, linalg  # noqa: E402  (submodules)
 
 _methods.install()
