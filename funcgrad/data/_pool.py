@@ -17,7 +17,9 @@ from . import _worker
 # Importing them starts no threads (funcgrad creates its XLA client lazily). '__main__' (which
 # Python preloads by default) is left out on purpose: a main module that computes with funcgrad
 # at top level would start the XLA runtime's threads in the forkserver, and every worker forked
-# from it afterwards could deadlock. Each worker imports the main module itself instead.
+# from it afterwards could deadlock. Each worker imports the main module itself instead. (Python
+# 3.11 never hands the server the main module's path, so it does not preload it anyway; Python
+# versions that fixed this would.)
 _FORKSERVER_PRELOAD = ["numpy", "funcgrad.data._worker"]
 
 

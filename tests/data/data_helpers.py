@@ -180,3 +180,16 @@ class HoldsArray(Dataset):
 
     def __getitem__(self, i):
         return np.asarray(self.value)
+
+
+class PairsWithFacts(Dataset):
+    """Items (x[i], y[i], XLA threads, XLA clients) as seen by the process that loads them."""
+
+    def __init__(self, x, y):
+        self.x, self.y = np.asarray(x), np.asarray(y)
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, i):
+        return self.x[i], self.y[i], np.int32(xla_thread_count()), np.int32(xla_client_count())

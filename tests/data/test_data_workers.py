@@ -313,8 +313,8 @@ _AFTER_XLA_SCRIPT = textwrap.dedent("""
     import numpy as np
     import funcgrad
     import funcgrad.numpy as jnp
-    from funcgrad.data import DataLoader, TensorDataset
-    from data_helpers import WorkerFacts, xla_thread_count
+    from funcgrad.data import DataLoader
+    from data_helpers import PairsWithFacts, xla_thread_count
 
     TOP_LEVEL = os.environ.get("TOP_LEVEL_COMPUTE") == "1"
     if TOP_LEVEL:      # computes on import, so again in every worker that imports this module
@@ -325,8 +325,8 @@ _AFTER_XLA_SCRIPT = textwrap.dedent("""
         f = funcgrad.jit(lambda v: jnp.tanh(v) * 2.0)
         np.asarray(f(np.ones((4, 2), np.float32)))       # compiled and run in this process
         assert xla_thread_count() > 0
-        ds = TensorDataset(np.linspace(-2, 2, 64, dtype=np.float32).reshape(32, 2),
-                           np.arange(32))
+        ds = PairsWithFacts(np.linspace(-2, 2, 64, dtype=np.float32).reshape(32, 2),
+                            np.arange(32))
         dev = funcgrad.devices()[0]
         settings = [dict(), dict(persistent_workers=True),
                     dict(multiprocessing_context="spawn", persistent_workers=True)]
@@ -335,21 +335,20 @@ _AFTER_XLA_SCRIPT = textwrap.dedent("""
                                 timeout=60, device=dev, **kwargs)
             for epoch in range(2):
                 seen = []
-                for x, y in loader:
+                for x, y, threads, clients in loader:
+                    assert type(x) is funcgrad.Array and x.device == dev
                     out = np.asarray(f(x))
                     assert np.allclose(out, np.tanh(np.asarray(x)) * 2.0, atol=1e-6)
                     seen += np.asarray(y).tolist()
+                    threads, clients = np.asarray(threads), np.asarray(clients)
+                    if TOP_LEVEL:
+                        # each worker started its own runtime (its threads exist): none holds
+                        # a runtime's memory without the threads, as a fork would leave it
+                        assert ((threads > 0) == (clients > 0)).all(), (threads, clients)
+                    else:
+                        assert (threads == 0).all() and (clients == 0).all(), (threads, clients)
                 assert sorted(seen) == list(range(32)), (kwargs, epoch, seen)
             loader.shutdown()
-        facts = list(DataLoader(WorkerFacts(4), batch_size=1, num_workers=2, timeout=60))
-        for b in facts:
-            threads, clients = int(b["xla_threads"][0]), int(b["xla_clients"][0])
-            if TOP_LEVEL:
-                # the worker started its own runtime (its threads exist): it did not inherit
-                # a runtime's memory without its threads from a forked parent
-                assert (threads > 0) == (clients > 0), (threads, clients)
-            else:
-                assert threads == 0 and clients == 0, (threads, clients)
         print("OK")
 
 
