@@ -73,6 +73,9 @@ from funcgrad.numpy.statistics import (  # noqa: E402
     histogramdd)
 from funcgrad.numpy.polynomial import (  # noqa: E402
     poly, polyadd, polyder, polydiv, polyfit, polyint, polymul, polysub, polyval, roots)
+from funcgrad.numpy.misc import (  # noqa: E402
+    ascontiguousarray, block, copy, dsplit, einsum_path, iterable, matvec, packbits, unpackbits,
+    vecmat)
 
 # --- dtypes and constants ------------------------------------------------------------------
 bool_ = _dtypes.bool_

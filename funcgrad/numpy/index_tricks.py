@@ -727,25 +727,22 @@ def insert(arr, obj, values, axis=None):
                          f"{n}")
     values = lax.convert_element_type(_asarray(values), aval_of(arr).dtype)
     moved = moveaxis(arr, axis, 0)
-    rest = shape_of(moved)[1:]
+    nd = aval_of(arr).ndim
+    v = _asarray(values)
     if scalar_obj:
-        # values broadcast to (k, *rest) where values' own leading axes give k
-        v = _asarray(values)
-        v = moveaxis(v, axis, 0) if aval_of(v).ndim == aval_of(arr).ndim and \
-            aval_of(v).ndim > 1 else v
-        if aval_of(v).ndim <= len(rest):
-            v = lax.reshape(broadcast_to_shape(v, rest), (1,) + rest)
-        else:
-            v = broadcast_to_shape(v, shape_of(v)[:1] + rest)
+        # NumPy: values get ndim leading-padded axes; their first axis gives the count
+        v = lax.reshape(v, (1,) * (nd - aval_of(v).ndim) + shape_of(v)) \
+            if aval_of(v).ndim < nd else v
         k = shape_of(v)[0]
+        v = broadcast_to_shape(v, (k,) + shape_of(moved)[1:])
         idx = np.full(k, int(idx))
     else:
+        # values broadcast to arr's shape with k entries along axis (original layout)
         idx = idx.ravel()
         k = idx.size
-        v = _asarray(values)
-        if aval_of(v).ndim == aval_of(arr).ndim and aval_of(v).ndim > 1:
-            v = moveaxis(v, axis, 0)
-        v = broadcast_to_shape(v, (k,) + rest) if aval_of(v).ndim <= len(rest) + 1 else v
+        target = list(shape_of(arr))
+        target[axis] = k
+        v = moveaxis(broadcast_to_shape(v, tuple(target)), axis, 0)
     order = np.argsort(idx, kind="stable")
     new_pos = idx[order] + np.arange(k)
     total = n + k

@@ -175,3 +175,15 @@ def test_from_dlpack_roundtrip():
     x = jnp.arange(4.0)
     y = jnp.from_dlpack(x)
     np.testing.assert_array_equal(y, np.arange(4.0))
+
+
+def test_unique_family_with_size_under_jit():
+    x = np.array([[3, 1, 3], [2, 1, 7]], np.int32)
+    r = funcgrad.jit(lambda x: jnp.unique_all(x, size=5, fill_value=0))(x)
+    ev, ei, einv, ec = np.unique(x, return_index=True, return_inverse=True, return_counts=True)
+    np.testing.assert_array_equal(r.values, np.concatenate([ev, [0]]))
+    np.testing.assert_array_equal(r.indices[:4], ei)
+    np.testing.assert_array_equal(r.inverse_indices, einv.reshape(x.shape))
+    np.testing.assert_array_equal(r.counts, np.concatenate([ec, [0]]))
+    v = funcgrad.jit(lambda x: jnp.unique_values(x, size=3))(x)
+    np.testing.assert_array_equal(v, ev[:3])
