@@ -2,6 +2,9 @@
 import numpy as np
 
 
+_keys = {}   # (shape, dtype, weak_type) -> int
+
+
 class ShapedArray:
     """The abstract value of an array: a shape, a dtype and a weak-type flag.
 
@@ -12,13 +15,24 @@ class ShapedArray:
         f32[2,3]
     """
 
-    __slots__ = ("shape", "dtype", "weak_type", "_hash")
+    __slots__ = ("shape", "dtype", "weak_type", "_hash", "key")
 
     def __init__(self, shape, dtype, weak_type=False):
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
         self.weak_type = bool(weak_type)
-        self._hash = hash((self.shape, self.dtype, self.weak_type))
+        full = (self.shape, self.dtype, self.weak_type)
+        self._hash = hash(full)
+        # ``key``: a small int naming (shape, dtype, weak_type), equal for equal avals. Dispatch
+        # caches key on it: an int hashes and compares in C, an aval needs Python calls.
+        key = _keys.get(full)
+        if key is None:
+            key = _keys.setdefault(full, len(_keys))
+        self.key = key
+
+    def __reduce__(self):
+        # ``key`` is per process: rebuild it instead of pickling it.
+        return (ShapedArray, (self.shape, self.dtype, self.weak_type))
 
     @property
     def ndim(self):

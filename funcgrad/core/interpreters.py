@@ -12,15 +12,15 @@ import numpy as np
 from funcgrad.core import errors
 
 _current = contextvars.ContextVar("funcgrad_interpreter")
+# How many ``using`` blocks are open in any thread. While it is 0 the root interpreter is
+# current everywhere, which hot dispatch paths check without touching the context variable.
+entered = [0]
 _root = None
 
 
 def current():
     """The interpreter that gives meaning to primitive applications right now."""
-    try:
-        return _current.get()
-    except LookupError:
-        return _root
+    return _current.get(_root)
 
 
 def set_root(interp):
@@ -37,9 +37,11 @@ def root():
 def using(interp):
     """Make ``interp`` the current interpreter inside the ``with`` block."""
     token = _current.set(interp)
+    entered[0] += 1
     try:
         yield interp
     finally:
+        entered[0] -= 1
         _current.reset(token)
 
 

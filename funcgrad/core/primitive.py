@@ -7,6 +7,8 @@ Example:
 """
 from funcgrad.core import interpreters
 
+_current_get = interpreters._current.get
+
 
 class Primitive:
     """An operation known to every interpreter through its rules.
@@ -34,7 +36,11 @@ class Primitive:
         return self.name
 
     def bind(self, *args, **params):
-        return interpreters.current().process_primitive(self, args, params)
+        # interpreters.current(), inlined: this is on every operation's path
+        interp = _current_get(None)
+        if interp is None:
+            interp = interpreters._root
+        return interp.process_primitive(self, args, params)
 
     def def_abstract_eval(self, rule):
         self.abstract_eval = rule

@@ -47,11 +47,28 @@ class DeviceSharding(_jax.SingleDeviceSharding):
 _shardings = {}
 
 
+# While the process has a single device, every buffer lives there: dispatch caches then use
+# this sharding as their device key instead of asking each buffer (a C++ property call).
+sole_sharding = None
+
+
 def sharding_for(device):
     s = _shardings.get(device)
     if s is None:
         s = _shardings[device] = DeviceSharding(device)
+        _update_sole_sharding()
     return s
+
+
+def _update_sole_sharding():
+    global sole_sharding
+    if backend.total_device_count() == 1 and len(_shardings) == 1:
+        sole_sharding = next(iter(_shardings.values()))
+    else:
+        sole_sharding = None
+
+
+backend.client_listeners.append(_update_sole_sharding)
 
 
 class _BufferAval:

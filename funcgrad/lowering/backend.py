@@ -17,6 +17,7 @@ from funcgrad.config import config
 
 _lock = threading.Lock()
 _clients = {}
+client_listeners = []   # called after each new client (funcgrad.lowering.array uses it)
 _failed = {}
 _x64_state_set = False
 
@@ -85,6 +86,8 @@ def get_client(platform=None):
         if platform not in _clients:
             _set_x64_state_once()
             _clients[platform] = _make_client(platform)
+            for listener in list(client_listeners):
+                listener()
         return _clients[platform]
 
 
@@ -154,6 +157,11 @@ def default_device():
     if device is None:
         device = _default["device"] = devices()[0]
     return device
+
+
+def total_device_count():
+    """Devices over every client made so far (not only the default backend's)."""
+    return sum(len(c.devices()) for c in list(_clients.values()))
 
 
 def client_of(device):

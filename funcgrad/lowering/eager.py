@@ -11,7 +11,7 @@ from funcgrad.core.jaxpr import ClosedJaxpr, Eqn, Jaxpr, Var
 from funcgrad.core.primitive import out_avals
 from funcgrad.core.values import aval_of
 from funcgrad.lowering import backend
-from funcgrad.lowering.array import Array, put_numpy
+from funcgrad.lowering.array import Array, put_numpy, sharding_for
 from funcgrad.lowering.executable import compile_closed_jaxpr
 
 _op_cache = {}
@@ -65,6 +65,28 @@ class EagerInterpreter(Interpreter):
     def process_primitive(self, prim, args, params):
         if prim.impl is not None:
             return prim.impl(*args, **params)
+        # Fast path: every operand is an Array on one device (the common case in eager code).
+        sharding = None
+        bufs, avals, keys = [], [], []
+        for a in args:
+            if type(a) is not Array:
+                break
+            buf = a._buf
+            s = buf._sharding
+            if s is not sharding:
+                if sharding is not None:
+                    break
+                sharding = s
+            bufs.append(buf)
+            avals.append(a.aval)
+            keys.append(a.aval.key)
+        else:
+            if sharding is not None:
+                return _run(prim, params, bufs, avals, keys, sharding, args)
+        return self._process_general(prim, args, params)
+
+    def _process_general(self, prim, args, params):
+        """Operands that are NumPy values, Python scalars, or Arrays on several devices."""
         device = None
         for a in args:
             if type(a) is Array:
@@ -78,7 +100,7 @@ class EagerInterpreter(Interpreter):
         for a in args:
             if type(a) is Array:
                 avals.append(a.aval)
-                if a._buf._sharding._device is not device and a.device != device:
+                if a.device != device:
                     a = put_numpy(a._value(), device, a.aval)
                 bufs.append(a._buf)
             else:
@@ -88,14 +110,37 @@ class EagerInterpreter(Interpreter):
                     put_numpy(a, device, aval_of(a))
                 avals.append(arr.aval)
                 bufs.append(arr._buf)
-        key = (prim, hashable_params(params) if params else (), tuple(avals), device)
-        exe = _op_cache.get(key)
-        if exe is None:
-            exe = _op_cache[key] = _compile_op(prim, avals, params, device)
+        return _run(prim, params, bufs, avals, [a.key for a in avals], sharding_for(device), args)
+
+
+def _params_key(params):
+    if not params:
+        return ()
+    key = tuple(params.items())
+    try:
+        hash(key)
+    except TypeError:     # lists, NumPy arrays, dicts among the params
+        return hashable_params(params)
+    return key
+
+
+def _run(prim, params, bufs, avals, keys, sharding, args):
+    key = (prim, _params_key(params), tuple(keys), sharding)
+    exe = _op_cache.get(key)
+    if exe is None:
+        exe = _op_cache[key] = _compile_op(prim, avals, params, sharding._device)
+    try:
         outs = exe.loaded.execute_sharded(bufs).consume_with_handlers(exe._handlers)
-        if prim.multiple_results:
-            return [Array(a, b) for a, b in zip(exe.out_avals, outs)]
-        return Array(exe.out_avals[0], outs[0])
+    except Exception as exc:
+        for i, a in enumerate(args):
+            if type(a) is Array and a._buf.is_deleted():
+                raise RuntimeError(f"{prim.name}: operand {i} ({a.aval.str_short()}) was "
+                                   f"deleted (donated to a jit call or deleted explicitly); "
+                                   f"its value cannot be used") from exc
+        raise
+    if prim.multiple_results:
+        return [Array(a, b) for a, b in zip(exe.out_avals, outs)]
+    return Array(exe.out_avals[0], outs[0])
 
 
 eager_interpreter = EagerInterpreter()

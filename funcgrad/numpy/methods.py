@@ -13,12 +13,15 @@ def _swap(fn):
     return lambda self, other: fn(other, self)
 
 
+_OTHER_OPERANDS = (np.ndarray, np.generic, bool, int, float, complex)
+
+
 def _defer_unknown(fn):
     """Binary operator that returns NotImplemented for operands funcgrad cannot handle."""
     def op(self, other):
-        if not isinstance(other, (Value, np.ndarray, np.generic, bool, int, float, complex)):
-            return NotImplemented
-        return fn(self, other)
+        if isinstance(other, Value) or isinstance(other, _OTHER_OPERANDS):
+            return fn(self, other)
+        return NotImplemented
     return op
 
 

@@ -13,12 +13,19 @@ from funcgrad.core.avals import ShapedArray
 from funcgrad.core.dce import dce_closed_jaxpr
 from funcgrad.core.jaxpr import ClosedJaxpr, consts_as_args
 from funcgrad.core.interpreters import Tracer
+from funcgrad.core.interpreters import _current as _current_var
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.core.values import aval_of
 from funcgrad.lowering import backend, mlir
-from funcgrad.lowering.array import Array
+from funcgrad.config import config
+from funcgrad.lowering import array as _array_mod
+from funcgrad.lowering.array import Array, sharding_for
 from funcgrad.lowering.executable import compile_closed_jaxpr, to_buffer
+
+_current_interp = _current_var.get   # None when the eager (root) interpreter is current
+_entered = interpreters.entered
+_new_array = Array.__new__            # builds an Array without an __init__ call (hot path)
 
 # --- the jit primitive ---------------------------------------------------------------------
 jit_p = Primitive("jit", multiple_results=True)
@@ -85,7 +92,7 @@ def _normalize_static(fun, static_argnums, static_argnames):
 
 class _CacheEntry:
     __slots__ = ("closed", "out_tree", "exe", "consts_bufs", "out_avals", "handlers", "bindable",
-                 "writeback")
+                 "writeback", "single", "execute", "handlers_out", "fast")
 
 
 class Lowered:
@@ -129,6 +136,8 @@ class JitFunction:
             donate_argnums = (donate_argnums,)
         self._donate_argnums = tuple(donate_argnums or ())
         self._cache = {}
+        self._fast = {}     # (aval keys of Array args..., sharding) -> compiled _CacheEntry
+        _all_jitted.add(self)
         self._simple = not (self._static_argnums or self._static_argnames
                             or self._donate_argnums)
         self.trace_count = 0
@@ -229,6 +238,7 @@ class JitFunction:
             entry.consts_bufs = None
             entry.handlers = donated
             entry.bindable = None
+            entry.single = None
             # A trace that closed over another transformation's tracers belongs to that
             # transformation only: it must not be reused from the cache later.
             if not any(isinstance(c, Tracer) for c in closed.consts):
@@ -236,6 +246,66 @@ class JitFunction:
         return entry, leaves, device
 
     def __call__(self, *args, **kwargs):
+        # Fast path: every argument is an Array on one device, no keywords, no static or
+        # donated arguments, called eagerly. The cache key is the argument avals and sharding
+        # (the pytree structure is implied), so the per-call work is a dict lookup and the
+        # execute call.
+        if self._simple and not kwargs and (not _entered[0] or _current_interp(None) is None):
+            if len(args) == 1:     # the commonest signature, without the loop below
+                a = args[0]
+                if type(a) is Array:
+                    buf = a._buf
+                    entry = self._fast.get((a.aval.key, _array_mod.sole_sharding
+                                            or buf._sharding))
+                    if entry is not None:
+                        execute, handlers, consts, aval0 = entry.fast
+                        try:
+                            outs = execute(consts + [buf] if consts else [buf]
+                                           ).consume_with_handlers(handlers)
+                        except Exception as exc:
+                            _raise_if_deleted(self.__name__, args, exc)
+                            raise
+                        if aval0 is not None:
+                            out = _new_array(Array)
+                            out.aval, out._buf = aval0, outs[0]
+                            return out
+                        return entry.out_tree.unflatten(
+                            [Array(a, b) for a, b in zip(entry.out_avals, outs)])
+                return self._call_slow(args, kwargs)
+            sole = _array_mod.sole_sharding
+            sharding = None
+            key = []
+            bufs = []
+            for a in args:
+                if type(a) is not Array:
+                    break
+                buf = a._buf
+                if sole is None:
+                    s = buf._sharding
+                    if s is not sharding:
+                        if sharding is not None:
+                            break
+                        sharding = s
+                key.append(a.aval.key)
+                bufs.append(buf)
+            else:
+                key.append(sole or sharding)
+                entry = self._fast.get(tuple(key))
+                if entry is not None:
+                    if entry.consts_bufs:
+                        bufs = entry.consts_bufs + bufs
+                    try:
+                        outs = entry.execute(bufs).consume_with_handlers(entry.handlers_out)
+                    except Exception as exc:
+                        _raise_if_deleted(self.__name__, args, exc)
+                        raise
+                    if entry.single:
+                        return Array(entry.out_avals[0], outs[0])
+                    return entry.out_tree.unflatten(
+                        [Array(a, b) for a, b in zip(entry.out_avals, outs)])
+        return self._call_slow(args, kwargs)
+
+    def _call_slow(self, args, kwargs):
         entry, leaves, device = self._entry(args, kwargs)
         if interpreters.current() is not interpreters.root():
             if entry.bindable is None:
@@ -257,7 +327,21 @@ class JitFunction:
         for leaf, aval in zip(leaves, entry.closed.in_avals):
             bufs.append(leaf._buf if type(leaf) is Array and leaf._buf._sharding._device is device
                         else to_buffer(leaf, device, aval))
-        outs = exe.loaded.execute_sharded(bufs).consume_with_handlers(exe._handlers)
+        try:
+            outs = exe.loaded.execute_sharded(bufs).consume_with_handlers(exe._handlers)
+        except Exception as exc:
+            _raise_if_deleted(self.__name__, leaves, exc)
+            raise
+        if (self._simple and not kwargs and not entry.writeback and entry.single is None
+                and len(leaves) == len(args) and args
+                and all(type(a) is Array and a._buf._sharding is sharding_for(device)
+                        for a in args)):
+            # Each argument is one Array leaf: later calls with these avals take the fast path.
+            entry.single = entry.out_tree.num_nodes == 1 and entry.out_tree.num_leaves == 1
+            entry.execute, entry.handlers_out = exe.loaded.execute_sharded, exe._handlers
+            entry.fast = (exe.loaded.execute_sharded, exe._handlers, entry.consts_bufs,
+                          entry.out_avals[0] if entry.single else None)
+            self._fast[tuple([a.aval.key for a in args]) + (sharding_for(device),)] = entry
         if entry.writeback:
             return entry.out_tree.unflatten(_write_back(
                 entry.writeback, [Array(a, b) for a, b in zip(entry.out_avals, outs)]))
@@ -275,6 +359,7 @@ class JitFunction:
 
     def clear_cache(self):
         self._cache.clear()
+        self._fast.clear()
 
     def __repr__(self):
         return f"<jit({self.__name__})>"
@@ -286,6 +371,28 @@ def _write_back(writeback, outs):
     for (target, key, setter), value in zip(writeback, outs[n:]):
         mutable_state.write(target, key, value, setter)
     return outs[:n]
+
+
+def _raise_if_deleted(name, args, exc):
+    """Turn the runtime's error for a deleted (donated) input into one that says so."""
+    for i, a in enumerate(args):
+        if type(a) is Array and a._buf.is_deleted():
+            raise RuntimeError(f"jit({name}): argument leaf {i} ({a.aval.str_short()}) was "
+                               f"deleted (donated to an earlier jit call or deleted "
+                               f"explicitly); pass a live array") from exc
+
+
+# Traces depend on global switches (64-bit types): drop every cached trace when they change.
+_all_jitted = weakref.WeakSet()
+
+
+def _forget_traces(name, value):
+    if name == "enable_x64":
+        for f in list(_all_jitted):
+            f.clear_cache()
+
+
+config.on_change(_forget_traces)
 
 
 def _hashable_static(jitted, where, value):
