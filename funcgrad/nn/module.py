@@ -144,6 +144,7 @@ class Module:
         d = self.__dict__
         d["_version"] = d["_version"] + 1
         d["_aux"] = None
+        _epoch[0] += 1
 
     def __setattr__(self, name, value):
         d = self.__dict__
@@ -589,14 +590,6 @@ class Module:
                       set(self._modules))
 
     # --- pytree support ---------------------------------------------------------------------------
-    def _make_aux(self):
-        d = self.__dict__
-        origin = d["_origin"] or self
-        aux = (type(self), origin, d["_version"], d["training"], tuple(d["_parameters"]),
-               tuple(d["_buffers"]), tuple(d["_modules"]))
-        d["_aux"] = aux
-        return aux
-
     def __getstate__(self):
         raise TypeError("funcgrad modules are not pickled; save model.state_dict() with "
                         "funcgrad.save instead")
@@ -624,44 +617,135 @@ def _same(a, b):
         return False
 
 
-def _flatten_module(m):
+# A module flattens its whole subtree in ONE call (children are the arrays of every
+# descendant, not the submodules): dispatching a jitted call that takes a model then costs one
+# Python callback and one list comprehension, whatever the depth. The per-root plan (where each
+# leaf lives, and the aux data describing the subtree) is cached until any module's structure
+# changes anywhere (a global epoch bumped by ``Module._changed``).
+_epoch = [0]
+
+
+def _plan(m):
+    """(aux, param entries, buffer entries, key names) for the subtree rooted at ``m``."""
+    index = {}
+    order = []
+
+    def visit(mod):
+        if id(mod) in index:
+            return index[id(mod)]
+        i = index[id(mod)] = len(order)
+        order.append(mod)
+        for child in mod.__dict__["_modules"].values():
+            if child is not None:
+                visit(child)
+        return i
+    visit(m)
+    records, pents, bents, pkeys, bkeys = [], [], [], [], []
+    paths = {id(m): ""}
+    for mod in order:
+        pre = paths[id(mod)]
+        for name, child in mod.__dict__["_modules"].items():
+            if child is not None and id(child) not in paths:
+                paths[id(child)] = pre + ("." if pre else "") + name
+    for mod in order:
+        d = mod.__dict__
+        pre = paths[id(mod)] + ("." if paths[id(mod)] else "")
+        pnames = tuple((n, p is not None) for n, p in d["_parameters"].items())
+        bnames = tuple((n, b is not None) for n, b in d["_buffers"].items())
+        for n, present in pnames:
+            if present:
+                pents.append((d["_parameters"], n))
+                pkeys.append(pre + n)
+        for n, present in bnames:
+            if present:
+                bents.append((d["_buffers"], n))
+                bkeys.append(pre + n)
+        mnames = tuple((n, None if c is None else index[id(c)])
+                       for n, c in d["_modules"].items())
+        records.append((type(mod), d["_origin"] or mod, d["_version"], d["training"], pnames,
+                        bnames, mnames))
+    aux = _ModuleAux(type(m), tuple(records))
+    return aux, pents, bents, pkeys + bkeys
+
+
+class _ModuleAux:
+    """The static part of a module subtree; equal when structure, origins and modes are."""
+
+    __slots__ = ("cls", "records", "_hash")
+
+    def __init__(self, cls, records):
+        self.cls, self.records = cls, records
+        self._hash = hash((cls, records))
+
+    def __eq__(self, other):
+        if self is other:
+            return True
+        return type(other) is _ModuleAux and self._hash == other._hash and \
+            self.cls is other.cls and self.records == other.records
+
+    def __hash__(self):
+        return self._hash
+
+    def __iter__(self):
+        return iter((self.cls, self.records))
+
+    def __repr__(self):
+        return f"{self.cls.__name__}<{len(self.records)} modules>"
+
+
+def _cached_plan(m):
     d = m.__dict__
-    aux = d["_aux"] or m._make_aux()
-    children = [None if p is None else p.data for p in d["_parameters"].values()]
-    children.extend(d["_buffers"].values())
-    children.extend(d["_modules"].values())
+    cache = d.get("_aux")
+    if cache is None or cache[0] != _epoch[0]:
+        cache = d["_aux"] = (_epoch[0],) + _plan(m)
+    return cache
+
+
+def _flatten_module(m):
+    _, aux, pents, bents, _ = _cached_plan(m)
+    children = [c[k].data for c, k in pents]
+    children += [c[k] for c, k in bents]
     return children, aux
 
 
 def _unflatten_module(aux, children):
-    cls, origin, version, training, pnames, bnames, mnames = aux
-    m = cls.__new__(cls)
-    d = m.__dict__
-    d.update(origin.__dict__)
-    np_, nb = len(pnames), len(bnames)
-    oparams = origin.__dict__["_parameters"]
-    params = {}
-    for name, leaf in zip(pnames, children[:np_]):
-        box = oparams.get(name)
-        params[name] = None if leaf is None else _new_parameter(
-            leaf, box.requires_grad if box is not None else True)
-    d["_parameters"] = params
-    d["_buffers"] = dict(zip(bnames, children[np_:np_ + nb]))
-    d["_modules"] = dict(zip(mnames, children[np_ + nb:]))
-    d["_non_persistent"] = set(origin.__dict__["_non_persistent"])
-    d["training"] = training
-    d["_origin"] = origin
-    d["_version"] = version
-    d["_aux"] = aux
-    return m
+    _, records = aux
+    mods = []
+    leaves = iter(children)
+    for cls, origin, version, training, pnames, bnames, mnames in records:
+        m = cls.__new__(cls)
+        d = m.__dict__
+        od = origin.__dict__
+        d.update(od)
+        oparams = od["_parameters"]
+        params = {}
+        for name, present in pnames:
+            if present:
+                box = oparams.get(name)
+                params[name] = _new_parameter(next(leaves), box.requires_grad
+                                              if box is not None else True)
+            else:
+                params[name] = None
+        d["_parameters"] = params
+        d["_non_persistent"] = set(od["_non_persistent"])
+        d["training"] = training
+        d["_origin"] = origin
+        d["_version"] = version
+        d["_aux"] = None
+        mods.append((m, bnames, mnames))
+    for m, bnames, _ in mods:
+        m.__dict__["_buffers"] = {name: (next(leaves) if present else None)
+                                  for name, present in bnames}
+    for m, _, mnames in mods:
+        m.__dict__["_modules"] = {name: (None if i is None else mods[i][0])
+                                  for name, i in mnames}
+    return mods[0][0]
 
 
 def _flatten_module_with_keys(m):
-    children, aux = _flatten_module(m)
-    d = m.__dict__
-    keys = [tree_util.GetAttrKey(n) for n in itertools.chain(d["_parameters"], d["_buffers"],
-                                                              d["_modules"])]
-    return list(zip(keys, children)), aux
+    _, aux, pents, bents, keys = _cached_plan(m)
+    children = [c[k].data for c, k in pents] + [c[k] for c, k in bents]
+    return [(tree_util.GetAttrKey(k), c) for k, c in zip(keys, children)], aux
 
 
 class _PytreeMeta(type):

@@ -82,9 +82,10 @@ def test_forward_loss_grads_and_stats(name, mode, ref):
     # the eager forward inside grad updated BatchNorm's running statistics in place
     for k, v in model.state_dict().items():
         _close(v, ref[f"{name}/after_forward/{k}"], what=f"state {k}")
-    model.eval()
-    _close(funcgrad.jit(lambda m, x: m(x))(model, x), ref[f"{name}/eval_out"], rtol=1e-4,
-           atol=1e-5, what="eval output")
+    if name == "lenet":      # BatchNorm: eval mode uses the running statistics
+        model.eval()
+        _close(funcgrad.jit(lambda m, x: m(x))(model, x), ref[f"{name}/eval_out"], rtol=1e-4,
+               atol=1e-5, what="eval output")
 
 
 @pytest.mark.slow
@@ -101,9 +102,14 @@ def _make_opt(kind, params):
     return optim.Adam(params, lr=1e-3, weight_decay=1e-3)
 
 
-@pytest.mark.parametrize("name", ["lenet", "lm"])
-@pytest.mark.parametrize("kind", ["sgd", "adam"])
-@pytest.mark.parametrize("mode", ["jit", pytest.param("eager", marks=pytest.mark.slow)])
+_SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize("name,kind,mode", [
+    ("lenet", "sgd", "jit"), ("lm", "adam", "jit"),
+    pytest.param("lenet", "adam", "jit", marks=_SLOW), pytest.param("lm", "sgd", "jit", marks=_SLOW),
+    pytest.param("lenet", "sgd", "eager", marks=_SLOW),
+    pytest.param("lenet", "adam", "eager", marks=_SLOW)])
 def test_three_optimizer_steps(name, kind, mode, ref):
     model = _build(name, ref)
     x, y = _inputs(name, ref)
