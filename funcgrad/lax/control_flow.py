@@ -691,8 +691,8 @@ def _while_jvp(primals, tangents, cond_jaxpr, body_jaxpr, cond_nconsts, body_nco
     e, pb, pc, tb, tc = _groups([n_e, n_bc, n_c, sum(bc_nz), sum(c_nz)])
     body = _permute(j, e + pb + tb + pc + tc, list(range(len(j.jaxpr.outvars))))
     t_carry_avals = [tangent_aval(a) for a, nz in zip(carry_avals, c_nz) if nz]
-    cond_new = _pad_invars(cond_jaxpr, 0, n_c + len(t_carry_avals), [], [])
-    cj = cond_new.jaxpr
+    # The predicate ignores the tangent carries.
+    cj = cond_jaxpr.jaxpr
     cond_new = ClosedJaxpr(Jaxpr([], cj.invars + [Var(a) for a in t_carry_avals], cj.eqns,
                                  cj.outvars), [])
     t_b = _zero_tangents_to_values(bconst_t, [aval_of(b) for b in bconsts], bc_nz)
@@ -826,7 +826,7 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, u
     """Reverse mode through scan: a forward scan of the body's non-linear part saves the values
     the linear part needs (residuals); a reverse scan runs the transposed linear part."""
     from funcgrad.core.ad_util import instantiate, is_undefined_primal
-    from funcgrad.core.jaxpr import Literal, eval_jaxpr
+    from funcgrad.core.jaxpr import eval_jaxpr
     from funcgrad.lax import elementwise as ew
     from funcgrad.transforms.ad import transpose_jaxpr
     n_c, n_k = num_consts, num_carry
@@ -943,7 +943,6 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, u
             result.append(next(k_it))
         else:
             result.append(next(x_it))
-    _ = Literal
     return result
 
 

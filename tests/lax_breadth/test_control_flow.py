@@ -270,3 +270,35 @@ def test_eager_control_flow_reuses_compiled_executable():
     for _ in range(3):
         lax.scan(lambda c, v: (c + v, v), 0.0, x)   # a fresh lambda each time
     assert len(eager._op_cache) == n
+
+
+@pytest.mark.parametrize("dtype", ["int32", "uint8", "bool", "float16", "bfloat16",
+                                   "complex64"])
+def test_scan_and_cond_carry_dtypes(dtype):
+    from funcgrad.core import dtypes
+    dt = dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    xs = np.array([1, 0, 1], dtype=np.float32).astype(dt)
+    if dt == np.bool_:
+        step = lambda c, x: (c ^ x, c)  # noqa: E731
+    else:
+        step = lambda c, x: (c + x, c)  # noqa: E731
+    wide = np.complex128 if dtype == "complex64" else np.float64
+    c, ys = lax.scan(step, xs[0], xs)
+    c_ref, ys_ref = _scan_ref(step, xs[0], xs)
+    assert c.dtype == dt and ys.dtype == dt
+    np.testing.assert_array_equal(np.asarray(c).astype(wide),
+                                  np.asarray(c_ref).astype(wide))
+    np.testing.assert_array_equal(np.asarray(ys).astype(wide),
+                                  np.asarray(ys_ref).astype(wide))
+    out = lax.cond(False, lambda v: v, lambda v: v[::-1], xs)
+    assert out.dtype == dt
+    np.testing.assert_array_equal(np.asarray(out).astype(wide),
+                                  xs[::-1].astype(wide))
+
+
+def test_control_flow_x64(x64):
+    c, ys = lax.scan(lambda c, x: (c + x, c * x), 0.0, np.arange(4.0))
+    assert c.dtype == np.float64 and ys.dtype == np.float64
+    assert int(lax.fori_loop(0, 4, lambda i, s: s + i, 0)) == 6
+    i, v = lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * 1.5), (0, 1.0))
+    assert float(v) == 1.5 ** 3 and v.dtype == np.float64
