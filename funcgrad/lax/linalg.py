@@ -959,3 +959,33 @@ def _def_vectorized_batch(*prims):
 
 
 _def_vectorized_batch(cholesky_p, triangular_solve_p, lu_p, qr_p, eigh_p, svd_p, eig_p)
+
+
+def _triangular_solve_batch(args, dims, **params):
+    # A shared (unbatched) triangular matrix with a batched right-hand side: fold the batch
+    # into b's free dimension (columns for left_side, rows otherwise) and solve once.
+    from funcgrad.core.batching_util import all_to_front, moveaxis
+    a, b = args
+    da, db = dims
+    if da is None and db is not None:
+        lax = _lax()
+        bt = aval_of(b)
+        nd = bt.ndim
+        if params["left_side"]:
+            b = moveaxis(b, db, nd - 2)                 # (..., m, B, n)
+            shp = aval_of(b).shape
+            b2 = lax.reshape(b, shp[:-2] + (shp[-2] * shp[-1],))
+        else:
+            b = moveaxis(b, db, nd - 3)                 # (..., B, m, n)
+            shp = aval_of(b).shape
+            b2 = lax.reshape(b, shp[:-3] + (shp[-3] * shp[-2], shp[-1]))
+        batch = aval_of(b2).shape[:-2]
+        a2 = _broadcast_batch(a, batch)
+        x = triangular_solve_p.bind(a2, b2, **params)
+        out = lax.reshape(x, shp)
+        return out, (nd - 2 if params["left_side"] else nd - 3)
+    a, b = all_to_front(args, dims)
+    return triangular_solve_p.bind(a, b, **params), 0
+
+
+triangular_solve_p.def_batch(_triangular_solve_batch)

@@ -126,3 +126,27 @@ def test_errors():
         L.cholesky(np.ones((2, 3), np.float32))
     with pytest.raises(TypeError, match="lax.linalg.lu"):
         L.lu(np.ones((3, 3), np.int32))
+
+
+@pytest.mark.parametrize("left_side", [True, False])
+def test_triangular_solve_vmap_shared_matrix(rng, left_side):
+    # a unbatched, b batched along a middle axis: the batch folds into b's free dimension
+    a = np.tril(_rand(rng, (2, 4, 4), np.float32)) + 4 * np.eye(4, dtype=np.float32)
+    b = _rand(rng, (5, 2, 4, 3) if left_side else (5, 2, 3, 4), np.float32)
+
+    def f(bb):
+        return L.triangular_solve(a, bb, left_side=left_side, lower=True)
+
+    out = np.asarray(funcgrad.vmap(f, in_axes=2)(np.moveaxis(b, 0, 2)))
+    ref = np.stack([np.asarray(f(b[i])) for i in range(5)])
+    np.testing.assert_allclose(out, ref, rtol=1e-6)
+
+
+def test_vmap_decompositions(rng):
+    a = _rand(rng, (3, 4, 4), np.float32)
+    spd = _spd(rng, (3, 4, 4), np.float32)
+    for fn, x in [(L.cholesky, spd), (lambda m: L.lu(m)[0], a), (lambda m: L.qr(m)[1], a),
+                  (lambda m: L.eigh(m)[1], spd), (lambda m: L.svd(m, compute_uv=False), a)]:
+        out = np.asarray(funcgrad.vmap(fn, in_axes=2)(np.moveaxis(x, 0, 2)))
+        ref = np.stack([np.asarray(fn(x[i])) for i in range(3)])
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
