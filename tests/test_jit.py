@@ -304,3 +304,46 @@ def test_jit_clear_cache():
     f.clear_cache()
     f(jnp.ones(2))
     assert f.trace_count == 2
+
+
+def test_x64_switch_retraces():
+    f = funcgrad.jit(lambda x: x + jnp.arange(3))
+    x = jnp.ones(3, "int32")
+    assert f(x).dtype == np.int32
+    funcgrad.config.update("enable_x64", True)
+    try:
+        assert f(x).dtype == np.int64          # the old trace is not reused
+    finally:
+        funcgrad.config.update("enable_x64", False)
+    assert f(x).dtype == np.int32
+
+
+def test_fast_path_matches_general_path():
+    f = funcgrad.jit(lambda a, b: (a * b, a - b))
+    g = funcgrad.jit(lambda a: a.sum())
+    x, y = jnp.arange(4.0), jnp.ones(4)
+    for _ in range(3):                          # first call traces, later ones take the fast path
+        p, m = f(x, y)
+        np.testing.assert_allclose(np.asarray(p), np.arange(4.0))
+        np.testing.assert_allclose(np.asarray(m), np.arange(4.0) - 1)
+        assert float(g(x)) == 6.0
+    assert f.trace_count == 1 and g.trace_count == 1
+    assert f(x, jnp.ones(4, "int32"))[0].dtype == np.float32     # new avals: general path
+    assert f.trace_count == 2
+    # closed-over constants ride along on the fast path too
+    w = jnp.asarray(np.array([1.0, 2.0, 3.0, 4.0], np.float32))
+    h = funcgrad.jit(lambda a: a * w)
+    for _ in range(2):
+        np.testing.assert_allclose(np.asarray(h(x)), np.arange(4.0) * [1, 2, 3, 4])
+
+
+def test_deleted_input_errors_name_the_function():
+    g = funcgrad.jit(lambda a: a + 1)
+    x = jnp.ones(3)
+    g(x)
+    g(x)
+    x.delete()
+    with pytest.raises(RuntimeError, match=r"jit\(<lambda>\).*deleted"):
+        g(x)
+    with pytest.raises(RuntimeError, match=r"add.*deleted"):
+        x + x
