@@ -37,9 +37,41 @@ _INTERNED = {}
 _INTERN_MAX = 2048
 
 
+_PLAIN = (int, float, bool, str, complex, type(None), np.dtype, np.generic)
+
+
+def _opaque_params(jaxpr, out):
+    """Collect what the printed form of ``jaxpr`` does not pin down: the identity of callables
+    and other objects in params (two lambdas print alike), the bytes of arrays."""
+    def visit(v):
+        if isinstance(v, ClosedJaxpr):
+            _opaque_params(v.jaxpr, out)
+            for c in v.consts:
+                out.append(("const", id(c)))
+        elif isinstance(v, Jaxpr):
+            _opaque_params(v, out)
+        elif isinstance(v, (tuple, list)):
+            for x in v:
+                visit(x)
+        elif isinstance(v, dict):
+            for x in v.values():
+                visit(x)
+        elif isinstance(v, np.ndarray):
+            out.append(("array", v.dtype.str, v.shape, v.tobytes()))
+        elif not isinstance(v, _PLAIN):
+            out.append(("object", id(v)))
+
+    for eqn in jaxpr.eqns:
+        for v in eqn.params.values():
+            visit(v)
+    return out
+
+
 def _intern(closed):
     """One ClosedJaxpr object per structure, so caches keyed on identity hit across traces."""
-    key = (pretty_print(closed.jaxpr), tuple(closed.in_avals), tuple(closed.out_avals))
+    opaque = _opaque_params(closed.jaxpr, [])
+    key = (pretty_print(closed.jaxpr), tuple(closed.in_avals), tuple(closed.out_avals),
+           tuple(opaque))
     found = _INTERNED.get(key)
     if found is not None:
         return found
