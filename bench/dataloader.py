@@ -4,9 +4,11 @@ An in-memory image dataset (default 10,000 uint8 images of 3x32x32) goes through
 NumPy transform (pad-4 random crop + per-channel normalize) in both loaders, at num_workers
 0, 1 and 2. Each setting runs one warm-up epoch (which also starts the persistent workers),
 then ``--runs`` timed epochs, the two loaders taking turns so that the machine's changing load
-hits both alike; the table shows the median items/second and the ratio funcgrad/torch (>= 1.0
-means funcgrad is at least as fast). Torch is optional: without it only the funcgrad column is
-printed. Batches stay on the host (no device transfer) in both.
+hits both alike; the table shows the median items/second and the median CPU time per item
+(main process plus workers, read from /proc: on a shared machine it is steadier than
+throughput), and the ratios funcgrad/torch (>= 1.0 means funcgrad is at least as fast, or
+uses at most as much CPU). Torch is optional: without it only the funcgrad columns are printed.
+Batches stay on the host (no device transfer) in both.
 
 Run: python bench/dataloader.py [--n 10000] [--batch-size 128] [--runs 7] [--workers 0 1 2]
      [--threads]
@@ -53,13 +55,42 @@ def make_transform():
     return T.Compose([T.RandomCrop(32, padding=4), T.Normalize(MEAN, STD)])
 
 
-def epoch_rate(loader):
-    """Items per second of one full pass over ``loader``."""
+def _proc_cpu(pid):
+    """CPU seconds (user + system) used so far by process ``pid`` (Linux /proc), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(") ", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def worker_pids(loader):
+    """The worker processes' pids of a loader with persistent workers (both libraries)."""
+    pool = getattr(loader, "_pool", None)                       # funcgrad
+    if pool is not None:
+        return [p for p in set(pool.pids) if p != os.getpid()]
+    workers = getattr(getattr(loader, "_iterator", None), "_workers", None)   # torch
+    return [w.pid for w in workers] if workers else []
+
+
+def epoch(loader):
+    """One full pass: (items per second, CPU microseconds per item in all processes)."""
+    pids = worker_pids(loader)
+    cpu0 = time.process_time()
+    w0 = [_proc_cpu(p) for p in pids]
     start = time.perf_counter()
     n = 0
     for x, y in loader:
         n += x.shape[0]
-    return n / (time.perf_counter() - start)
+    wall = time.perf_counter() - start
+    cpu = time.process_time() - cpu0
+    for p, c in zip(pids, w0):
+        c1 = _proc_cpu(p)
+        if c is None or c1 is None:
+            return n / wall, float("nan")
+        cpu += c1 - c
+    return n / wall, cpu / n * 1e6
 
 
 def make_loaders(ds, workers, batch_size, have_torch, thread=False):
@@ -73,17 +104,18 @@ def make_loaders(ds, workers, batch_size, have_torch, thread=False):
 
 
 def compare(loaders, runs):
-    """Median items/s per loader over ``runs`` epochs, after a warm-up epoch each (which also
-    starts persistent workers). The loaders take turns epoch by epoch, in alternating order,
-    so that a change in the machine's load hits both alike."""
+    """Medians over ``runs`` epochs per loader of items/s and of CPU time per item, after a
+    warm-up epoch each (which also starts persistent workers). The loaders take turns epoch by
+    epoch, in alternating order, so that a change in the machine's load hits both alike."""
     names = list(loaders)
     for name in names:
-        epoch_rate(loaders[name])
-    rates = {name: [] for name in names}
+        epoch(loaders[name])
+    got = {name: [] for name in names}
     for r in range(runs):
         for name in (names if r % 2 == 0 else names[::-1]):
-            rates[name].append(epoch_rate(loaders[name]))
-    return {name: statistics.median(v) for name, v in rates.items()}, rates
+            got[name].append(epoch(loaders[name]))
+    return {name: (statistics.median(g[0] for g in v), statistics.median(g[1] for g in v))
+            for name, v in got.items()}
 
 
 def main(argv=None):
@@ -105,9 +137,12 @@ def main(argv=None):
           f"Normalize, median of {args.runs} epochs (loaders alternating), {os.cpu_count()} CPUs"
           + (f", torch {torch.__version__}" if have_torch else "")
           + f", load average {os.getloadavg()[0]:.2f}")
-    header = f"{'num_workers':>11} | {'funcgrad items/s':>16}"
+    print("items/s: throughput; CPU us/item: CPU time of the main process and the workers "
+          "per item (steadier than items/s when other programs share the CPUs)")
+    header = f"{'num_workers':>11} | {'funcgrad items/s':>16} | {'CPU us/item':>11}"
     if have_torch:
-        header += f" | {'torch items/s':>13} | {'ratio':>5}"
+        header += (f" | {'torch items/s':>13} | {'CPU us/item':>11} | {'speed ratio':>11} | "
+                   f"{'CPU ratio':>9}")
     print(header)
     print("-" * len(header))
     settings = [(w, False) for w in args.workers]
@@ -115,16 +150,19 @@ def main(argv=None):
         settings += [(w, True) for w in args.workers if w > 0]
     for w, thread in settings:
         loaders = make_loaders(ds, w, args.batch_size, have_torch and not thread, thread)
-        medians, _ = compare(loaders, args.runs)
+        medians = compare(loaders, args.runs)
         loaders["funcgrad"].shutdown()
         label = f"{w} thread" if thread else f"{w}"
-        row = f"{label:>11} | {medians['funcgrad']:>16,.0f}"
+        rate, cpu = medians["funcgrad"]
+        row = f"{label:>11} | {rate:>16,.0f} | {cpu:>11.1f}"
         if "torch" in medians:
-            row += (f" | {medians['torch']:>13,.0f} | "
-                    f"{medians['funcgrad'] / medians['torch']:>5.2f}")
+            trate, tcpu = medians["torch"]
+            row += (f" | {trate:>13,.0f} | {tcpu:>11.1f} | {rate / trate:>11.2f} | "
+                    f"{tcpu / cpu:>9.2f}")
         print(row, flush=True)
         del loaders
-    print(f"(load average at the end {os.getloadavg()[0]:.2f})")
+    print(f"(load average at the end {os.getloadavg()[0]:.2f}; ratios >= 1.0: funcgrad is "
+          f"faster / uses less CPU)")
     if not have_torch:
         print("(torch is not installed: no comparison)")
 

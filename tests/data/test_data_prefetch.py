@@ -158,6 +158,22 @@ _MULTI_DEVICE_SCRIPT = textwrap.dedent("""
     assert [s.device for s in x] == devs
     (x, y), = list(DataLoader(ds, batch_size=16, device=devs[2]))
     assert type(x) is funcgrad.Array and x.device == devs[2] and x.shape == (16, 2)
+    # 2 "processes" (ranks) of 2 devices each: every item lands on exactly one device per epoch
+    from funcgrad.data import DistributedSampler
+    for epoch in range(2):
+        placed = {}
+        for rank in range(2):
+            sampler = DistributedSampler(ds, num_replicas=2, rank=rank, seed=3)
+            local = devs[2 * rank:2 * rank + 2]
+            loader = DataLoader(ds, batch_size=4, sampler=sampler, drop_last=True, device=local)
+            loader.set_epoch(epoch)
+            for _, y in loader:
+                for part in y:
+                    for v in np.asarray(part).tolist():
+                        assert v not in placed, (v, placed)
+                        placed[v] = part.device
+        assert sorted(placed) == list(range(16)), sorted(placed)
+        assert set(placed.values()) == set(devs)
     try:
         list(DataLoader(ds, batch_size=6, device=devs))
     except ValueError as e:
