@@ -28,7 +28,8 @@ from funcgrad.lax.windowed import (
     reduce_window, reduce_window_max, reduce_window_min, reduce_window_sum)
 from funcgrad.lax.parallel import (
     all_gather, axis_index, axis_size, pmax, pmean, pmin, ppermute, psum)
-from funcgrad.lax.control_flow import cond, fori_loop, map, scan, switch, while_loop
+from funcgrad.lax.control_flow import (
+    associative_scan, cond, fori_loop, map, scan, switch, while_loop)
 from funcgrad.lax.sorting import argsort, sort, sort_key_val, top_k
 from funcgrad.lax.special import (
     bessel_i0e, bessel_i1e, cumlogsumexp, digamma, erf, erf_inv, erfc, igamma, igammac, lgamma,

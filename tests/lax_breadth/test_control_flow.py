@@ -302,3 +302,35 @@ def test_control_flow_x64(x64):
     assert int(lax.fori_loop(0, 4, lambda i, s: s + i, 0)) == 6
     i, v = lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * 1.5), (0, 1.0))
     assert float(v) == 1.5 ** 3 and v.dtype == np.float64
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 8])
+def test_associative_scan_matches_accumulate(n, rng):
+    x = rng.normal(size=(2, n)).astype(np.float32)
+    _close(lax.associative_scan(lax.add, x, axis=1), np.cumsum(x, axis=1))
+    _close(lax.associative_scan(lax.max, x, axis=1, reverse=True),
+           np.maximum.accumulate(x[:, ::-1], axis=1)[:, ::-1])
+
+
+def test_associative_scan_pytree_grad_vmap(rng):
+    a = rng.uniform(0.2, 0.9, size=6)
+    b = rng.normal(size=6)
+
+    def affine(l, r):
+        return l[0] * r[0], r[0] * l[1] + r[1]
+
+    def h(a, b):
+        return lax.associative_scan(affine, (a, b))[1]
+
+    def h_ref(a, b):
+        out, hh = [], 0.0
+        for i in range(6):
+            hh = a[i] * hh + b[i]
+            out.append(hh)
+        return np.array(out)
+
+    _close(h(a.astype(np.float32), b.astype(np.float32)), h_ref(a, b), rtol=1e-5)
+    check_grads(lambda a, b: jnp.sum(h(a, b) ** 2), (a, b), order=1)
+    xs = rng.normal(size=(3, 4)).astype(np.float32)
+    _close(vmap(lambda v: lax.associative_scan(lax.add, v))(xs), np.cumsum(xs, 1))
+    _close(funcgrad.jit(lambda v: lax.associative_scan(lax.add, v))(xs[0]), np.cumsum(xs[0]))

@@ -96,3 +96,16 @@ def test_sort_vmap_matches_loop(rng):
                                   np.argsort(-x.T, -1, kind="stable")[:, :2])
     k, v = vmap(lambda a, b: lax.sort((a, b)), in_axes=(0, None))(x, np.arange(5.0))
     np.testing.assert_array_equal(np.asarray(v), np.argsort(x, -1, kind="stable"))
+
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.sampled_from([-2.0, -0.0, 0.0, 1.5, 3.0, np.inf, -np.inf, np.nan]),
+                min_size=1, max_size=6))
+def test_sort_argsort_property(values):
+    x = np.array(values, dtype=np.float32)
+    np.testing.assert_array_equal(np.asarray(lax.sort(x)), np.sort(x))
+    np.testing.assert_array_equal(np.asarray(lax.argsort(x)), np.argsort(x, kind="stable"))
