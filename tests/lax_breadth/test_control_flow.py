@@ -334,3 +334,21 @@ def test_associative_scan_pytree_grad_vmap(rng):
     xs = rng.normal(size=(3, 4)).astype(np.float32)
     _close(vmap(lambda v: lax.associative_scan(lax.add, v))(xs), np.cumsum(xs, 1))
     _close(funcgrad.jit(lambda v: lax.associative_scan(lax.add, v))(xs[0]), np.cumsum(xs[0]))
+
+
+def test_nested_control_flow_under_jit_grad_vmap(rng):
+    xs = rng.normal(size=(3, 4)).astype(np.float32)
+
+    def h(x):
+        return lax.cond(jnp.sum(x) > 0,
+                        lambda v: lax.scan(lambda c, a: (c + a * jnp.sin(c), c), 0.0, v)[0],
+                        lambda v: jnp.sum(v * v), x)
+
+    g = funcgrad.jit(grad(h))
+    batched = vmap(g)(xs)
+    for b in range(3):
+        _close(batched[b], grad(h)(xs[b]))
+    check_grads(h, (xs[0].astype(np.float64),), order=1)
+    f = funcgrad.jit(lambda x: lax.scan(lambda c, a: (c * jnp.cos(a) + 1.0, c), 0.5, x)[0])
+    _close(vmap(f)(xs), [float(f(x)) for x in xs])
+    _close(vmap(grad(f))(xs)[1], grad(f)(xs[1]))
