@@ -168,6 +168,8 @@ def test_repr_like_numpy():
     assert r == "Array([[1, 1],\n       [1, 1]], dtype=bfloat16)", r
     assert repr(jnp.asarray(np.array([True]))) == "Array([ True], dtype=bool)"
     assert str(jnp.asarray(np.array([1.0, 2.0], np.float32))) == "[1. 2.]"
+    assert repr(jnp.ones((0, 2))) == "Array([], shape=(0, 2), dtype=float32)"
+    assert repr(jnp.ones((0,), "int32")) == "Array([], dtype=int32)"
     assert "weak_type=True" in repr(funcgrad.lax.convert_element_type(1.0, "float32", True))
 
 

@@ -155,7 +155,8 @@ class Tracer(Value):
 def escaped_tracer_error(tracer, prim):
     """The error for a tracer used after the transformation that made it has finished."""
     return errors.UnexpectedTracerError(
-        f"{prim.name if prim is not None else 'an output'}: got a traced value {tracer.aval.str_short()} from a transformation that "
+        f"{prim.name if prim is not None else 'an output'}: got a traced value "
+        f"{tracer.aval.str_short()} from a transformation that "
         f"has already finished ({type(tracer._interp).__name__}, tracing "
         f"{getattr(tracer._interp, 'debug_name', None) or 'a function'}). A traced value "
         f"escaped, e.g. stored in a global or a closure by a jitted function: return it "

@@ -199,7 +199,9 @@ class Array(Value):
         value = self._value()
         body = np.array2string(value, separator=", ", prefix="Array(")
         weak = ", weak_type=True" if self.aval.weak_type else ""
-        return f"Array({body}, dtype={value.dtype.name}{weak})"
+        # As NumPy: an empty array whose shape the body cannot show names it.
+        shape = f", shape={value.shape}" if value.size == 0 and value.shape != (0,) else ""
+        return f"Array({body}{shape}, dtype={value.dtype.name}{weak})"
 
     def __reduce__(self):
         return (_rebuild, (self._value(),))
@@ -294,12 +296,18 @@ def from_dlpack(external, device=None):
     Example:
         >>> a = funcgrad.from_dlpack(np.arange(4.0))
     """
-    if hasattr(external, "__dlpack__"):
-        capsule = external.__dlpack__()
-    else:
-        capsule = external
-    client = backend.get_client("cpu") if device is None else device.client
-    buf = _jax.dlpack_managed_tensor_to_buffer(capsule, client.devices()[0], None)
+    if device is None:
+        # The producer says where its memory lives: (1, 0) is the host, (2, i) CUDA device i.
+        kind, index = (external.__dlpack_device__() if hasattr(external, "__dlpack_device__")
+                       else (1, 0))
+        if kind == 2:
+            device = backend.devices("cuda")[index]
+        elif kind == 1:
+            device = backend.devices("cpu")[0]
+        else:
+            raise TypeError(f"from_dlpack: unsupported DLPack device type {kind}")
+    capsule = external.__dlpack__() if hasattr(external, "__dlpack__") else external
+    buf = _jax.dlpack_managed_tensor_to_buffer(capsule, device, None)
     dtype = np.dtype(buf.dtype) if not hasattr(buf, "aval") else buf.dtype
     aval = ShapedArray(buf.shape, dtype, False)
     arr = Array(aval, _rewrap(buf, aval))

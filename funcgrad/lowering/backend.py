@@ -159,6 +159,12 @@ def default_device():
     return device
 
 
+def platform_of(device):
+    """The lowering platform of ``device``: 'cpu' or 'cuda' (PJRT calls CUDA devices 'gpu')."""
+    platform = device.platform
+    return "cuda" if platform == "gpu" else platform
+
+
 def total_device_count():
     """Devices over every client made so far (not only the default backend's)."""
     return sum(len(c.devices()) for c in list(_clients.values()))

@@ -7,7 +7,7 @@ import numpy as np
 from jaxlib import _jax
 from jaxlib import xla_client as xc
 
-from funcgrad.lowering import mlir
+from funcgrad.lowering import backend, mlir
 from funcgrad.lowering.array import Array, _BufferAval, put_numpy, sharding_for
 
 
@@ -67,7 +67,7 @@ def compile_module(module_text, device):
 
 def compile_closed_jaxpr(closed, device, name="main", donated=()):
     """Lower and compile ``closed`` for ``device``; consts become leading arguments."""
-    module, ctx = mlir.lower_closed_jaxpr(closed, name=name, platform=device.platform,
+    module, ctx = mlir.lower_closed_jaxpr(closed, name=name, platform=backend.platform_of(device),
                                           donated=donated)
     with ctx:
         text = str(module)

@@ -108,7 +108,7 @@ class Lowered:
             >>> print(funcgrad.jit(f).lower(x).as_text())
         """
         module, ctx = mlir.lower_closed_jaxpr(self.jaxpr, name=self._jitted.__name__,
-                                              platform=self._device.platform,
+                                              platform=backend.platform_of(self._device),
                                               donated=self._donated)
         with ctx:
             return str(module)
