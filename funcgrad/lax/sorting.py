@@ -229,8 +229,9 @@ def _top_k_jvp(primals, tangents, k):
     t, = tangents
     vals, idx = top_k_p.bind(operand, k=k)
     if type(t) is Zero:
-        return [vals, idx], [Zero(aval_of(vals).update(weak_type=False)), Zero(
-            ShapedArray(aval_of(idx).shape, dtypes.float0))]
+        from funcgrad.core.ad_util import tangent_aval
+        return [vals, idx], [Zero(tangent_aval(aval_of(vals).update(weak_type=False))),
+                             Zero(ShapedArray(aval_of(idx).shape, dtypes.float0))]
     shape = aval_of(idx).shape
     nd = len(shape)
     parts = [idx if d == nd - 1 else shapes.broadcasted_iota(np.int32, shape, d)
