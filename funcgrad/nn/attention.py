@@ -7,7 +7,7 @@ from funcgrad.nn import functional as F
 from funcgrad.nn import init
 from funcgrad.nn.dropout import Dropout
 from funcgrad.nn.linear import Linear
-from funcgrad.nn.module import Module, Parameter
+from funcgrad.nn.module import Module, Parameter, host_ones, host_zeros
 from funcgrad.nn.normalization import LayerNorm
 
 
@@ -38,9 +38,9 @@ class MultiheadAttention(Module):
         self.head_dim = embed_dim // num_heads
         self.dropout, self.batch_first = float(dropout), batch_first
         dt = dtype or "float32"
-        self.in_proj_weight = Parameter(jnp.zeros((3 * embed_dim, embed_dim), dt))
+        self.in_proj_weight = Parameter(host_zeros((3 * embed_dim, embed_dim), dt))
         if bias:
-            self.in_proj_bias = Parameter(jnp.zeros((3 * embed_dim,), dt))
+            self.in_proj_bias = Parameter(host_zeros((3 * embed_dim,), dt))
         else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias)

@@ -5,7 +5,7 @@ import math
 import funcgrad.numpy as jnp
 from funcgrad.nn import functional as F
 from funcgrad.nn import init
-from funcgrad.nn.module import Module, Parameter
+from funcgrad.nn.module import Module, Parameter, host_ones, host_zeros
 
 
 def _ntuple(v, n):
@@ -40,9 +40,9 @@ class _ConvNd(Module):
             shape = (in_channels, out_channels // groups) + self.kernel_size
         else:
             shape = (out_channels, in_channels // groups) + self.kernel_size
-        self.weight = Parameter(jnp.zeros(shape, dt))
+        self.weight = Parameter(host_zeros(shape, dt))
         if bias:
-            self.bias = Parameter(jnp.zeros((out_channels,), dt))
+            self.bias = Parameter(host_zeros((out_channels,), dt))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()

@@ -2,7 +2,7 @@
 import funcgrad.numpy as jnp
 from funcgrad.nn import functional as F
 from funcgrad.nn import init
-from funcgrad.nn.module import Module, Parameter
+from funcgrad.nn.module import Module, Parameter, host_ones, host_zeros
 
 
 class Embedding(Module):
@@ -25,7 +25,7 @@ class Embedding(Module):
             padding_idx %= num_embeddings
         self.padding_idx = padding_idx
         if _weight is None:
-            self.weight = Parameter(jnp.zeros((num_embeddings, embedding_dim),
+            self.weight = Parameter(host_zeros((num_embeddings, embedding_dim),
                                               dtype or "float32"), requires_grad=not _freeze)
             init.normal_(self.get_parameter("weight"))
             if padding_idx is not None:

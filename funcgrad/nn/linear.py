@@ -4,7 +4,7 @@ import math
 import funcgrad.numpy as jnp
 from funcgrad.nn import functional as F
 from funcgrad.nn import init
-from funcgrad.nn.module import Module, Parameter
+from funcgrad.nn.module import Module, Parameter, host_ones, host_zeros
 
 
 class Identity(Module):
@@ -31,9 +31,9 @@ class Linear(Module):
         super().__init__()
         self.in_features, self.out_features = int(in_features), int(out_features)
         dt = dtype or "float32"
-        self.weight = Parameter(jnp.zeros((self.out_features, self.in_features), dt))
+        self.weight = Parameter(host_zeros((self.out_features, self.in_features), dt))
         if bias:
-            self.bias = Parameter(jnp.zeros((self.out_features,), dt))
+            self.bias = Parameter(host_zeros((self.out_features,), dt))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
@@ -61,9 +61,9 @@ class Bilinear(Module):
         self.in1_features, self.in2_features = int(in1_features), int(in2_features)
         self.out_features = int(out_features)
         dt = dtype or "float32"
-        self.weight = Parameter(jnp.zeros((out_features, in1_features, in2_features), dt))
+        self.weight = Parameter(host_zeros((out_features, in1_features, in2_features), dt))
         if bias:
-            self.bias = Parameter(jnp.zeros((out_features,), dt))
+            self.bias = Parameter(host_zeros((out_features,), dt))
         else:
             self.register_parameter("bias", None)
         bound = 1 / math.sqrt(in1_features)

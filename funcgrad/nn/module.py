@@ -43,6 +43,19 @@ def _as_array(value):
     return jnp.asarray(np.asarray(value))
 
 
+def host_zeros(shape, dtype="float32"):
+    """Zeros made on the host and transferred (no XLA compilation, unlike an eager op): used
+    for initial parameters and buffers so model construction is fast."""
+    import funcgrad.numpy as jnp
+    return jnp.asarray(np.zeros(shape, dtype))
+
+
+def host_ones(shape, dtype="float32"):
+    """Ones made on the host and transferred (see ``host_zeros``)."""
+    import funcgrad.numpy as jnp
+    return jnp.asarray(np.ones(shape, dtype))
+
+
 class Parameter:
     """A trainable array held in a mutable box, so optimizers can update it in place.
 

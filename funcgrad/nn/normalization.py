@@ -11,7 +11,7 @@ import numpy as np
 
 import funcgrad.numpy as jnp
 from funcgrad.nn import functional as F
-from funcgrad.nn.module import Module, Parameter
+from funcgrad.nn.module import Module, Parameter, host_ones, host_zeros
 
 
 class _BatchNorm(Module):
@@ -24,15 +24,15 @@ class _BatchNorm(Module):
         self.affine, self.track_running_stats = affine, track_running_stats
         dt = dtype or "float32"
         if affine:
-            self.weight = Parameter(jnp.ones((num_features,), dt))
-            self.bias = Parameter(jnp.zeros((num_features,), dt))
+            self.weight = Parameter(host_ones((num_features,), dt))
+            self.bias = Parameter(host_zeros((num_features,), dt))
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
         if track_running_stats:
-            self.register_buffer("running_mean", jnp.zeros((num_features,), dt))
-            self.register_buffer("running_var", jnp.ones((num_features,), dt))
-            self.register_buffer("num_batches_tracked", jnp.zeros((), "float32"))
+            self.register_buffer("running_mean", host_zeros((num_features,), dt))
+            self.register_buffer("running_var", host_ones((num_features,), dt))
+            self.register_buffer("num_batches_tracked", host_zeros((), "float32"))
         else:
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)
@@ -42,7 +42,7 @@ class _BatchNorm(Module):
         if self.track_running_stats:
             self.running_mean = jnp.zeros_like(self.running_mean)
             self.running_var = jnp.ones_like(self.running_var)
-            self.num_batches_tracked = jnp.zeros((), "float32")
+            self.num_batches_tracked = host_zeros((), "float32")
 
     def _export_buffer(self, name, value):
         if name == "num_batches_tracked":
@@ -113,9 +113,9 @@ class LayerNorm(Module):
         self.eps, self.elementwise_affine = float(eps), elementwise_affine
         dt = dtype or "float32"
         if elementwise_affine:
-            self.weight = Parameter(jnp.ones(self.normalized_shape, dt))
+            self.weight = Parameter(host_ones(self.normalized_shape, dt))
             if bias:
-                self.bias = Parameter(jnp.zeros(self.normalized_shape, dt))
+                self.bias = Parameter(host_zeros(self.normalized_shape, dt))
             else:
                 self.register_parameter("bias", None)
         else:
@@ -141,7 +141,7 @@ class RMSNorm(Module):
         self.normalized_shape, self.eps = tuple(normalized_shape), eps
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
-            self.weight = Parameter(jnp.ones(self.normalized_shape, dtype or "float32"))
+            self.weight = Parameter(host_ones(self.normalized_shape, dtype or "float32"))
         else:
             self.register_parameter("weight", None)
 
@@ -165,8 +165,8 @@ class GroupNorm(Module):
         self.num_groups, self.num_channels = int(num_groups), int(num_channels)
         self.eps, self.affine = float(eps), affine
         if affine:
-            self.weight = Parameter(jnp.ones((num_channels,), dtype or "float32"))
-            self.bias = Parameter(jnp.zeros((num_channels,), dtype or "float32"))
+            self.weight = Parameter(host_ones((num_channels,), dtype or "float32"))
+            self.bias = Parameter(host_zeros((num_channels,), dtype or "float32"))
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -186,8 +186,8 @@ class InstanceNorm2d(Module):
         super().__init__()
         self.num_features, self.eps, self.affine = int(num_features), float(eps), affine
         if affine:
-            self.weight = Parameter(jnp.ones((num_features,), dtype or "float32"))
-            self.bias = Parameter(jnp.zeros((num_features,), dtype or "float32"))
+            self.weight = Parameter(host_ones((num_features,), dtype or "float32"))
+            self.bias = Parameter(host_zeros((num_features,), dtype or "float32"))
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)

@@ -13,7 +13,7 @@ from funcgrad import lax
 from funcgrad.nn import functional as F
 from funcgrad.nn import init
 from funcgrad.nn.functions import sigmoid
-from funcgrad.nn.module import Module, Parameter
+from funcgrad.nn.module import Module, Parameter, host_ones, host_zeros
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
@@ -68,11 +68,11 @@ class RNNBase(Module):
             in_size = input_size if layer == 0 else hidden_size * dirs
             for d in range(dirs):
                 sfx = f"_l{layer}" + ("_reverse" if d else "")
-                setattr(self, "weight_ih" + sfx, Parameter(jnp.zeros((g, in_size), dt)))
-                setattr(self, "weight_hh" + sfx, Parameter(jnp.zeros((g, hidden_size), dt)))
+                setattr(self, "weight_ih" + sfx, Parameter(host_zeros((g, in_size), dt)))
+                setattr(self, "weight_hh" + sfx, Parameter(host_zeros((g, hidden_size), dt)))
                 if bias:
-                    setattr(self, "bias_ih" + sfx, Parameter(jnp.zeros((g,), dt)))
-                    setattr(self, "bias_hh" + sfx, Parameter(jnp.zeros((g,), dt)))
+                    setattr(self, "bias_ih" + sfx, Parameter(host_zeros((g,), dt)))
+                    setattr(self, "bias_hh" + sfx, Parameter(host_zeros((g,), dt)))
         if self.dropout > 0 and num_layers > 1:
             from funcgrad.nn import init as _init
             start = float(_init.generator().integers(0, 1 << 23))
@@ -231,11 +231,11 @@ class _CellBase(Module):
         super().__init__()
         self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
         dt = dtype or "float32"
-        self.weight_ih = Parameter(jnp.zeros((gates * hidden_size, input_size), dt))
-        self.weight_hh = Parameter(jnp.zeros((gates * hidden_size, hidden_size), dt))
+        self.weight_ih = Parameter(host_zeros((gates * hidden_size, input_size), dt))
+        self.weight_hh = Parameter(host_zeros((gates * hidden_size, hidden_size), dt))
         if bias:
-            self.bias_ih = Parameter(jnp.zeros((gates * hidden_size,), dt))
-            self.bias_hh = Parameter(jnp.zeros((gates * hidden_size,), dt))
+            self.bias_ih = Parameter(host_zeros((gates * hidden_size,), dt))
+            self.bias_hh = Parameter(host_zeros((gates * hidden_size,), dt))
         else:
             self.register_parameter("bias_ih", None)
             self.register_parameter("bias_hh", None)
