@@ -1,0 +1,89 @@
+"""Train the torchvision-compatible ResNet-18 or MobileNetV3-Small (examples/vision_models.py)
+on CIFAR-10 when its files are under --data-dir, else on synthetic 32x32 images; jitted step,
+progress bar, checkpoint/resume. Load torchvision weights first with --weights FILE
+(a safetensors export of a torchvision state dict; the classifier is replaced when
+--num-classes differs).
+
+    python examples/train_vision.py --model resnet18 --steps 20
+    python examples/train_vision.py --model mobilenet_v3_small --steps 40 --resume
+"""
+import argparse
+import os
+
+import numpy as np
+
+import funcgrad
+import funcgrad.nn.functional as F
+import funcgrad.numpy as jnp
+import funcgrad.optim as optim
+from funcgrad.data import DataLoader, datasets, progress
+
+import vision_models
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--model", choices=["resnet18", "mobilenet_v3_small"], default="resnet18")
+    ap.add_argument("--data-dir", default=os.path.expanduser("~/data"))
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--num-classes", type=int, default=10)
+    ap.add_argument("--weights", default=None)
+    ap.add_argument("--checkpoint", default=None)
+    ap.add_argument("--resume", action="store_true")
+    args = ap.parse_args(argv)
+    ckpt = args.checkpoint or f"{args.model}_checkpoint"
+
+    try:
+        train = datasets.CIFAR10(args.data_dir, train=True)
+        train.transform = lambda x: (np.asarray(x, np.float32) / 255.0).transpose(2, 0, 1)
+        what = "CIFAR-10"
+    except (FileNotFoundError, OSError, RuntimeError):
+        train = datasets.Synthetic(n=args.batch_size * max(args.steps, 1), shape=(3, 32, 32),
+                                   num_classes=args.num_classes, seed=0, noise=2.0)
+        what = "synthetic 32x32 images"
+    funcgrad.manual_seed(0)
+    model = getattr(vision_models, args.model)(num_classes=args.num_classes)
+    if args.weights:
+        sd = funcgrad.load(args.weights)
+        own = model.state_dict()
+        keep = {k: v for k, v in sd.items() if k in own and tuple(v.shape) == tuple(own[k].shape)}
+        res = model.load_state_dict(keep, strict=False)
+        print(f"loaded {len(keep)} tensors from {args.weights}; kept initial values for "
+              f"{res.missing_keys}")
+    opt = optim.SGD(model.parameters(), lr=0.02, momentum=0.9, weight_decay=5e-4)
+    step0 = 0
+    mpath, opath = ckpt + ".model.safetensors", ckpt + ".optim.safetensors"
+    if args.resume and os.path.exists(mpath):
+        model.load_state_dict(funcgrad.load(mpath))
+        saved = funcgrad.load(opath)
+        opt.load_state_dict(saved["optimizer"])
+        step0 = saved["step"]
+        print(f"resumed at step {step0}")
+    print(f"training {args.model} ({model.num_parameters():,} parameters) on {what}")
+
+    @funcgrad.jit
+    def train_step(model, opt, x, y):
+        loss, grads = funcgrad.value_and_grad(lambda m: F.cross_entropy(m(x), y))(model)
+        opt.step(grads)
+        return loss
+
+    loader = DataLoader(train, batch_size=args.batch_size, shuffle=True, drop_last=True)
+    it = iter(loader)
+    for step in progress(range(step0, args.steps), desc=args.model):
+        try:
+            x, y = next(it)
+        except StopIteration:
+            it = iter(loader)
+            x, y = next(it)
+        loss = train_step(model, opt, jnp.asarray(np.asarray(x, np.float32)),
+                          jnp.asarray(np.asarray(y, np.int32)))
+        if (step + 1) % 10 == 0 or step + 1 == args.steps:
+            print(f"step {step + 1}: loss {float(loss):.3f}")
+    funcgrad.save(model.state_dict(), mpath)
+    funcgrad.save({"optimizer": opt.state_dict(), "step": args.steps}, opath)
+    return model
+
+
+if __name__ == "__main__":
+    main()
