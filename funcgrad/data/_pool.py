@@ -232,11 +232,14 @@ class ProcessPool:
     def procs(self):
         return self._state.procs
 
-    def send(self, wid, msg):
+    def send(self, wid, msg, doing=lambda wid: ""):
+        """Send ``msg`` to worker ``wid``; WorkerDiedError (saying what the worker still owed,
+        from ``doing(wid)``) when it has exited."""
         try:
             self._state.chans[wid].send(msg)
         except OSError:
-            raise self._dead_error(wid, " before it could be given more work") from None
+            raise self._dead_error(wid, doing(wid) or " before it could be given more work") \
+                from None
 
     def _dead_error(self, wid, doing):
         proc = self._state.procs[wid]
@@ -320,7 +323,7 @@ class ThreadPool:
             self._threads.append(t)
         self._finalizer = weakref.finalize(self, _stop_threads, self._inboxes)
 
-    def send(self, wid, msg):
+    def send(self, wid, msg, doing=lambda wid: ""):
         self._inboxes[wid].put(msg)
 
     def recv(self, timeout, doing=lambda wid: ""):

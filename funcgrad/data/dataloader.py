@@ -456,7 +456,7 @@ class _MultiWorkerIter:
             wid = self._choose_worker()
             msg = ("batch", self._gen, task, key,
                    [self._loader.seed, self._epoch, _MAP_KEY, task])
-        self._pool.send(wid, msg)
+        self._pool.send(wid, msg, self._doing)
         self._pool.outstanding[wid] += 1
         self._pending[task] = (wid, key)
         self._send_idx += 1
