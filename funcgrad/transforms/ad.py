@@ -190,11 +190,16 @@ class LinearFunction:
     ``in_avals``/``out_avals``: tangent avals of every input / output.
     """
 
-    __slots__ = ("closed", "in_nz", "out_nz", "in_avals", "out_avals")
+    __slots__ = ("closed", "in_nz", "out_nz", "in_avals", "out_avals", "interp")
 
-    def __init__(self, closed, in_nz, out_nz, in_avals, out_avals):
+    def __init__(self, closed, in_nz, out_nz, in_avals, out_avals, interp=None):
         self.closed, self.in_nz, self.out_nz = closed, in_nz, out_nz
         self.in_avals, self.out_avals = in_avals, out_avals
+        self.interp = interp    # the JVP interpreter that ran (to strip tracers from aux data)
+
+    def primal_only(self, tree):
+        """``tree`` (aux data) with the linearization's tracers replaced by their primals."""
+        return _strip_tracers(self.interp, tree)
 
     def jvp(self, tangents):
         """Push tangents (one per input; Zero allowed) forward."""
@@ -240,7 +245,7 @@ def linearize_flat(fun, primals, debug_name=None):
             tangent_outs.append(t)
     closed = staging.finish([t.var for t in tangent_args], tangent_outs)
     closed, _ = dce_closed_jaxpr(closed)
-    return primal_outs, LinearFunction(closed, in_nz, out_nz, in_avals, out_avals)
+    return primal_outs, LinearFunction(closed, in_nz, out_nz, in_avals, out_avals, jvp_interp)
 
 
 def linearize(fun, *primals):
@@ -401,7 +406,7 @@ def vjp(fun, *primals, has_aux=False):
     primal_out = tree_util.tree_unflatten(out_tree, primal_outs)
     del parent
     if has_aux:
-        return primal_out, f_vjp, box[1]
+        return primal_out, f_vjp, lin.primal_only(box[1])
     return primal_out, f_vjp
 
 
@@ -651,7 +656,7 @@ def _jac_fun(fname, fun, argnums, has_aux, holomorphic, allow_int, forward):
         jac = [j[0] if single else j for j in jac]
         res = tree_util.tree_unflatten(out_tree, jac)
         if has_aux:
-            return res, box[1]
+            return res, lin.primal_only(box[1])
         return res
 
     return jac_fun

@@ -284,3 +284,18 @@ def test_demo_training_reduces_loss(capsys):
     assert final < initial - 0.05
     assert accuracy > 0.6
     assert "step" in capsys.readouterr().out
+
+
+def test_aux_data_is_returned_as_primal_values():
+    def f(x):
+        y = jnp.sin(x)
+        return jnp.sum(y), {"y": y, "tag": "t"}
+    g, aux = funcgrad.grad(f, has_aux=True)(jnp.arange(3.0))
+    assert isinstance(aux["y"], funcgrad.Array) and aux["tag"] == "t"
+    np.testing.assert_allclose(aux["y"], np.sin(np.arange(3.0)), rtol=1e-6)
+    j, aux = funcgrad.jacrev(lambda x: (jnp.sin(x), jnp.cos(x)), has_aux=True)(jnp.ones(2))
+    assert isinstance(aux, funcgrad.Array)
+    j, aux = funcgrad.jacfwd(lambda x: (jnp.sin(x), jnp.cos(x)), has_aux=True)(jnp.ones(2))
+    np.testing.assert_allclose(aux, np.cos(np.ones(2)), rtol=1e-6)
+    _, _, aux = funcgrad.jvp(lambda x: (x * 2.0, x * 3.0), (1.0,), (1.0,), has_aux=True)
+    np.testing.assert_allclose(aux, 3.0)
