@@ -686,8 +686,9 @@ _GAMMA_TRIES = 16
 
 def gamma(key, a, shape=None, dtype=None):
     """Gamma(a, 1) samples (Marsaglia-Tsang, a fixed number of vectorized proposals; for
-    ``a < 1`` a sample of ``a + 1`` is scaled by ``u ** (1 / a)``). Not differentiable with
-    respect to ``a`` (the sample is treated as constant in ``a``).
+    ``a < 1`` a sample of ``a + 1`` is scaled by ``u ** (1 / a)``). Differentiable with
+    respect to ``a`` by implicit reparameterization: ``dx/da = -(dF/da) / (dF/dx)`` with ``F``
+    the Gamma CDF ``lax.igamma(a, x)``.
 
     Example:
         >>> random.gamma(key, 2.0, (3,))
@@ -698,9 +699,42 @@ def gamma(key, a, shape=None, dtype=None):
     a = jnp.asarray(a, ct)
     shape = _shape("gamma", aval_of(a).shape if shape is None else shape)
     _check_broadcast("gamma", shape, a)
-    a = lax.stop_gradient(jnp.broadcast_to(a, shape))
-    out = _gamma_impl(key, a, shape, ct)
+    a = jnp.broadcast_to(a, shape)
+    out = _gamma_impl(key, lax.stop_gradient(a), shape, ct)
+    out = _implicit_gamma_grad(a, out)
     return lax.convert_element_type(out, dtype)
+
+
+def _implicit_gamma_identity(a, x):
+    return x
+
+
+def _implicit_gamma_jvp(primals, tangents):
+    # x ~ Gamma(a) with CDF F(a, x): along a fixed quantile F(a, x) = u, so
+    # dx/da = -(dF/da) / pdf(x).  dF/da comes from forward-mode differentiation of igamma.
+    from funcgrad.core import ad_util
+    from funcgrad.transforms.ad import jvp
+    a, x = primals
+    ta, _ = tangents
+    if ad_util.is_zero(ta):
+        return x, ad_util.Zero(ad_util.tangent_aval(aval_of(x)))
+    a = lax.stop_gradient(a)
+    x = lax.stop_gradient(x)
+    safe_x = jnp.where(x > 0, x, 1.0)
+    _, dcdf_da = jvp(lambda aa: lax.igamma(aa, safe_x), (a,), (jnp.ones_like(a),))
+    log_pdf = (a - 1.0) * jnp.log(safe_x) - safe_x - lax.lgamma(a)
+    dx_da = jnp.where(x > 0, -dcdf_da * jnp.exp(-log_pdf), 0.0)
+    return x, ad_util.instantiate(ta) * dx_da
+
+
+def _make_implicit_gamma():
+    from funcgrad.transforms.custom_derivatives import custom_jvp
+    f = custom_jvp(_implicit_gamma_identity)
+    f.defjvp(_implicit_gamma_jvp)
+    return f
+
+
+_implicit_gamma_grad = _make_implicit_gamma()
 
 
 def _gamma_impl(key, a, shape, ct):

@@ -794,20 +794,39 @@ def _lu_jvp(primals, tangents):
         return outs, [_zero_out(aval_of(lu_))] + zeros
     aval = aval_of(a)
     m, n = aval.shape[-2:]
-    if m != n:
-        raise TypeError(f"lax.linalg.lu: differentiation is supported for square matrices "
-                        f"only, got {aval.str_short()}")
+    k = min(m, n)
     lax = _lax()
-    # P A = L U  =>  L^-1 P dA U^-1 = L^-1 dL + dU U^-1 (strictly lower + upper parts).
+    nb = aval.ndim - 2
+    # P A = L U with L (m, k) unit lower trapezoidal and U (k, n) upper trapezoidal. On the
+    # leading k x k blocks: L1^-1 (P dA)_11 U1^-1 = L1^-1 dL1 + dU1 U1^-1 (strictly lower +
+    # upper parts); the remaining rows of L / columns of U follow from the off-diagonal blocks.
     pda = _take_rows(da, perm)
-    x = triangular_solve(lu_, pda, left_side=True, lower=True, unit_diagonal=True)
-    x = triangular_solve(lu_, x, left_side=False, lower=False)
-    l_part = _tri(x, lower=True, k=-1)
-    u_part = _tri(x, lower=False)
-    L = lax.add(_tri(lu_, lower=True, k=-1), _eye_like(aval.shape, aval.dtype))
-    U = _tri(lu_, lower=False)
-    dlu = lax.add(_mm(L, l_part), _mm(u_part, U))
+    lu11 = _slice_mat(lu_, 0, k, 0, k)
+    L1 = lax.add(_tri(lu11, lower=True, k=-1), _eye_like(aval.shape[:nb] + (k, k), aval.dtype))
+    U1 = _tri(lu11, lower=False)
+    x = triangular_solve(lu11, _slice_mat(pda, 0, k, 0, k), left_side=True, lower=True,
+                         unit_diagonal=True)
+    x = triangular_solve(lu11, x, left_side=False, lower=False)
+    dL1 = _mm(L1, _tri(x, lower=True, k=-1))
+    dU1 = _mm(_tri(x, lower=False), U1)
+    dlu = lax.add(_tri(dL1, lower=True, k=-1), dU1)
+    if m > n:
+        L2 = _slice_mat(lu_, k, m, 0, k)
+        rhs = lax.sub(_slice_mat(pda, k, m, 0, k), _mm(L2, dU1))
+        dL2 = triangular_solve(lu11, rhs, left_side=False, lower=False)
+        dlu = lax.concatenate([dlu, dL2], nb)
+    elif n > m:
+        U2 = _slice_mat(lu_, 0, k, k, n)
+        rhs = lax.sub(_slice_mat(pda, 0, k, k, n), _mm(dL1, U2))
+        dU2 = triangular_solve(lu11, rhs, left_side=True, lower=True, unit_diagonal=True)
+        dlu = lax.concatenate([dlu, dU2], nb + 1)
     return outs, [dlu] + zeros
+
+
+def _slice_mat(x, r0, r1, c0, c1):
+    aval = aval_of(x)
+    nb = aval.ndim - 2
+    return _lax().slice(x, (0,) * nb + (r0, c0), aval.shape[:nb] + (r1, c1))
 
 
 lu_p.def_jvp(_lu_jvp)

@@ -150,3 +150,10 @@ def test_vmap_decompositions(rng):
         out = np.asarray(funcgrad.vmap(fn, in_axes=2)(np.moveaxis(x, 0, 2)))
         ref = np.stack([np.asarray(fn(x[i])) for i in range(3)])
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (5, 3), (3, 5)])
+def test_lu_grad(rng, shape):
+    from funcgrad.test_util import check_grads
+    a = rng.standard_normal(shape)
+    check_grads(lambda x: L.lu(x)[0], (a,), order=1, atol=1e-4, rtol=1e-4)
