@@ -394,3 +394,29 @@ def test_pad_with_batched_padding_value():
     f = lambda a, b: lax.pad(a, b, [(1, -1, 1)])     # noqa: E731
     close(vmap(f)(x, v), loop(f, x, v))
     close(vmap(f, in_axes=(None, 0))(x[0], v), loop(f, x[0], v, in_axes=[None, 0]))
+
+
+# --- other families through vmap (their rules live with them; checked end to end here) -------
+def test_cond_with_batched_predicate_becomes_select():
+    x = np.arange(4.0, dtype=np.float32)
+    f = vmap(lambda v: lax.cond(v > 1.5, lambda a: a * 10.0, lambda a: -a, v))
+    close(f(x), np.where(x > 1.5, x * 10, -x))
+    names = [e.prim.name for e in funcgrad.make_jaxpr(f)(x).eqns]
+    assert "cond" not in names and "select_n" in names
+
+
+def test_while_with_batched_predicate_runs_until_all_lanes_finish():
+    x = np.arange(4.0, dtype=np.float32)
+    f = vmap(lambda v: lax.while_loop(lambda c: c[0] < 5.0,
+                                      lambda c: (c[0] + 1.5, c[1] + 1), (v, 0)))
+    val, steps = f(x)
+    close(val, [6.0, 5.5, 5.0, 6.0])
+    np.testing.assert_array_equal(np.asarray(steps), [4, 3, 2, 2])
+
+
+def test_random_under_vmap_matches_loop():
+    import funcgrad.random as fr
+    keys = vmap(fr.PRNGKey)(np.arange(3))
+    out = vmap(lambda k: fr.normal(k, (2,)))(keys)
+    for i in range(3):
+        close(out[i], fr.normal(fr.PRNGKey(i), (2,)))
