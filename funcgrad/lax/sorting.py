@@ -3,7 +3,8 @@
 
 Ordering is NumPy's: NaNs sort after every number (all NaNs equal to each other), ``-0.0`` and
 ``0.0`` are equal (a stable sort keeps their order); complex numbers order by real part, then
-imaginary part. ``top_k`` treats NaN as the largest value.
+imaginary part. ``top_k`` (XLA's TopK, a partial sort) treats every NaN as the largest value
+and ``-0.0 == 0.0``; ties go to the lower index.
 """
 import numpy as np
 from jaxlib.mlir.dialects import stablehlo
@@ -164,6 +165,35 @@ def _top_k_abstract(operand, k):
 
 
 def _top_k_lowering(ctx, operand, k):
+    # XLA's TopK (a partial sort on CPU) is orders of magnitude faster than a full sort.
+    from jaxlib.mlir.dialects import chlo
+    aval = ctx.avals_in[0]
+    out_types = [_hlo.ir_type(a) for a in ctx.avals_out]
+    if dtypes.is_integer(aval.dtype):
+        return list(chlo.TopKOp(operand, k, results=out_types).results)
+    if not dtypes.is_float(aval.dtype):
+        return _top_k_sort_lowering(ctx, operand, k)
+    # TopK orders by IEEE total order (-NaN smallest, -0 < +0): rank a canonical copy (every
+    # NaN positive, -0 -> +0), then read the values from the operand at the chosen indices.
+    is_nan = _hlo.compare(operand, operand, "NE", aval.dtype)
+    nan = _hlo.constant(np.nan, aval.dtype, aval.shape)
+    zero = _hlo.constant(0, aval.dtype, aval.shape)
+    canon = stablehlo.select(_hlo.compare(operand, zero, "EQ", aval.dtype), zero, operand)
+    canon = stablehlo.select(is_nan, nan, canon)
+    _, idx = chlo.TopKOp(canon, k, results=out_types).results
+    nd = aval.ndim
+    idx_aval = ctx.avals_out[1]
+    idx_col = stablehlo.reshape(_hlo.tensor_type(idx_aval.shape + (1,), np.int32), idx)
+    dnums = stablehlo.GatherDimensionNumbers.get(
+        offset_dims=[], collapsed_slice_dims=[nd - 1],
+        operand_batching_dims=list(range(nd - 1)),
+        start_indices_batching_dims=list(range(nd - 1)),
+        start_index_map=[nd - 1], index_vector_dim=nd)
+    vals = stablehlo.gather(operand, idx_col, dnums, [1] * nd, indices_are_sorted=False)
+    return [vals, idx]
+
+
+def _top_k_sort_lowering(ctx, operand, k):
     aval = ctx.avals_in[0]
     d = aval.ndim - 1
     idx_aval = ShapedArray(aval.shape, np.int32)

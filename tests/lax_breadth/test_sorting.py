@@ -65,6 +65,13 @@ def test_top_k(rng):
     np.testing.assert_array_equal(np.asarray(i2), want_idx)
     vals, idx = lax.top_k(np.array([1.0, np.nan, 3.0], np.float32), 2)
     assert np.isnan(np.asarray(vals)[0]) and np.asarray(idx).tolist() == [1, 2]
+    # every NaN is largest (also -nan); -0.0 and 0.0 tie, lower index first; values keep signs
+    x = np.array([1.0, np.nan, -0.0, 0.0, -np.nan, np.inf, 3.0], np.float32)
+    vals, idx = lax.top_k(x, 7)
+    assert np.asarray(idx).tolist() == [1, 4, 5, 6, 0, 2, 3]
+    np.testing.assert_array_equal(np.signbit(np.asarray(vals)), np.signbit(x[np.asarray(idx)]))
+    vals, idx = lax.top_k(np.array([3, 1, 3, 7], np.uint8), 3)
+    assert np.asarray(idx).tolist() == [3, 0, 2] and vals.dtype == np.uint8
     with pytest.raises(TypeError, match="k=5"):
         lax.top_k(np.ones(3, np.float32), 5)
 
