@@ -10,9 +10,9 @@ exactly as the eager step would.
 The rule for a writer (``write(target, key, value, setter)``):
   * a concrete value is stored now (``setter(target, key, value)``);
   * a JVP tracer (``grad``/``jvp``) whose primal is concrete stores its primal now;
-  * otherwise the value is recorded in the innermost open log (the enclosing ``jit``), which
-    carries it out; with no log open (``make_jaxpr``, ``vmap`` alone) the write is dropped from
-    the original object and only the traced copy sees it.
+  * otherwise a staged value is recorded in the innermost open log (the enclosing ``jit``),
+    which carries it out; with no log open (``make_jaxpr``), or for a batched value (``vmap``),
+    the write is dropped from the original object and only the traced copy sees it.
 
 Example:
     >>> log = StateLog()
@@ -74,6 +74,10 @@ def write(target, key, value, setter):
         return True
     log = _log.get()
     if log is None:
+        return False
+    from funcgrad.core.staging import StagingTracer
+    if not isinstance(v, StagingTracer):
+        # e.g. a vmap (batched) value: it has no single value to write back
         return False
     log.record(target, key, v, setter)
     return True

@@ -32,7 +32,8 @@ def _axis(axis, ndim):
 def relu(x):
     """max(x, 0) (derivative 0 at 0). Example: ``nn.relu(jnp.array([-1., 1.]))``."""
     x = jnp.asarray(x)
-    return jnp.maximum(x, jnp.zeros((), x.dtype))
+    # where, not maximum: the derivative at 0 is 0 (maximum would split it 0.5/0.5)
+    return jnp.where(x > 0, x, jnp.zeros((), x.dtype))
 
 
 def relu6(x):
