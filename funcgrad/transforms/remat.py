@@ -25,6 +25,13 @@ remat_p.def_impl(lambda *args, jaxpr, prevent_cse: eval_jaxpr(jaxpr.jaxpr, [], *
 
 
 def _remat_lowering(ctx, *args, jaxpr, prevent_cse):
+    if prevent_cse and args:
+        # The inputs pass an optimization barrier, so XLA cannot merge the recomputation with
+        # the forward pass it duplicates (common-subexpression elimination would undo remat).
+        from jaxlib.mlir.dialects import stablehlo
+        res = stablehlo.optimization_barrier(list(args))
+        args = [res] if len(args) == 1 and not isinstance(res, (list, tuple)) and \
+            not hasattr(res, "__len__") else list(res)
     return ctx.lower_jaxpr(jaxpr, [], args)
 
 
@@ -52,7 +59,8 @@ def _tangent_body(jaxpr, in_nz):
 def _remat_jvp(primals, tangents, jaxpr, prevent_cse):
     in_nz = tuple(type(t) is not Zero and dtypes.is_inexact(a.dtype)
                   for t, a in zip(tangents, jaxpr.in_avals))
-    outs = remat_p.bind(*primals, jaxpr=jaxpr, prevent_cse=prevent_cse)
+    # only the recomputing application needs the barrier
+    outs = remat_p.bind(*primals, jaxpr=jaxpr, prevent_cse=False)
     body, consts, out_nz = _tangent_body(jaxpr, in_nz)
     out_avals = [tangent_aval(a) for a in jaxpr.out_avals]
     if not any(out_nz):
@@ -63,9 +71,31 @@ def _remat_jvp(primals, tangents, jaxpr, prevent_cse):
     return outs, [next(t_outs) if nz else Zero(a) for nz, a in zip(out_nz, out_avals)]
 
 
+_transpose_cache = weakref.WeakKeyDictionary()   # body -> {(linear, cts_nz): (body, consts)}
+
+
 def _remat_transpose(cts, *args, jaxpr, prevent_cse):
-    from funcgrad.transforms.ad import backward_pass
-    return backward_pass(jaxpr.jaxpr, [], list(args), list(cts))
+    """The backward pass of the body, itself bound as ``remat``: it recomputes the forward
+    values it needs (behind the optimization barrier) right where the cotangents are formed."""
+    from funcgrad.core.ad_util import is_undefined_primal
+    from funcgrad.transforms.ad import transpose_jaxpr
+    from funcgrad.transforms.jit import _cast_like
+    linear = tuple(is_undefined_primal(a) for a in args)
+    cts_nz = tuple(type(c) is not Zero for c in cts)
+    if not any(cts_nz):
+        return [Zero(a.aval) if lin else None for a, lin in zip(args, linear)]
+    per_body = _transpose_cache.get(jaxpr)
+    if per_body is None:
+        per_body = _transpose_cache[jaxpr] = {}
+    entry = per_body.get((linear, cts_nz))
+    if entry is None:
+        entry = per_body[(linear, cts_nz)] = consts_as_args(
+            transpose_jaxpr(jaxpr, linear, cts_nz))
+    body, consts = entry
+    operands = list(consts) + [a for a, lin in zip(args, linear) if not lin] + [
+        _cast_like(c, a) for c, a, nz in zip(cts, jaxpr.out_avals, cts_nz) if nz]
+    outs = iter(remat_p.bind(*operands, jaxpr=body, prevent_cse=prevent_cse))
+    return [next(outs) if lin else None for lin in linear]
 
 
 remat_p.def_jvp(_remat_jvp)

@@ -140,7 +140,7 @@ def test_checkpoint_recomputes_in_backward_pass():
     assert _count(plain.jaxpr, "sin") == 2
     # the forward pass computes sin(sin x); the backward pass recomputes sin x
     assert _count(remat.jaxpr, "sin") == 3
-    assert _count(remat.jaxpr, "remat") == 1
+    assert _count(remat.jaxpr, "remat") == 2        # the forward call and the recomputing one
     v1, g1 = funcgrad.value_and_grad(g)(0.3)
     v2, g2 = funcgrad.value_and_grad(funcgrad.remat(g))(0.3)
     np.testing.assert_allclose(v1, v2)
