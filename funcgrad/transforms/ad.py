@@ -145,7 +145,7 @@ def jvp(fun, primals, tangents, has_aux=False):
             raise TypeError(f"jvp: primal and tangent leaf {i} must match in shape and the "
                             f"tangent dtype must be {np.dtype(expected).name}, got primal "
                             f"{pa.str_short()} and tangent {ta.str_short()}")
-        ts.append(_zero_if_float0(t, pa))
+        ts.append(_zero_if_float0(_as_dtype(t, tangent_aval(pa)), pa))
     aux_box = []
 
     def flat_fun(*leaves):
@@ -276,7 +276,8 @@ def linearize(fun, *primals):
         if t_tree != p_tree:
             raise TypeError(f"linearize: the tangents must have the structure of the primals "
                             f"{p_tree}, got {t_tree}")
-        ts = [_zero_if_float0(t, aval_of(p)) for t, p in zip(t_leaves, p_leaves)]
+        ts = [_zero_if_float0(_as_dtype(t, tangent_aval(aval_of(p))), aval_of(p))
+              for t, p in zip(t_leaves, p_leaves)]
         outs = lin.jvp(ts)
         return tree_util.tree_unflatten(out_tree, [instantiate(t) for t in outs])
 
