@@ -325,21 +325,21 @@ def truncated_normal(key, lower, upper, shape=None, dtype=None):
     shape = _shape("truncated_normal", shape)
     _check_broadcast("truncated_normal", shape, lower, upper)
     sqrt2 = np.array(np.sqrt(2), ct)
-    a = lax_erf(lower / sqrt2)
-    b = lax_erf(upper / sqrt2)
+    a = _erf(lower / sqrt2)
+    b = _erf(upper / sqrt2)
     u = uniform(key, shape, ct, minval=a, maxval=b)
-    out = sqrt2 * lax_erf_inv(u)
+    out = sqrt2 * _erf_inv(u)
     lo = jnp.nextafter(lower, jnp.asarray(np.inf, ct))
     hi = jnp.nextafter(upper, jnp.asarray(-np.inf, ct))
     out = jnp.clip(out, lo, hi)
     return lax.convert_element_type(out, dtype)
 
 
-def lax_erf(x):
+def _erf(x):
     return lax.erf(x)
 
 
-def lax_erf_inv(x):
+def _erf_inv(x):
     return lax.erf_inv(x)
 
 
@@ -654,13 +654,13 @@ def ball(key, d, p=2, shape=(), dtype=None):
     dtype = _float_dtype("ball", dtype)
     shape = _shape("ball", shape)
     k1, k2 = split(key)
-    g = gennorm_like(k1, shape + (d,), p, dtype)
+    g = _gennorm(k1, shape + (d,), p, dtype)
     e = exponential(k2, shape, dtype)
     norm = jnp.power(jnp.sum(jnp.power(jnp.abs(g), p), axis=-1) + e, 1.0 / p)
     return g / norm[..., None]
 
 
-def gennorm_like(key, shape, p, dtype):
+def _gennorm(key, shape, p, dtype):
     """Generalized normal samples with density ~ exp(-|x|^p) (by gamma transformation)."""
     k1, k2 = split(key)
     g = gamma(k1, 1.0 / p, shape, dtype)

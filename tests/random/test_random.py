@@ -212,3 +212,27 @@ def test_gamma_implicit_gradient(a):
     np.testing.assert_allclose(g, ref, rtol=1e-3)
     gb = grad(lambda aa: jnp.sum(random.beta(k, aa, 2.0, (4,))))(jnp.asarray(1.5, "float32"))
     assert np.isfinite(float(gb)) and float(gb) != 0.0
+
+
+def test_more_distributions():
+    k = random.key(21)
+    n = 4000
+    assert set(np.unique(_np(random.rademacher(k, (n,))))) == {-1, 1}
+    x = _np(random.lognormal(k, 0.5, (n,)))
+    assert st.kstest(x, st.lognorm(0.5).cdf).pvalue > 1e-3
+    x = _np(random.chisquare(k, 3.0, (n,)))
+    assert st.kstest(x, st.chi2(3).cdf).pvalue > 1e-3
+    x = _np(random.t(k, 5.0, (n,)))
+    assert st.kstest(x, st.t(5).cdf).pvalue > 1e-3
+    x = _np(random.maxwell(k, (n,)))
+    assert st.kstest(x, st.maxwell.cdf).pvalue > 1e-3
+    x = _np(random.pareto(k, 3.0, (n,)))
+    assert st.kstest(x, st.pareto(3.0).cdf).pvalue > 1e-3
+    x = _np(random.weibull_min(k, 2.0, 1.5, (n,)))
+    assert st.kstest(x, st.weibull_min(1.5, scale=2.0).cdf).pvalue > 1e-3
+    b = _np(random.ball(k, 3, shape=(n,)))
+    r = np.linalg.norm(b, axis=-1)
+    assert r.max() <= 1 + 1e-6 and st.kstest(r ** 3, "uniform").pvalue > 1e-3
+    q = _np(random.orthogonal(k, 4, (3,)))
+    np.testing.assert_allclose(np.swapaxes(q, -1, -2) @ q, np.broadcast_to(np.eye(4), (3, 4, 4)),
+                               atol=1e-5)
