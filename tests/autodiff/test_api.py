@@ -299,3 +299,16 @@ def test_aux_data_is_returned_as_primal_values():
     np.testing.assert_allclose(aux, np.cos(np.ones(2)), rtol=1e-6)
     _, _, aux = funcgrad.jvp(lambda x: (x * 2.0, x * 3.0), (1.0,), (1.0,), has_aux=True)
     np.testing.assert_allclose(aux, 3.0)
+
+
+def test_tangent_dtypes_follow_the_primals(x64):
+    out, t = funcgrad.jvp(jnp.sin, (jnp.ones(2, np.float32),), (1.0 * jnp.ones(2, np.float32),))
+    assert np.asarray(t).dtype == np.float32
+    out, t = funcgrad.jvp(jnp.sin, (np.float32(1.0),), (1.0,))      # weak Python tangent
+    assert np.asarray(t).dtype == np.float32
+    with pytest.raises(TypeError, match="tangent dtype must be float32"):
+        funcgrad.jvp(jnp.sin, (jnp.ones(2, np.float32),), (np.ones(2),))
+    _, f_jvp = funcgrad.linearize(jnp.sin, jnp.ones(2, np.float32))
+    assert np.asarray(f_jvp(np.ones(2))).dtype == np.float32
+    g = funcgrad.grad(lambda x: jnp.sum(x * 2.0))(jnp.ones(2, np.float32))
+    assert np.asarray(g).dtype == np.float32
