@@ -360,7 +360,7 @@ def _dynamic_slice_batch(args, dims, slice_sizes):
         dn = GatherDimensionNumbers(offset_dims=tuple(range(1, n + 1)), collapsed_slice_dims=(),
                                     start_index_map=tuple(range(1, n + 1)),
                                     operand_batching_dims=(0,), start_indices_batching_dims=(0,))
-        sizes = (1,) + tuple(slice_sizes)
+        sizes = (min(size, 1),) + tuple(slice_sizes)   # a batch of 0 slices 0 wide
     return gather_p.bind(operand, indices, dimension_numbers=dn, slice_sizes=sizes, mode="clip",
                          fill_value=None), 0
 
@@ -418,7 +418,7 @@ def _gather_batch(args, dims, dimension_numbers, slice_sizes, mode, fill_value):
             start_index_map=_plus1(d.start_index_map),
             operand_batching_dims=(0,) + _plus1(d.operand_batching_dims),
             start_indices_batching_dims=(0,) + _plus1(d.start_indices_batching_dims))
-        sizes = (1,) + tuple(slice_sizes)
+        sizes = (min(aval_of(operand).shape[0], 1),) + tuple(slice_sizes)
     return gather_p.bind(operand, indices, dimension_numbers=dn, slice_sizes=sizes, mode=mode,
                          fill_value=fill_value), 0
 

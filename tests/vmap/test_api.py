@@ -420,3 +420,13 @@ def test_random_under_vmap_matches_loop():
     out = vmap(lambda k: fr.normal(k, (2,)))(keys)
     for i in range(3):
         close(out[i], fr.normal(fr.PRNGKey(i), (2,)))
+
+
+def test_empty_batch():
+    x = np.zeros((0, 3), np.float32)
+    assert vmap(lambda v: jnp.sum(jnp.sin(v)))(x).shape == (0,)
+    assert vmap(lambda v: v @ np.ones((3, 2), np.float32))(x).shape == (0, 2)
+    assert vmap(lambda v, i: lax.dynamic_slice(v, (i,), (2,)))(
+        x, np.zeros(0, np.int32)).shape == (0, 2)
+    assert vmap(lambda v, i: v[i])(x, np.zeros((0, 2), np.int32)).shape == (0, 2)
+    assert vmap(lambda v: lax.all_gather(v, "i"), axis_name="i")(x).shape == (0, 0, 3)
