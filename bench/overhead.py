@@ -24,17 +24,22 @@ import numpy as np  # noqa: E402
 _clock = time.process_time
 
 
-def per_call_us(fn, number, repeat):
-    """Median over ``repeat`` runs of the mean time of ``number`` calls, in microseconds."""
-    for _ in range(min(number, 200)):
-        fn()
-    times = []
-    for _ in range(repeat):
-        t0 = _clock()
-        for _ in range(number):
+def per_call_us(fns, number, repeat):
+    """{name: median over ``repeat`` rounds of the mean time of ``number`` calls, in us}.
+
+    Rounds alternate between the callables so that drifting machine load hits them alike.
+    """
+    for fn in fns.values():
+        for _ in range(min(number, 200)):
             fn()
-        times.append((_clock() - t0) / number * 1e6)
-    return statistics.median(times)
+    times = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            t0 = _clock()
+            for _ in range(number):
+                fn()
+            times[name].append((_clock() - t0) / number * 1e6)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def median_ms(fn, repeat):
@@ -61,8 +66,7 @@ def bench_funcgrad(number, repeat, compile_repeat):
     x = jnp.ones((4,))
     y = jnp.ones((4,))
     tiny = funcgrad.jit(lambda a: a + 1.0)
-    out = {"jit dispatch (us)": per_call_us(lambda: tiny(x), number, repeat),
-           "eager add (us)": per_call_us(lambda: x + y, number, repeat)}
+    calls = {"jit dispatch (us)": lambda: tiny(x), "eager add (us)": lambda: x + y}
     rng = np.random.default_rng(0)
     params = [(jnp.asarray(w), jnp.asarray(b)) for w, b in mlp_params(rng)]
     batch = jnp.ones((32, 64))
@@ -76,9 +80,7 @@ def bench_funcgrad(number, repeat, compile_repeat):
 
     def compile_once():
         funcgrad.jit(mlp)(params, batch).block_until_ready()
-    compile_once()
-    out["MLP trace+compile (ms)"] = median_ms(compile_once, compile_repeat)
-    return out
+    return calls, compile_once
 
 
 def bench_jax(number, repeat, compile_repeat):
@@ -88,8 +90,7 @@ def bench_jax(number, repeat, compile_repeat):
     x = jnp.ones((4,))
     y = jnp.ones((4,))
     tiny = jax.jit(lambda a: a + 1.0)
-    out = {"jit dispatch (us)": per_call_us(lambda: tiny(x), number, repeat),
-           "eager add (us)": per_call_us(lambda: x + y, number, repeat)}
+    calls = {"jit dispatch (us)": lambda: tiny(x), "eager add (us)": lambda: x + y}
     rng = np.random.default_rng(0)
     params = [(jnp.asarray(w), jnp.asarray(b)) for w, b in mlp_params(rng)]
     batch = jnp.ones((32, 64))
@@ -104,9 +105,7 @@ def bench_jax(number, repeat, compile_repeat):
     def compile_once():
         jax.clear_caches()
         jax.jit(mlp)(params, batch).block_until_ready()
-    compile_once()
-    out["MLP trace+compile (ms)"] = median_ms(compile_once, compile_repeat)
-    return out
+    return calls, compile_once
 
 
 def bench_torch(number, repeat, compile_repeat):
@@ -115,13 +114,14 @@ def bench_torch(number, repeat, compile_repeat):
     torch.set_num_threads(1)
     x = torch.ones(4)
     y = torch.ones(4)
-    out = {"eager add (us)": per_call_us(lambda: x + y, number, repeat)}
+    calls = {"eager add (us)": lambda: x + y}
     try:
         scripted = torch.jit.script(_torch_tiny)
+        scripted(x)
+        calls["jit dispatch (us)"] = lambda: scripted(x)
     except Exception:   # TorchScript is deprecated and may be missing
-        return out
-    out["jit dispatch (us)"] = per_call_us(lambda: scripted(x), number, repeat)
-    return out
+        pass
+    return calls, None
 
 
 def _torch_tiny(a):
@@ -137,12 +137,21 @@ def main():
     if args.wall:
         _clock = time.perf_counter
     number, repeat, compile_repeat = (2000, 5, 3) if args.quick else (10000, 9, 5)
-    results = {"funcgrad": bench_funcgrad(number, repeat, compile_repeat)}
+    setups = {"funcgrad": bench_funcgrad(number, repeat, compile_repeat)}
     for name, fn in (("jax", bench_jax), ("torch", bench_torch)):
         try:
-            results[name] = fn(number, repeat, compile_repeat)
+            setups[name] = fn(number, repeat, compile_repeat)
         except ImportError as exc:
             print(f"({name} not importable: {exc}; skipped)")
+    flat = {(lib, row): call for lib, (calls, _) in setups.items() for row, call in calls.items()}
+    timed = per_call_us(flat, number, repeat)
+    results = {lib: {} for lib in setups}
+    for (lib, row), value in timed.items():
+        results[lib][row] = value
+    for lib, (_, compile_once) in setups.items():
+        if compile_once is not None:
+            compile_once()
+            results[lib]["MLP trace+compile (ms)"] = median_ms(compile_once, compile_repeat)
     rows = list(results["funcgrad"])
     libs = list(results)
     header = f"{'measurement':<24}" + "".join(f"{lib:>12}" for lib in libs)

@@ -137,6 +137,7 @@ class JitFunction:
         self._donate_argnums = tuple(donate_argnums or ())
         self._cache = {}
         self._fast = {}     # (aval keys of Array args..., sharding) -> compiled _CacheEntry
+        self._fast_sole = {}   # one-device process, one Array argument: aval key -> entry.fast
         _all_jitted.add(self)
         self._simple = not (self._static_argnums or self._static_argnames
                             or self._donate_argnums)
@@ -246,19 +247,22 @@ class JitFunction:
         return entry, leaves, device
 
     def __call__(self, *args, **kwargs):
-        # Fast path: every argument is an Array on one device, no keywords, no static or
-        # donated arguments, called eagerly. The cache key is the argument avals and sharding
-        # (the pytree structure is implied), so the per-call work is a dict lookup and the
-        # execute call.
-        if self._simple and not kwargs and (not _entered[0] or _current_interp(None) is None):
+        # Fast path: every argument is an Array on one device, no keywords, called eagerly.
+        # The tables hold only functions without static or donated arguments (see
+        # _call_slow), keyed by the arguments' aval keys and sharding (the pytree structure is
+        # implied), so the per-call work is a dict lookup and the execute call.
+        if not kwargs and (not _entered[0] or _current_interp(None) is None):
             if len(args) == 1:     # the commonest signature, without the loop below
                 a = args[0]
                 if type(a) is Array:
                     buf = a._buf
-                    entry = self._fast.get((a.aval.key, _array_mod.sole_sharding
-                                            or buf._sharding))
-                    if entry is not None:
-                        execute, handlers, consts, aval0 = entry.fast
+                    if _array_mod.sole_sharding is not None:
+                        fast = self._fast_sole.get(a.aval.key)
+                    else:
+                        fast = self._fast.get((a.aval.key, buf._sharding))
+                        fast = fast and fast.fast
+                    if fast is not None:
+                        execute, handlers, consts, aval0, entry = fast
                         try:
                             outs = execute(consts + [buf] if consts else [buf]
                                            ).consume_with_handlers(handlers)
@@ -340,7 +344,9 @@ class JitFunction:
             entry.single = entry.out_tree.num_nodes == 1 and entry.out_tree.num_leaves == 1
             entry.execute, entry.handlers_out = exe.loaded.execute_sharded, exe._handlers
             entry.fast = (exe.loaded.execute_sharded, exe._handlers, entry.consts_bufs,
-                          entry.out_avals[0] if entry.single else None)
+                          entry.out_avals[0] if entry.single else None, entry)
+            if len(args) == 1 and _array_mod.sole_sharding is sharding_for(device):
+                self._fast_sole[args[0].aval.key] = entry.fast
             self._fast[tuple([a.aval.key for a in args]) + (sharding_for(device),)] = entry
         if entry.writeback:
             return entry.out_tree.unflatten(_write_back(
@@ -360,6 +366,7 @@ class JitFunction:
     def clear_cache(self):
         self._cache.clear()
         self._fast.clear()
+        self._fast_sole.clear()
 
     def __repr__(self):
         return f"<jit({self.__name__})>"
