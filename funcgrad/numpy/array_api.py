@@ -60,20 +60,13 @@ def isdtype(dtype, kind):
     """
     dt = _as_dtype("isdtype", dtype)
     if isinstance(kind, tuple):
-        return builtins_any(isdtype(dt, k) for k in kind)
+        return any(isdtype(dt, k) for k in kind)
     if isinstance(kind, str):
         if kind not in _KINDS:
             raise ValueError(f"funcgrad.numpy.isdtype: unknown kind {kind!r}; expected one of "
                              f"{sorted(_KINDS)}")
         return bool(_KINDS[kind](dt))
     return dt == _as_dtype("isdtype", kind)
-
-
-def builtins_any(it):
-    for v in it:
-        if v:
-            return True
-    return False
 
 
 def can_cast(from_, to, casting="safe"):
@@ -100,7 +93,8 @@ def astype(x, dtype, /, *, copy=True, device=None):
     src = aval_of(x).dtype
     dst = canonical_dtype(dtype)
     if dst == src and not (isinstance(x, Value) and aval_of(x).weak_type):
-        out = x
+        from funcgrad.numpy.creation import asarray
+        out = asarray(x)
     elif dst == dtypes.bool_:
         out = lax.ne(x, np.zeros((), src))
     else:

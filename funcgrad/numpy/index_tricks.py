@@ -250,7 +250,8 @@ ogrid = _Grid(sparse=True)
 
 # --- functional writes ---------------------------------------------------------------------
 def put(a, ind, v, mode=None, *, inplace=False):
-    """``a`` with ``a.flat[ind] = v`` (``v`` repeated to the length of ``ind``).
+    """``a`` with ``a.flat[ind] = v`` (``v`` repeated to the length of ``ind``); ``mode``:
+    'clip' (default, as JAX), 'wrap' or 'drop'.
 
     Example:
         >>> jnp.put(jnp.zeros(4), jnp.array([0, 2]), 1.0, inplace=False)
@@ -267,7 +268,9 @@ def put(a, ind, v, mode=None, *, inplace=False):
         from funcgrad.numpy.shape_ops import tile
         v = lax.slice(tile(v, (n + m - 1) // m), [0], [n])
     size = aval_of(a).size
-    if mode in (None, "fill", "drop"):
+    if mode is None:
+        mode = "clip"  # as JAX (NumPy's default, 'raise', cannot work on traced indices)
+    elif mode == "fill":
         mode = "drop"
     if mode == "wrap":
         ind, mode = uf.remainder(ind, size), "drop"

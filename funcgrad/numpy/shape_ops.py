@@ -5,6 +5,7 @@ import math
 import numpy as np
 
 from funcgrad import lax
+from funcgrad.core.interpreters import Value
 from funcgrad.core.values import aval_of
 from funcgrad.numpy._util import (broadcast_shapes, broadcast_to_shape, canonicalize_axes,
                                   canonicalize_axis, check_arraylike, promote_dtypes)
@@ -31,6 +32,15 @@ def _resolve_shape(fname, newshape, size):
     return tuple(newshape)
 
 
+def _as_array(x):
+    # lax shape functions hand back their input when there is nothing to do; a NumPy input must
+    # still come back as a funcgrad array
+    if isinstance(x, Value):
+        return x
+    from funcgrad.numpy.creation import asarray
+    return asarray(x)
+
+
 def reshape(a, shape=None, order="C", *, newshape=None):
     """Give ``a`` a new shape (one entry may be -1), row-major order.
 
@@ -48,7 +58,7 @@ def reshape(a, shape=None, order="C", *, newshape=None):
         rev_in = lax.transpose(a, tuple(reversed(range(av.ndim))))
         out = lax.reshape(rev_in, tuple(reversed(shape)))
         return lax.transpose(out, tuple(reversed(range(len(shape)))))
-    return lax.reshape(a, shape)
+    return _as_array(lax.reshape(a, shape))
 
 
 def ravel(a, order="C"):
@@ -71,7 +81,7 @@ def transpose(a, axes=None):
     if sorted(axes) != list(range(ndim)):
         raise ValueError(f"funcgrad.numpy.transpose: axes {axes} are not a permutation of the "
                          f"{ndim} axes")
-    return lax.transpose(a, axes)
+    return _as_array(lax.transpose(a, axes))
 
 
 def permute_dims(a, axes):
@@ -145,7 +155,7 @@ def squeeze(a, axis=None):
             if av.shape[ax] != 1:
                 raise ValueError(f"funcgrad.numpy.squeeze: cannot select axis {ax} of shape "
                                  f"{av.shape}: its size is not 1")
-    return lax.squeeze(a, axes)
+    return _as_array(lax.squeeze(a, axes))
 
 
 def expand_dims(a, axis):

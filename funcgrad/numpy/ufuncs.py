@@ -4,6 +4,7 @@ import numpy as np
 from funcgrad import lax
 from funcgrad.core import dtypes
 from funcgrad.core.interpreters import Value
+from funcgrad.core.interpreters import Value
 from funcgrad.core.values import aval_of
 from funcgrad.numpy._util import (check_arraylike, promote_and_broadcast, promote_dtypes,
                                   to_inexact)
@@ -24,7 +25,11 @@ def _unary(name, lax_fn, what, inexact=False):
         x = promote_dtypes(x)[0]
         if inexact:
             x = to_inexact(x)
-        return lax_fn(x)
+        out = lax_fn(x)
+        if not isinstance(out, Value):  # identity paths (e.g. floor of ints) on NumPy input
+            from funcgrad.numpy.creation import asarray
+            out = asarray(out)
+        return out
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = _doc(name, what, "x")
     return fn
@@ -123,7 +128,8 @@ def abs(x, /):
     x = promote_dtypes(x)[0]
     dt = aval_of(x).dtype
     if dtypes.is_unsigned(dt) or dt == dtypes.bool_:
-        return x
+        from funcgrad.numpy.creation import asarray
+        return asarray(x)
     return lax.abs(x)
 
 
@@ -415,9 +421,12 @@ def round(a, decimals=0):
     """
     a = promote_dtypes(a)[0]
     dt = aval_of(a).dtype
+    if dtypes.is_complex(dt):
+        return lax.complex(round(lax.real(a), decimals), round(lax.imag(a), decimals))
     if dtypes.is_integer(dt) or dt == dtypes.bool_:
         if decimals >= 0:
-            return a
+            from funcgrad.numpy.creation import asarray
+            return asarray(a)
         # round half to even on multiples of 10**-decimals, as NumPy
         factor = np.asarray(10 ** -decimals, dt)
         q = floor_divide(a, factor)
@@ -454,6 +463,9 @@ def clip(a, a_min=None, a_max=None, *, min=None, max=None):
         a = maximum(a, lo)
     if hi is not None:
         a = minimum(a, hi)
+    if not isinstance(a, Value):
+        from funcgrad.numpy.creation import asarray
+        a = asarray(a)
     return a
 
 
@@ -512,7 +524,8 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     x = promote_dtypes(x)[0]
     dt = aval_of(x).dtype
     if not dtypes.is_float(dt):
-        return x
+        from funcgrad.numpy.creation import asarray
+        return asarray(x)
     info = dtypes.finfo(dt)
     posinf = info.max if posinf is None else posinf
     neginf = info.min if neginf is None else neginf

@@ -187,3 +187,16 @@ def test_unique_family_with_size_under_jit():
     np.testing.assert_array_equal(r.counts, np.concatenate([ec, [0]]))
     v = funcgrad.jit(lambda x: jnp.unique_values(x, size=3))(x)
     np.testing.assert_array_equal(v, ev[:3])
+
+
+@pytest.mark.parametrize("name", [
+    "floor", "ceil", "trunc", "rint", "round", "fix", "real", "conj", "positive", "abs",
+    "clip", "nan_to_num", "ravel", "squeeze", "transpose", "astype", "nansum", "isreal",
+    "atleast_1d", "copy"])
+def test_numpy_input_gives_funcgrad_arrays(name):
+    # identity paths (floor of ints, squeeze without size-1 axes...) must not hand back NumPy
+    fn = getattr(jnp, name)
+    for x in (np.array([1, 2, 3], np.int64), np.array([1.5, -2.0]), np.array([1, 2], np.uint8)):
+        out = fn(x, x.dtype) if name == "astype" else fn(x)
+        assert isinstance(out, funcgrad.Array), (name, x.dtype, type(out))
+        assert out.dtype == jnp.result_type(x.dtype) or name in ("nansum", "isreal")

@@ -172,3 +172,42 @@ def test_immutable_setitem_error():
     with pytest.raises(TypeError, match="immutable"):
         x = jnp.zeros(3)
         x[0] = 1.0
+
+
+# --- random index expressions (hypothesis) ------------------------------------------------
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+def _entry(n):
+    return st.one_of(
+        st.integers(-n, n - 1),
+        st.builds(slice, st.one_of(st.none(), st.integers(-n - 1, n + 1)),
+                  st.one_of(st.none(), st.integers(-n - 1, n + 1)),
+                  st.one_of(st.none(), st.sampled_from([-2, -1, 1, 2]))),
+        st.lists(st.integers(-n, n - 1), min_size=1, max_size=3).map(np.array),
+        st.none())
+
+
+@st.composite
+def _index(draw):
+    entries = [draw(_entry(n)) for n in X.shape[:draw(st.integers(1, 3))]]
+    if draw(st.booleans()):
+        entries.insert(draw(st.integers(0, len(entries))), Ellipsis)
+    arrays = [e for e in entries if isinstance(e, np.ndarray)]
+    if len({a.shape for a in arrays}) > 1:  # keep advanced indices broadcastable
+        entries = [e[:1] if isinstance(e, np.ndarray) else e for e in entries]
+    return tuple(entries)
+
+
+@settings(max_examples=20, deadline=None)
+@given(_index())
+def test_random_index_expressions(idx):
+    x = jnp.asarray(X)
+    expected = X[idx]
+    np.testing.assert_array_equal(x[idx], expected)
+    vals = np.arange(expected.size, dtype=np.float32).reshape(expected.shape) - 7
+    e = X.copy()
+    e[idx] = vals
+    positions = np.arange(X.size).reshape(X.shape)[idx].ravel()
+    if len(np.unique(positions)) == positions.size:  # NumPy's last-write-wins otherwise
+        np.testing.assert_array_equal(x.at[idx].set(vals), e)
