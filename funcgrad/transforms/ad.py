@@ -164,7 +164,8 @@ def jvp(fun, primals, tangents, has_aux=False):
     pairs = [interp.split(o) for o in outs]
     out_tree = aux_box[0]
     primal_out = tree_util.tree_unflatten(out_tree, [p for p, _ in pairs])
-    tangent_out = tree_util.tree_unflatten(out_tree, [instantiate(t) for _, t in pairs])
+    tangent_out = tree_util.tree_unflatten(out_tree, [_on_device(instantiate(t))
+                                                      for _, t in pairs])
     if has_aux:
         aux = _strip_tracers(interp, aux_box[1])
         return primal_out, tangent_out, aux
@@ -400,7 +401,7 @@ def vjp(fun, *primals, has_aux=False):
                                 f"has shape {a.shape}")
             cts.append(_zero_if_float0(_as_dtype(c, a), a))
         in_cts = lin.transpose(cts)
-        res = [instantiate(c) if type(c) is Zero else _as_dtype(c, tangent_aval(a))
+        res = [_on_device(instantiate(c) if type(c) is Zero else _as_dtype(c, tangent_aval(a)))
                for c, a in zip(in_cts, in_avals)]
         return tree_util.tree_unflatten(p_tree, res)
 
@@ -409,6 +410,16 @@ def vjp(fun, *primals, has_aux=False):
     if has_aux:
         return primal_out, f_vjp, lin.primal_only(box[1])
     return primal_out, f_vjp
+
+
+def _on_device(x):
+    """Host values (a cotangent passed straight through) become device arrays when running
+    eagerly, so users always get ``funcgrad.Array`` results (float0 stays on the host)."""
+    if isinstance(x, (np.ndarray, np.generic)) and x.dtype != dtypes.float0 and \
+            interpreters.current() is interpreters.root():
+        from funcgrad.lowering.array import device_put
+        return device_put(x)
+    return x
 
 
 def _as_dtype(x, aval):

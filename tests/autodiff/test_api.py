@@ -312,3 +312,9 @@ def test_tangent_dtypes_follow_the_primals(x64):
     assert np.asarray(f_jvp(np.ones(2))).dtype == np.float32
     g = funcgrad.grad(lambda x: jnp.sum(x * 2.0))(jnp.ones(2, np.float32))
     assert np.asarray(g).dtype == np.float32
+
+
+def test_results_are_device_arrays():
+    assert isinstance(funcgrad.grad(lambda x: x)(1.0), funcgrad.Array)
+    assert isinstance(funcgrad.grad(lambda x: 3.0 + 0.0 * x)(1.0), funcgrad.Array)
+    assert isinstance(funcgrad.jvp(lambda x: x, (1.0,), (np.float32(2.0),))[1], funcgrad.Array)
