@@ -190,3 +190,22 @@ def test_custom_rules_under_vmap():
     g = funcgrad.grad(lambda w: jnp.sum(funcgrad.vmap(lambda x: clip_gradient(x * w))(xs)
                                         * 5.0))(w)
     np.testing.assert_allclose(g, np.sum(xs, 0), rtol=1e-6)
+
+
+def test_check_grads_catches_wrong_rules():
+    @funcgrad.custom_jvp
+    def f(x):
+        return jnp.sin(x)
+    f.defjvp(lambda p, t: (f(p[0]), t[0] * jnp.cos(p[0]) * 1.01))    # 1% off
+    with pytest.raises(AssertionError, match="forward mode"):
+        check_grads(f, (np.array([0.3, 0.6]),), 1, modes=("fwd",))
+    with pytest.raises(AssertionError, match="reverse mode"):
+        check_grads(f, (np.array([0.3, 0.6]),), 1, modes=("rev",))
+    # second order only: first derivative right, its derivative wrong
+    @funcgrad.custom_jvp
+    def g(x):
+        return jnp.sin(x)
+    g.defjvp(lambda p, t: (g(p[0]), t[0] * lax.stop_gradient(jnp.cos(p[0]))))
+    check_grads(g, (np.array([0.3, 0.6]),), 1)
+    with pytest.raises(AssertionError, match="order 1"):
+        check_grads(g, (np.array([0.3, 0.6]),), 2)
