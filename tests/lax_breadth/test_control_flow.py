@@ -352,3 +352,14 @@ def test_nested_control_flow_under_jit_grad_vmap(rng):
     f = funcgrad.jit(lambda x: lax.scan(lambda c, a: (c * jnp.cos(a) + 1.0, c), 0.5, x)[0])
     _close(vmap(f)(xs), [float(f(x)) for x in xs])
     _close(vmap(grad(f))(xs)[1], grad(f)(xs[1]))
+
+
+def test_eager_interning_keeps_closed_over_values_apart():
+    outs = []
+    for k in range(3):
+        w = jnp.full((2,), float(k))
+        outs.append(lax.cond(True, lambda v: v * w, lambda v: v, jnp.ones(2)))
+        outs.append(lax.scan(lambda c, x: (c + x * w, None), jnp.zeros(2), jnp.ones((2, 2)))[0])
+    for k in range(3):
+        _close(outs[2 * k], [k, k])
+        _close(outs[2 * k + 1], [2 * k, 2 * k])
