@@ -6,10 +6,12 @@ against a namespace (``funcgrad.numpy``/``jax.numpy``/``numpy``); funcgrad and J
 their ``jit``, NumPy eagerly (NumPy has no convolution or scan: those use a sliding-window
 einsum and a Python loop). Results are checked against each other before timing.
 
-Each variant is warmed up, then timed in ``--runs`` rounds (the variants take turns each round,
-so machine load hits all alike) of enough calls to take about ``--min-time`` seconds; the table
-shows the median time per call and the ratios funcgrad/JAX and funcgrad/NumPy (< 1.0 means
-funcgrad is faster).
+Each framework runs in its own worker process (two XLA CPU runtimes in one process share the
+cores badly and share jaxlib's global x64 state, which skews the numbers). Each variant is
+warmed up, then timed in ``--runs`` rounds (the frameworks take turns each round, so machine
+load hits all alike) of enough calls to take about ``--min-time`` seconds; the table shows the
+median time per call and the ratios funcgrad/JAX and funcgrad/NumPy (< 1.0 means funcgrad is
+faster).
 
 Run: python bench/numpy_ops.py [--runs 7] [--min-time 0.05] [--only matmul,sort]
 """
@@ -22,23 +24,6 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import funcgrad  # noqa: E402
-import funcgrad.lax as flax  # noqa: E402
-import funcgrad.numpy as fnp  # noqa: E402
-
-try:
-    import jax
-    import jax.numpy as jjnp
-    from jax import lax as jlax
-    jax.config.update("jax_platforms", "cpu")
-    # funcgrad tells the shared jaxlib runtime to keep 64-bit types (it canonicalizes dtypes
-    # itself); JAX in the same process must then run with x64 on too, or its weak float
-    # constants lower as f64 against f32 operands. All inputs here are 32-bit, so JAX still
-    # computes in float32/int32.
-    jax.config.update("jax_enable_x64", True)
-except ImportError:  # pragma: no cover
-    jax = None
 
 
 def _rng():
@@ -147,41 +132,89 @@ def _check(name, got, want):
                                    err_msg=name)
 
 
+def _variant(framework, op, host):
+    """(jitted function, device arguments) of ``op`` for one framework."""
+    if framework == "funcgrad":
+        import funcgrad
+        import funcgrad.lax as flax
+        import funcgrad.numpy as fnp
+        return (funcgrad.jit(lambda *a: op(fnp, flax, *a)),
+                [funcgrad.device_put(a) for a in host])
+    if framework == "jax":
+        import jax
+        import jax.numpy as jjnp
+        from jax import lax as jlax
+        jax.config.update("jax_platforms", "cpu")
+        return jax.jit(lambda *a: op(jjnp, jlax, *a)), [jax.device_put(a) for a in host]
+    return (lambda *a: op(np, None, *a)), list(host)
+
+
+def worker(framework):
+    """Serve timing requests on stdin for one framework (one process per framework, so the
+    runtimes' thread pools and global state do not interfere)."""
+    table = []
+    for name, op, host in inputs():
+        try:
+            fn, args = _variant(framework, op, host)
+            _check(f"{name} [{framework}]", _block(fn(*args)), op(np, None, *host))
+            table.append((fn, args))
+        except Exception as exc:  # noqa: BLE001  (reported to the parent, which skips the op)
+            table.append(None)
+            print(f"error {name}: {type(exc).__name__}: {str(exc)[:200]}", file=sys.stderr)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        cmd, index, iters = line.split()
+        entry = table[int(index)]
+        if entry is None:
+            print("nan", flush=True)
+            continue
+        print(repr(_time(entry[0], entry[1], int(iters))), flush=True)
+
+
 def main(argv=None):
+    import subprocess
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--min-time", type=float, default=0.05)
     ap.add_argument("--only", default="", help="comma-separated substrings of op names")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.worker:
+        return worker(args.worker)
+    frameworks = ["funcgrad"] + (["jax"] if jax_available() else []) + ["numpy"]
+    procs = {}
+    for fw in frameworks:
+        procs[fw] = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", fw],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    for fw, p in procs.items():
+        line = p.stdout.readline().strip()
+        if line != "ready":
+            raise RuntimeError(f"{fw} worker failed to start: {line!r}")
+
+    def ask(fw, index, iters):
+        procs[fw].stdin.write(f"time {index} {iters}\n")
+        procs[fw].stdin.flush()
+        return float(procs[fw].stdout.readline())
+
     only = [s for s in args.only.split(",") if s]
     rows = []
-    for name, op, host in inputs():
+    for index, (name, _, _) in enumerate(inputs()):
         if only and not any(s in name for s in only):
             continue
-        fg_args = [funcgrad.device_put(a) for a in host]
-        variants = {"funcgrad": (funcgrad.jit(lambda *a, op=op: op(fnp, flax, *a)), fg_args)}
-        if jax is not None:
-            variants["jax"] = (jax.jit(lambda *a, op=op: op(jjnp, jlax, *a)),
-                               [jax.device_put(a) for a in host])
-        variants["numpy"] = (lambda *a, op=op: op(np, None, *a), list(host))
-        try:
-            ref = variants["numpy"][0](*host)
-            for key, (fn, a) in variants.items():
-                _check(f"{name} [{key}]", _block(fn(*a)), ref)
-        except Exception as exc:  # noqa: BLE001  (report and go on with the other ops)
-            print(f"{name}: skipped ({type(exc).__name__}: {str(exc)[:120]})")
+        first = {fw: ask(fw, index, 1) for fw in frameworks}
+        if any(np.isnan(t) for t in first.values()):
+            print(f"{name}: skipped (see the worker errors above)")
             continue
-        iters = {}
-        for key, (fn, a) in variants.items():
-            t = _time(fn, a, 1)
-            iters[key] = max(1, int(args.min_time / max(t, 1e-7)))
-        samples = {key: [] for key in variants}
-        for _ in range(args.runs):
-            for key, (fn, a) in variants.items():
-                samples[key].append(_time(fn, a, iters[key]))
-        med = {key: statistics.median(v) for key, v in samples.items()}
-        rows.append((name, med))
+        iters = {fw: max(1, int(args.min_time / max(t, 1e-7))) for fw, t in first.items()}
+        samples = {fw: [] for fw in frameworks}
+        for _ in range(args.runs):  # frameworks take turns, so load changes hit all alike
+            for fw in frameworks:
+                samples[fw].append(ask(fw, index, iters[fw]))
+        rows.append((name, {fw: statistics.median(v) for fw, v in samples.items()}))
         print(f"measured {name}", file=sys.stderr)
+    for p in procs.values():
+        p.stdin.close()
+        p.wait()
     header = f"{'op':28s} {'funcgrad':>11s} {'jax':>11s} {'numpy':>11s} {'fg/jax':>7s} " \
              f"{'fg/numpy':>8s}"
     print(header)
@@ -191,8 +224,13 @@ def main(argv=None):
         fmt = lambda t: f"{t * 1e3:9.3f}ms" if t is not None else f"{'n/a':>11s}"  # noqa: E731
         print(f"{name:28s} {fmt(fg):>11s} {fmt(jx):>11s} {fmt(npy):>11s} "
               f"{(fg / jx if jx else float('nan')):7.2f} {fg / npy:8.2f}")
-    print(f"\nmedian of {args.runs} rounds; times per call; {os.cpu_count()} CPU cores; "
-          f"device {funcgrad.devices()[0]}")
+    print(f"\nmedian of {args.runs} rounds; times per call; one process per framework; "
+          f"{os.cpu_count()} CPU cores")
+
+
+def jax_available():
+    import importlib.util
+    return importlib.util.find_spec("jax") is not None
 
 
 if __name__ == "__main__":
