@@ -78,7 +78,7 @@ def bench_funcgrad(build, x, y, loss, steps):
 
 def bench_torch(build, x, y, loss, steps):
     import torch
-    torch.set_num_threads(2)
+    torch.set_num_threads(int(__import__("os").environ.get("TORCH_THREADS", "1")))
     model = build(torch.nn)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x, y = torch.as_tensor(x), torch.as_tensor(y)

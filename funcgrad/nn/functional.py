@@ -137,6 +137,22 @@ def _conv_padding(padding, k, dilation, stride, n, fname):
     return [(v, v) for v in p]
 
 
+def _conv_channels_last(x, w, stride, pads, lhs_dilation, rhs_dilation, groups):
+    """An NC* x OI* convolution computed in channels-last layout (N*C x *IO): XLA's CPU
+    convolutions (and their gradients) run about twice as fast that way; the transposes at
+    the boundaries are cheap and often fused away."""
+    n = x.ndim - 2
+    to_last = (0,) + tuple(range(2, 2 + n)) + (1,)
+    xt = jnp.transpose(x, to_last)
+    wt = jnp.transpose(w, tuple(range(2, 2 + n)) + (1, 0))
+    sp = tuple(range(1, 1 + n))
+    dn = lax.ConvDimensionNumbers((0, n + 1) + sp, (n + 1, n) + tuple(range(n)), (0, n + 1) + sp)
+    y = lax.conv_general_dilated(xt, wt, stride, pads, lhs_dilation=lhs_dilation,
+                                 rhs_dilation=rhs_dilation, dimension_numbers=dn,
+                                 feature_group_count=groups)
+    return jnp.transpose(y, (0, n + 1) + sp)
+
+
 def _convnd(n, fname, x, weight, bias, stride, padding, dilation, groups):
     x = jnp.asarray(x)
     unbatched = x.ndim == n + 1
@@ -152,8 +168,7 @@ def _convnd(n, fname, x, weight, bias, stride, padding, dilation, groups):
         raise ValueError(f"{fname}: input has {x.shape[1]} channels but weight {weight.shape} "
                          f"with groups={groups} expects {weight.shape[1] * groups}")
     pads = _conv_padding(padding, k, dilation, stride, n, fname)
-    y = lax.conv_general_dilated(x, weight, stride, pads, rhs_dilation=dilation,
-                                 feature_group_count=groups)
+    y = _conv_channels_last(x, weight, stride, pads, (1,) * n, dilation, groups)
     if bias is not None:
         y = y + jnp.reshape(bias, (1, -1) + (1,) * n)
     return y[0] if unbatched else y
@@ -201,8 +216,7 @@ def _conv_transposend(n, fname, x, weight, bias, stride, padding, output_padding
     w = lax.rev(w, tuple(range(2, 2 + n)))
     pads = [(d * (kk - 1) - p, d * (kk - 1) - p + op)
             for kk, d, p, op in zip(k, dilation, padding, output_padding)]
-    y = lax.conv_general_dilated(x, w, (1,) * n, pads, lhs_dilation=stride,
-                                 rhs_dilation=dilation, feature_group_count=groups)
+    y = _conv_channels_last(x, w, (1,) * n, pads, stride, dilation, groups)
     if bias is not None:
         y = y + jnp.reshape(bias, (1, -1) + (1,) * n)
     return y[0] if unbatched else y
