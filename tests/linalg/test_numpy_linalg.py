@@ -197,3 +197,11 @@ def test_grads(name, rng):
     spd = a @ a.T + 3 * np.eye(3)
     f, args = _GRAD_CASES[name](a, b, spd)
     check_grads(f, args, order=1, atol=1e-4, rtol=1e-4)
+
+
+def test_eig_vector_grads():
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((3, 3))
+    a = a @ a.T + np.diag([1.0, 2.0, 3.0]) + 0.3 * rng.standard_normal((3, 3))
+    assert np.isreal(np.linalg.eigvals(a)).all()      # real, distinct eigenvalues
+    check_grads(lambda x: jnp.real(L.eig(x)[1]), (a,), order=1, atol=1e-4, rtol=1e-4)
