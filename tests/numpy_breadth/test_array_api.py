@@ -200,3 +200,23 @@ def test_numpy_input_gives_funcgrad_arrays(name):
         out = fn(x, x.dtype) if name == "astype" else fn(x)
         assert isinstance(out, funcgrad.Array), (name, x.dtype, type(out))
         assert out.dtype == jnp.result_type(x.dtype) or name in ("nansum", "isreal")
+
+
+# The array API standard's required promotions (mixed kinds are left to implementations).
+STANDARD_PROMOTIONS = [
+    ("int8", "uint8", "int16"), ("int8", "uint16", "int32"), ("int8", "uint32", "int64"),
+    ("int16", "uint8", "int16"), ("int32", "uint16", "int32"), ("int64", "uint32", "int64"),
+    ("uint8", "uint16", "uint16"), ("uint16", "uint64", "uint64"), ("int8", "int64", "int64"),
+    ("int16", "int32", "int32"), ("float32", "float64", "float64"),
+    ("complex64", "float64", "complex128"), ("complex64", "complex128", "complex128"),
+    ("float32", "complex64", "complex64"), ("bool", "bool", "bool"),
+]
+
+
+@pytest.mark.parametrize("a,b,expected", STANDARD_PROMOTIONS)
+def test_standard_promotion_table(a, b, expected, x64):
+    assert jnp.result_type(a, b) == np.dtype(expected)
+    assert jnp.result_type(b, a) == np.dtype(expected)
+    out = jnp.add(jnp.zeros(2, a), jnp.zeros(2, b)) if expected != "bool" else \
+        jnp.logical_and(jnp.zeros(2, a), jnp.zeros(2, b))
+    assert out.dtype == np.dtype(expected)
