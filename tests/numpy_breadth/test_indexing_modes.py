@@ -184,13 +184,14 @@ def _entry(n):
         st.builds(slice, st.one_of(st.none(), st.integers(-n - 1, n + 1)),
                   st.one_of(st.none(), st.integers(-n - 1, n + 1)),
                   st.one_of(st.none(), st.sampled_from([-2, -1, 1, 2]))),
-        st.lists(st.integers(-n, n - 1), min_size=1, max_size=3).map(np.array),
-        st.none())
+        st.lists(st.integers(-n, n - 1), min_size=1, max_size=3).map(np.array))
 
 
 @st.composite
 def _index(draw):
     entries = [draw(_entry(n)) for n in X.shape[:draw(st.integers(1, 3))]]
+    for _ in range(draw(st.integers(0, 2))):  # new axes do not consume a dimension
+        entries.insert(draw(st.integers(0, len(entries))), None)
     if draw(st.booleans()):
         entries.insert(draw(st.integers(0, len(entries))), Ellipsis)
     arrays = [e for e in entries if isinstance(e, np.ndarray)]
