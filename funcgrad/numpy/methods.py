@@ -92,12 +92,31 @@ def install():
     Value.reshape = _reshape
     Value.transpose = _transpose
     Value.astype = _astype
-    Value.__array_namespace__ = lambda self, api_version=None: __import__(
-        "funcgrad.numpy", fromlist=["x"])
+    Value.__array_namespace__ = _array_namespace
+    Value.to_device = _to_device
     Value.__setitem__ = _setitem_error
     for name, fn in _METHODS.items():
         setattr(Value, name, fn)
 
+
+
+_API_VERSIONS = (None, "2021.12", "2022.12", "2023.12")
+
+
+def _array_namespace(self, /, *, api_version=None):
+    """``funcgrad.numpy`` (the array API namespace of funcgrad arrays)."""
+    if api_version not in _API_VERSIONS:
+        raise ValueError(f"funcgrad.numpy supports array API versions "
+                         f"{', '.join(_API_VERSIONS[1:])}; got api_version={api_version!r}")
+    return __import__("funcgrad.numpy", fromlist=["x"])
+
+
+def _to_device(self, device, /, *, stream=None):
+    """This array on ``device`` (array API). Example: ``x.to_device(funcgrad.devices()[0])``."""
+    if stream is not None:
+        raise ValueError("Array.to_device: stream is not supported")
+    from funcgrad.lowering.array import device_put
+    return device_put(self, device)
 
 
 def _setitem_error(self, index, value):

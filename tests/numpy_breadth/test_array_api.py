@@ -220,3 +220,18 @@ def test_standard_promotion_table(a, b, expected, x64):
     out = jnp.add(jnp.zeros(2, a), jnp.zeros(2, b)) if expected != "bool" else \
         jnp.logical_and(jnp.zeros(2, a), jnp.zeros(2, b))
     assert out.dtype == np.dtype(expected)
+
+
+def test_array_object_api():
+    x = jnp.ones((2, 3))
+    assert x.__array_namespace__(api_version="2023.12") is jnp
+    with pytest.raises(ValueError, match="api_version"):
+        x.__array_namespace__(api_version="1999.01")
+    y = x.to_device(funcgrad.devices()[0])
+    np.testing.assert_array_equal(y, np.ones((2, 3)))
+    assert y.device == funcgrad.devices()[0]
+    assert x.mT.shape == (3, 2) and x.ndim == 2 and x.size == 6
+    z = x
+    z += 1  # in-place operators rebind (arrays are immutable)
+    np.testing.assert_array_equal(x, np.ones((2, 3)))
+    np.testing.assert_array_equal(z, np.full((2, 3), 2.0))
