@@ -6,6 +6,7 @@ hold none of its own tracers to its parent, so nested transformations compose.
 """
 import contextlib
 import contextvars
+import threading
 
 import numpy as np
 
@@ -15,6 +16,7 @@ _current = contextvars.ContextVar("funcgrad_interpreter")
 # How many ``using`` blocks are open in any thread. While it is 0 the root interpreter is
 # current everywhere, which hot dispatch paths check without touching the context variable.
 entered = [0]
+_entered_lock = threading.Lock()
 _root = None
 
 
@@ -37,11 +39,13 @@ def root():
 def using(interp):
     """Make ``interp`` the current interpreter inside the ``with`` block."""
     token = _current.set(interp)
-    entered[0] += 1
+    with _entered_lock:
+        entered[0] += 1
     try:
         yield interp
     finally:
-        entered[0] -= 1
+        with _entered_lock:
+            entered[0] -= 1
         _current.reset(token)
 
 
