@@ -4,6 +4,7 @@
 """
 import os
 import sys
+import warnings
 
 import numpy as np
 import torch
@@ -95,7 +96,9 @@ def compute():
         out[f"loss/bce_{red}"] = F.binary_cross_entropy(torch.sigmoid(L), P, reduction=red).numpy()
         out[f"loss/bcel_{red}"] = F.binary_cross_entropy_with_logits(
             L, P, pos_weight=W, reduction=red).numpy()
-        out[f"loss/kl_{red}"] = F.kl_div(F.log_softmax(L, 1), P, reduction=red).numpy()
+        with warnings.catch_warnings():     # torch warns that "mean" is not "batchmean"
+            warnings.simplefilter("ignore")
+            out[f"loss/kl_{red}"] = F.kl_div(F.log_softmax(L, 1), P, reduction=red).numpy()
         out[f"loss/sl1_{red}"] = F.smooth_l1_loss(L, P, reduction=red, beta=0.3).numpy()
     out["loss/kl_batchmean"] = F.kl_div(F.log_softmax(L, 1), P, reduction="batchmean").numpy()
 
