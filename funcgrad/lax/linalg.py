@@ -1008,3 +1008,37 @@ def _triangular_solve_batch(args, dims, **params):
 
 
 triangular_solve_p.def_batch(_triangular_solve_batch)
+
+
+# --- pivots -> permutation (a lax-level function: works under every transformation) --------
+def lu_pivots_to_permutation(pivots, permutation_size):
+    """The permutation produced by applying LU row swaps ``i <-> pivots[..., i]`` in order to
+    ``arange(permutation_size)`` (0-based pivots, as returned by ``lu``).
+
+    Example:
+        >>> lu, piv, perm = lax.linalg.lu(a)
+        >>> lax.linalg.lu_pivots_to_permutation(piv, a.shape[-2])   # == perm
+    """
+    from funcgrad import numpy as jnp
+    lax = _lax()
+    pivots = jnp.asarray(pivots, np.int32)
+    pa = aval_of(pivots)
+    if pa.ndim < 1:
+        raise TypeError(f"lax.linalg.lu_pivots_to_permutation: pivots must have at least one "
+                        f"dimension, got {pa.str_short()}")
+    m = int(permutation_size)
+    k = pa.shape[-1]
+    if k > m:
+        raise ValueError(f"lax.linalg.lu_pivots_to_permutation: {k} pivots exceed "
+                         f"permutation_size {m}")
+    shape = pa.shape[:-1] + (m,)
+    cols = lax.broadcasted_iota(np.int32, shape, len(shape) - 1)
+
+    def body(i, perm):
+        j = jnp.take(pivots, i, axis=-1)[..., None]
+        p_i = jnp.take(perm, i, axis=-1)[..., None]
+        is_j = cols == j
+        p_j = jnp.sum(jnp.where(is_j, perm, 0), axis=-1, keepdims=True)
+        return jnp.where(cols == i, p_j, jnp.where(is_j, p_i, perm))
+
+    return lax.fori_loop(0, k, body, cols)

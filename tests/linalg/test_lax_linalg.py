@@ -157,3 +157,11 @@ def test_lu_grad(rng, shape):
     from funcgrad.test_util import check_grads
     a = rng.standard_normal(shape)
     check_grads(lambda x: L.lu(x)[0], (a,), order=1, atol=1e-4, rtol=1e-4)
+
+
+def test_lu_pivots_to_permutation(rng):
+    a = _rand(rng, (3, 5, 4), np.float32)
+    _, piv, perm = L.lu(a)
+    np.testing.assert_array_equal(L.lu_pivots_to_permutation(piv, 5), perm)
+    out = funcgrad.vmap(lambda p: L.lu_pivots_to_permutation(p, 5))(piv)
+    np.testing.assert_array_equal(out, perm)
