@@ -2,7 +2,7 @@
 
 Each decomposition is one primitive whose lowering emits a ``stablehlo.custom_call`` to one of
 jaxlib's typed-FFI LAPACK kernels (``lapack_<s|d|c|z><routine>_ffi``, registered once with
-XLA at import). The kernels take column-major matrices with any number of leading batch
+XLA at the first lowering). The kernels take column-major matrices with any number of leading batch
 dimensions (passed through ``operand_layouts``/``result_layouts``) and ``uint8`` character
 attributes (``uplo='L'``, ``mode='V'``...) in a dictionary ``backend_config`` (custom-call API
 version 4). Post-processing that every caller wants (zeroing the unused triangle, NaN where
@@ -18,8 +18,6 @@ Example:
     >>> L = lax.linalg.cholesky(a @ a.T + 4 * jnp.eye(4))
 """
 import numpy as np
-from jaxlib import _jax
-from jaxlib.cpu import _lapack
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
@@ -34,17 +32,19 @@ _registered = False
 
 
 def _register_lapack():
+    # Done at the first lowering rather than at import: loading the LAPACK module costs
+    # ~0.15 s, which a program that never factorizes a matrix should not pay.
     global _registered
     if _registered:
         return
+    from jaxlib import _jax
+    from jaxlib.cpu import _lapack
     _lapack.initialize()
     for name, capsule in _lapack.registrations().items():
         if name.endswith("_ffi"):
             _jax.register_custom_call_target(name, capsule, "cpu", api_version=1)
     _registered = True
 
-
-_register_lapack()
 
 _PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
            np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
@@ -70,6 +70,7 @@ def _u8(c):
 def _ffi_call(name, operands, operand_avals, result_avals, attrs, operand_matrix,
               result_matrix):
     """Emit a typed-FFI custom call; returns its results."""
+    _register_lapack()
     op = stablehlo.CustomCallOp(
         [_hlo.ir_type(a) for a in result_avals], list(operands), name,
         has_side_effect=ir.BoolAttr.get(False),
