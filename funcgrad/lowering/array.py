@@ -82,6 +82,19 @@ class _BufferAval:
         self.weak_type = aval.weak_type
 
 
+_OBJECT = np.dtype(object)
+_WIDE = frozenset(np.dtype(t) for t in (np.float64, np.int64, np.uint64, np.complex128))
+
+
+def _read_through_bits(array):
+    from funcgrad.core import interpreters
+    from funcgrad.lax.elementwise import bitcast_convert_type
+    dtype = array.aval.dtype
+    with interpreters.using(interpreters.root()):
+        bits = bitcast_convert_type(array, np.dtype(f"uint{dtype.itemsize * 8}"))
+    return np.asarray(bits._buf).view(dtype)
+
+
 def storage_dtype(dtype):
     return dtypes.bool_ if dtype == dtypes.float0 else dtype
 
@@ -137,11 +150,12 @@ class Array(Value):
         if self._buf.is_deleted():
             raise RuntimeError(f"Array {self.aval.str_short()} was deleted (donated to a jit "
                                f"call or deleted explicitly); its value cannot be read")
-        # The runtime's own host copy: read-only, shared with the buffer on CPU, and correct for
-        # every dtype (the buffer protocol cannot express bfloat16 and friends).
-        value = self._buf._single_device_array_to_np_array_did_copy()[0]
-        if not backend.x64_state_checked:
-            backend.restore_x64_state_after_first_read()
+        # The buffer protocol gives a read-only view of the host buffer (no copy on CPU). It
+        # cannot express bfloat16 and the float8 types: those are read as same-width unsigned
+        # integers (a device bitcast) and viewed as their dtype on the host.
+        value = np.asarray(self._buf)
+        if value.dtype == _OBJECT and self.aval.dtype != _OBJECT:
+            value = _read_through_bits(self)
         if self.aval.dtype == dtypes.float0:
             return np.zeros(self.aval.shape, dtypes.float0)
         return value
@@ -280,6 +294,8 @@ def put_numpy(x, device, aval=None):
                                 f"objects to an array")
             aval = ShapedArray(arr.shape, dtypes.canonicalize(arr.dtype), False)
     host = _as_numpy(x, storage_dtype(aval.dtype))
+    if host.dtype in _WIDE:
+        backend.keep_64bit_transfers()
     buf = _jax.batched_device_put(_BufferAval(aval), sharding_for(device), [host], [device],
                                   True, False)
     return Array(aval, buf)
@@ -306,15 +322,17 @@ def from_dlpack(external, device=None):
             device = backend.devices("cpu")[0]
         else:
             raise TypeError(f"from_dlpack: unsupported DLPack device type {kind}")
+    if device.platform == "cpu":
+        # NumPy takes the capsule (zero-copy view); an aligned host buffer is then aliased by
+        # the CPU client rather than copied.
+        host = np.from_dlpack(external) if hasattr(external, "__dlpack__") else np.asarray(external)
+        return put_numpy(host, device)
     capsule = external.__dlpack__() if hasattr(external, "__dlpack__") else external
     buf = _jax.dlpack_managed_tensor_to_buffer(capsule, device, None)
-    dtype = np.dtype(buf.dtype) if not hasattr(buf, "aval") else buf.dtype
-    aval = ShapedArray(buf.shape, dtype, False)
-    arr = Array(aval, _rewrap(buf, aval))
+    aval = ShapedArray(buf.shape, np.dtype(buf.dtype), False)
+    arr = Array(aval, buf)
     if dtypes.canonicalize(aval.dtype) != aval.dtype:
         return device_put(np.asarray(arr))
     return arr
 
 
-def _rewrap(buf, aval):
-    return buf

@@ -19,30 +19,26 @@ _lock = threading.Lock()
 _clients = {}
 client_listeners = []   # called after each new client (funcgrad.lowering.array uses it)
 _failed = {}
-_x64_state_set = False
+_x64_transfer_state = None
 
 
 def _set_x64_state_once():
     # The C++ runtime needs this flag set before any transfer. funcgrad canonicalizes dtypes in
     # Python, so the runtime is told to keep whatever 64-bit types it is given.
-    global _x64_state_set
-    if not _x64_state_set:
-        _jax.jax_jit.set_enable_x64_state(
-            _jax.config.Config("funcgrad_enable_x64", True, include_in_jit_key=True))
-        _x64_state_set = True
+    global _x64_transfer_state
+    if _x64_transfer_state is None:
+        _x64_transfer_state = _jax.config.Config("funcgrad_enable_x64", True,
+                                                 include_in_jit_key=True)
+    _jax.jax_jit.set_enable_x64_state(_x64_transfer_state)
 
 
-x64_state_checked = False
+def keep_64bit_transfers():
+    """Re-assert the runtime's 64-bit transfer flag before a 64-bit host-to-device copy.
 
-
-def restore_x64_state_after_first_read():
-    # The runtime's first host read (_single_device_array_to_np_array_did_copy) resets the
-    # x64 transfer state to off, after which float64 inputs would be narrowed to float32 on
-    # transfer: set it again once, after that first read.
-    global x64_state_checked, _x64_config
-    x64_state_checked = True
-    _x64_config = _jax.config.Config("funcgrad_enable_x64", True, include_in_jit_key=True)
-    _jax.jax_jit.set_enable_x64_state(_x64_config)
+    The flag is process state that another library in the same process (JAX, when a benchmark
+    imports it) may switch off; without it float64 data would silently arrive as float32.
+    """
+    _jax.jax_jit.set_enable_x64_state(_x64_transfer_state)
 
 
 def _cuda_plugin_path():
