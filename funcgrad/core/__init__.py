@@ -1,0 +1,1 @@
+"""The core: abstract values, dtypes, primitives, interpreters, Jaxprs, staging and rule helpers."""

@@ -1,0 +1,1 @@
+"""Lowering and runtime: PJRT clients and devices, Array, Jaxpr -> StableHLO, executables, the eager interpreter."""
