@@ -59,13 +59,11 @@ def mlp_params(rng):
              np.zeros(b, np.float32)) for a, b in zip(SIZES[:-1], SIZES[1:])]
 
 
-def bench_funcgrad(number, repeat, compile_repeat):
-    import funcgrad
-    import funcgrad.numpy as jnp
-
+def _jax_style_cases(jit, jnp, before_compile=lambda: None):
+    """The three measurements for a library with JAX's API (funcgrad or JAX itself)."""
     x = jnp.ones((4,))
     y = jnp.ones((4,))
-    tiny = funcgrad.jit(lambda a: a + 1.0)
+    tiny = jit(lambda a: a + 1.0)
     calls = {"jit dispatch (us)": lambda: tiny(x), "eager add (us)": lambda: x + y}
     rng = np.random.default_rng(0)
     params = [(jnp.asarray(w), jnp.asarray(b)) for w, b in mlp_params(rng)]
@@ -79,33 +77,22 @@ def bench_funcgrad(number, repeat, compile_repeat):
         return h
 
     def compile_once():
-        funcgrad.jit(mlp)(params, batch).block_until_ready()
+        before_compile()
+        jit(mlp)(params, batch).block_until_ready()
     return calls, compile_once
+
+
+def bench_funcgrad(number, repeat, compile_repeat):
+    import funcgrad
+    import funcgrad.numpy as jnp
+    # a fresh jit object per compile: funcgrad caches per jitted function
+    return _jax_style_cases(funcgrad.jit, jnp)
 
 
 def bench_jax(number, repeat, compile_repeat):
     import jax
     import jax.numpy as jnp
-
-    x = jnp.ones((4,))
-    y = jnp.ones((4,))
-    tiny = jax.jit(lambda a: a + 1.0)
-    calls = {"jit dispatch (us)": lambda: tiny(x), "eager add (us)": lambda: x + y}
-    rng = np.random.default_rng(0)
-    params = [(jnp.asarray(w), jnp.asarray(b)) for w, b in mlp_params(rng)]
-    batch = jnp.ones((32, 64))
-
-    def mlp(params, h):
-        for i, (w, b) in enumerate(params):
-            h = h @ w + b
-            if i < len(params) - 1:
-                h = jnp.tanh(h)
-        return h
-
-    def compile_once():
-        jax.clear_caches()
-        jax.jit(mlp)(params, batch).block_until_ready()
-    return calls, compile_once
+    return _jax_style_cases(jax.jit, jnp, jax.clear_caches)
 
 
 def bench_torch(number, repeat, compile_repeat):
