@@ -19,6 +19,8 @@ import funcgrad.numpy as jnp
 import funcgrad.optim as optim
 from funcgrad.data import DataLoader, datasets, progress
 
+import checkpointing
+
 
 class LeNet(nn.Module):
     def __init__(self, num_classes=10):
@@ -74,16 +76,7 @@ def main(argv=None):
     opt = optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4)
     steps_per_epoch = len(train) // args.batch_size
     sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(args.epochs, 1))
-    start_epoch = 0
-    model_path = args.checkpoint + ".model.safetensors"
-    opt_path = args.checkpoint + ".optim.safetensors"
-    if args.resume and os.path.exists(model_path):
-        model.load_state_dict(funcgrad.load(model_path))
-        saved = funcgrad.load(opt_path)
-        opt.load_state_dict(saved["optimizer"])
-        start_epoch = saved["epoch"]
-        sched.step(start_epoch)
-        print(f"resumed from {model_path} at epoch {start_epoch}")
+    start_epoch = checkpointing.resume(model, opt, args.checkpoint, sched) if args.resume else 0
 
     @funcgrad.jit
     def train_step(model, opt, x, y):
@@ -120,8 +113,7 @@ def main(argv=None):
             tt += len(y)
         print(f"epoch {epoch + 1}: loss {loss_sum / total:.4f}  train acc {correct / total:.3f}"
               f"  test acc {tc / tt:.3f}  ({time.time() - t0:.1f}s)")
-        funcgrad.save(model.state_dict(), model_path)
-        funcgrad.save({"optimizer": opt.state_dict(), "epoch": epoch + 1}, opt_path)
+        checkpointing.save(model, opt, args.checkpoint, progress=epoch + 1)
     return model
 
 

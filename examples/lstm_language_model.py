@@ -18,6 +18,8 @@ import funcgrad.numpy as jnp
 import funcgrad.optim as optim
 from funcgrad.data import progress
 
+import checkpointing
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -55,15 +57,7 @@ def main(argv=None):
     model = CharLM(len(chars))
     opt = optim.Adam(model.parameters(), lr=args.lr)
     sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=args.steps, eta_min=args.lr / 10)
-    step0 = 0
-    mpath, opath = args.checkpoint + ".model.safetensors", args.checkpoint + ".optim.safetensors"
-    if args.resume and os.path.exists(mpath):
-        model.load_state_dict(funcgrad.load(mpath))
-        saved = funcgrad.load(opath)
-        opt.load_state_dict(saved["optimizer"])
-        step0 = saved["step"]
-        sched.step(step0)
-        print(f"resumed at step {step0}")
+    step0 = checkpointing.resume(model, opt, args.checkpoint, sched) if args.resume else 0
 
     @funcgrad.jit
     def train_step(model, opt, x, y):
@@ -87,8 +81,7 @@ def main(argv=None):
         loss_avg = loss if loss_avg is None else 0.95 * loss_avg + 0.05 * loss
         if (step + 1) % 100 == 0 or step + 1 == args.steps:
             print(f"step {step + 1}: loss {loss_avg:.3f}")
-            funcgrad.save(model.state_dict(), mpath)
-            funcgrad.save({"optimizer": opt.state_dict(), "step": step + 1}, opath)
+            checkpointing.save(model, opt, args.checkpoint, progress=step + 1)
 
     # sampling: feed one character at a time, carrying the LSTM state
     model.eval()

@@ -18,6 +18,7 @@ import funcgrad.numpy as jnp
 import funcgrad.optim as optim
 from funcgrad.data import DataLoader, datasets, progress
 
+import checkpointing
 import vision_models
 
 
@@ -52,14 +53,7 @@ def main(argv=None):
         print(f"loaded {len(keep)} tensors from {args.weights}; kept initial values for "
               f"{res.missing_keys}")
     opt = optim.SGD(model.parameters(), lr=0.02, momentum=0.9, weight_decay=5e-4)
-    step0 = 0
-    mpath, opath = ckpt + ".model.safetensors", ckpt + ".optim.safetensors"
-    if args.resume and os.path.exists(mpath):
-        model.load_state_dict(funcgrad.load(mpath))
-        saved = funcgrad.load(opath)
-        opt.load_state_dict(saved["optimizer"])
-        step0 = saved["step"]
-        print(f"resumed at step {step0}")
+    step0 = checkpointing.resume(model, opt, ckpt) if args.resume else 0
     print(f"training {args.model} ({model.num_parameters():,} parameters) on {what}")
 
     @funcgrad.jit
@@ -80,8 +74,7 @@ def main(argv=None):
                           jnp.asarray(np.asarray(y, np.int32)))
         if (step + 1) % 10 == 0 or step + 1 == args.steps:
             print(f"step {step + 1}: loss {float(loss):.3f}")
-    funcgrad.save(model.state_dict(), mpath)
-    funcgrad.save({"optimizer": opt.state_dict(), "step": args.steps}, opath)
+    checkpointing.save(model, opt, ckpt, progress=args.steps)
     return model
 
 
