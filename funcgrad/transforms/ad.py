@@ -21,7 +21,7 @@ from funcgrad.core.ad_util import (UndefinedPrimal, Zero, add_tangents, instanti
                                    is_undefined_primal, tangent_aval)
 from funcgrad.core.dce import dce_closed_jaxpr
 from funcgrad.core.interpreters import Interpreter, Tracer
-from funcgrad.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, Var
+from funcgrad.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, Var, consts_as_args
 from funcgrad.core.staging import StagingInterpreter, trace_to_jaxpr
 from funcgrad.core.values import aval_of, is_arraylike
 
@@ -711,6 +711,40 @@ def hessian(fun, argnums=0, has_aux=False, holomorphic=False):
 
 
 # --- Jaxpr-level helpers for higher-order primitives (jit, remat, control flow) -----------------
+def cast_like(x, aval):
+    """A (co)tangent converted to the dtype a staged body expects (weak scalars...)."""
+    x = instantiate(x)
+    if aval_of(x).dtype != aval.dtype and aval.dtype != dtypes.float0:
+        from funcgrad.lax.elementwise import convert_element_type
+        x = convert_element_type(x, aval.dtype)
+    return x
+
+
+def transpose_call(jaxpr, cts, args, cache, bind_body):
+    """The transpose rule of a call-like primitive carrying ``jaxpr`` (jit, remat).
+
+    Stages the transposed body once per (linear inputs, nonzero cotangents) in ``cache`` (a
+    WeakKeyDictionary keyed by the body) and binds it with ``bind_body(operands, body)``;
+    returns one cotangent per argument (None for non-linear ones).
+    """
+    linear = tuple(is_undefined_primal(a) for a in args)
+    cts_nz = tuple(type(c) is not Zero for c in cts)
+    if not any(cts_nz):
+        return [Zero(a.aval) if lin else None for a, lin in zip(args, linear)]
+    per_body = cache.get(jaxpr)
+    if per_body is None:
+        per_body = cache[jaxpr] = {}
+    entry = per_body.get((linear, cts_nz))
+    if entry is None:
+        entry = per_body[(linear, cts_nz)] = consts_as_args(
+            transpose_jaxpr(jaxpr, linear, cts_nz))
+    body, consts = entry
+    operands = list(consts) + [a for a, lin in zip(args, linear) if not lin] + [
+        cast_like(c, a) for c, a, nz in zip(cts, jaxpr.out_avals, cts_nz) if nz]
+    outs = iter(bind_body(operands, body))
+    return [next(outs) if lin else None for lin in linear]
+
+
 def jvp_jaxpr(closed, in_nz, instantiate_out=False):
     """Stage the JVP of ``closed``: (ClosedJaxpr taking primals + nonzero tangents and returning
     primal outs + nonzero tangent outs, out_nz)."""

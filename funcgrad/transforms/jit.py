@@ -527,6 +527,7 @@ def _linearize_body(closed, in_nz):
 def _jit_jvp(primals, tangents, jaxpr, name, donated):
     from funcgrad.core.ad_util import Zero
     from funcgrad.core import dtypes
+    from funcgrad.transforms import ad as _ad
     in_nz = tuple(type(t) is not Zero and dtypes.is_inexact(a.dtype)
                   for t, a in zip(tangents, jaxpr.in_avals))
     per_body = _jit_jvp_cache.get(jaxpr)
@@ -539,7 +540,8 @@ def _jit_jvp(primals, tangents, jaxpr, name, donated):
     outs = jit_p.bind(*known_consts, *primals, jaxpr=known, name=name,
                       donated=(False,) * (len(known_consts) + len(primals)))
     primal_outs, res = outs[:n_out], outs[n_out:]
-    nz_tangents = [_cast_like(t, a) for t, a, nz in zip(tangents, jaxpr.in_avals, in_nz) if nz]
+    nz_tangents = [_ad.cast_like(t, a) for t, a, nz in zip(tangents, jaxpr.in_avals, in_nz)
+                   if nz]
     if any(out_nz):
         args = list(static_vals) + list(res) + nz_tangents
         t_outs = iter(jit_p.bind(*args, jaxpr=linear, name=f"jvp({name})",
@@ -549,37 +551,12 @@ def _jit_jvp(primals, tangents, jaxpr, name, donated):
     return primal_outs, [next(t_outs) if nz else Zero(a) for nz, a in zip(out_nz, out_avals)]
 
 
-def _cast_like(x, aval):
-    """A (co)tangent converted to the dtype a staged body expects (weak scalars...)."""
-    from funcgrad.core.ad_util import instantiate
-    from funcgrad.core import dtypes
-    x = instantiate(x)
-    if aval_of(x).dtype != aval.dtype and aval.dtype != dtypes.float0:
-        from funcgrad.lax.elementwise import convert_element_type
-        x = convert_element_type(x, aval.dtype)
-    return x
-
-
 def _jit_transpose(cts, *args, jaxpr, name, donated):
-    from funcgrad.core.ad_util import Zero, is_undefined_primal
     from funcgrad.transforms import ad
-    linear = tuple(is_undefined_primal(a) for a in args)
-    cts_nz = tuple(type(c) is not Zero for c in cts)
-    if not any(cts_nz):
-        return [Zero(a.aval) if lin else None for a, lin in zip(args, linear)]
-    per_body = _jit_transpose_cache.get(jaxpr)
-    if per_body is None:
-        per_body = _jit_transpose_cache[jaxpr] = {}
-    entry = per_body.get((linear, cts_nz))
-    if entry is None:
-        entry = per_body[(linear, cts_nz)] = consts_as_args(
-            ad.transpose_jaxpr(jaxpr, linear, cts_nz))
-    body, consts = entry
-    operands = list(consts) + [a for a, lin in zip(args, linear) if not lin] + [
-        _cast_like(c, a) for c, a, nz in zip(cts, jaxpr.out_avals, cts_nz) if nz]
-    outs = iter(jit_p.bind(*operands, jaxpr=body, name=f"transpose({name})",
-                           donated=(False,) * len(operands)))
-    return [next(outs) if lin else None for lin in linear]
+    return ad.transpose_call(
+        jaxpr, cts, args, _jit_transpose_cache,
+        lambda operands, body: jit_p.bind(*operands, jaxpr=body, name=f"transpose({name})",
+                                          donated=(False,) * len(operands)))
 
 
 jit_p.def_jvp(_jit_jvp)

@@ -65,8 +65,8 @@ def _remat_jvp(primals, tangents, jaxpr, prevent_cse):
     out_avals = [tangent_aval(a) for a in jaxpr.out_avals]
     if not any(out_nz):
         return outs, [Zero(a) for a in out_avals]
-    from funcgrad.transforms.jit import _cast_like
-    nz_ts = [_cast_like(t, a) for t, a, nz in zip(tangents, jaxpr.in_avals, in_nz) if nz]
+    from funcgrad.transforms.ad import cast_like
+    nz_ts = [cast_like(t, a) for t, a, nz in zip(tangents, jaxpr.in_avals, in_nz) if nz]
     t_outs = iter(remat_p.bind(*consts, *primals, *nz_ts, jaxpr=body, prevent_cse=prevent_cse))
     return outs, [next(t_outs) if nz else Zero(a) for nz, a in zip(out_nz, out_avals)]
 
@@ -77,25 +77,10 @@ _transpose_cache = weakref.WeakKeyDictionary()   # body -> {(linear, cts_nz): (b
 def _remat_transpose(cts, *args, jaxpr, prevent_cse):
     """The backward pass of the body, itself bound as ``remat``: it recomputes the forward
     values it needs (behind the optimization barrier) right where the cotangents are formed."""
-    from funcgrad.core.ad_util import is_undefined_primal
-    from funcgrad.transforms.ad import transpose_jaxpr
-    from funcgrad.transforms.jit import _cast_like
-    linear = tuple(is_undefined_primal(a) for a in args)
-    cts_nz = tuple(type(c) is not Zero for c in cts)
-    if not any(cts_nz):
-        return [Zero(a.aval) if lin else None for a, lin in zip(args, linear)]
-    per_body = _transpose_cache.get(jaxpr)
-    if per_body is None:
-        per_body = _transpose_cache[jaxpr] = {}
-    entry = per_body.get((linear, cts_nz))
-    if entry is None:
-        entry = per_body[(linear, cts_nz)] = consts_as_args(
-            transpose_jaxpr(jaxpr, linear, cts_nz))
-    body, consts = entry
-    operands = list(consts) + [a for a, lin in zip(args, linear) if not lin] + [
-        _cast_like(c, a) for c, a, nz in zip(cts, jaxpr.out_avals, cts_nz) if nz]
-    outs = iter(remat_p.bind(*operands, jaxpr=body, prevent_cse=prevent_cse))
-    return [next(outs) if lin else None for lin in linear]
+    from funcgrad.transforms.ad import transpose_call
+    return transpose_call(jaxpr, cts, args, _transpose_cache,
+                          lambda operands, body: remat_p.bind(*operands, jaxpr=body,
+                                                              prevent_cse=prevent_cse))
 
 
 remat_p.def_jvp(_remat_jvp)
