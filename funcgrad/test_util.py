@@ -154,3 +154,51 @@ def check_grads(f, args, order, modes=("fwd", "rev"), atol=None, rtol=None, eps=
                      rng)
     finally:
         config.update("enable_x64", old)
+
+
+def count_equations(jaxpr, name):
+    """How many equations of ``jaxpr`` (a Jaxpr or ClosedJaxpr) apply the primitive ``name``,
+    counting those inside sub-jaxprs (jit, remat, control flow bodies).
+
+    Example:
+        >>> count_equations(funcgrad.make_jaxpr(funcgrad.grad(jnp.sin))(1.0), "cos")
+        1
+    """
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    n = 0
+    for eqn in jaxpr.eqns:
+        n += eqn.prim.name == name
+        for value in eqn.params.values():
+            for inner in (value if isinstance(value, (tuple, list)) else (value,)):
+                if hasattr(inner, "eqns"):
+                    n += count_equations(inner, name)
+    return n
+
+
+def registered_primitives():
+    """{Primitive: where it is defined} for every primitive of ``funcgrad.lax`` and the
+    call-like primitives of ``funcgrad.transforms`` (jit, remat, custom_jvp/custom_vjp calls):
+    what rule checklists iterate over.
+
+    Example:
+        >>> missing = [w for p, w in registered_primitives().items() if p.batch is None]
+    """
+    import importlib
+    import pkgutil
+
+    import funcgrad.lax
+    from funcgrad.core.primitive import Primitive
+    from funcgrad.transforms import custom_derivatives, jit, remat
+    prims = {}
+    for info in pkgutil.iter_modules(funcgrad.lax.__path__):
+        module = importlib.import_module(f"funcgrad.lax.{info.name}")
+        for attr, value in vars(module).items():
+            if isinstance(value, Primitive):
+                prims[value] = f"funcgrad.lax.{info.name}.{attr}"
+    # custom_lin_p (the linear half of a custom_vjp inside linearize) is internal: only its
+    # transpose is ever applied.
+    for module, attr in ((jit, "jit_p"), (remat, "remat_p"),
+                         (custom_derivatives, "custom_jvp_call_p"),
+                         (custom_derivatives, "custom_vjp_call_p")):
+        prims[getattr(module, attr)] = f"{module.__name__}.{attr}"
+    return prims

@@ -8,20 +8,13 @@ import funcgrad
 import funcgrad.numpy as jnp
 from funcgrad import lax
 from funcgrad.core import dtypes
-from funcgrad.test_util import check_grads
+from funcgrad.test_util import check_grads, count_equations
 
 rng = np.random.default_rng(1)
 
 
 def _count(jaxpr, name):
-    n = 0
-    for e in jaxpr.eqns:
-        n += e.prim.name == name
-        for v in e.params.values():
-            inner = getattr(v, "jaxpr", None)
-            if inner is not None:
-                n += _count(getattr(inner, "jaxpr", inner), name)
-    return n
+    return count_equations(jaxpr, name)
 
 
 def test_jvp_and_linearize():

@@ -5,18 +5,11 @@ import pytest
 import funcgrad
 import funcgrad.numpy as jnp
 from funcgrad import lax
-from funcgrad.test_util import check_grads
+from funcgrad.test_util import check_grads, count_equations
 
 
 def _count(jaxpr, name):
-    n = 0
-    for e in jaxpr.eqns:
-        n += e.prim.name == name
-        for v in e.params.values():
-            inner = getattr(v, "jaxpr", None)
-            if inner is not None:
-                n += _count(getattr(inner, "jaxpr", inner), name)
-    return n
+    return count_equations(jaxpr, name)
 
 
 @funcgrad.custom_jvp

@@ -1,15 +1,13 @@
 """Every foundation primitive's jvp/transpose rule against finite differences (check_grads),
 and the rule checklist."""
-import importlib
-import pkgutil
 
 import numpy as np
 import pytest
 
 import funcgrad
+from funcgrad.test_util import registered_primitives
 import funcgrad.numpy as jnp
 from funcgrad import lax
-from funcgrad.core.primitive import Primitive
 from funcgrad.test_util import check_grads
 
 rng = np.random.default_rng(0)
@@ -159,18 +157,7 @@ def test_stop_gradient():
 
 # --- the rule checklist ---------------------------------------------------------------------
 def _all_lax_primitives():
-    prims = {}
-    for info in pkgutil.iter_modules(funcgrad.lax.__path__):
-        mod = importlib.import_module(f"funcgrad.lax.{info.name}")
-        for name, value in vars(mod).items():
-            if isinstance(value, Primitive):
-                prims[value] = f"funcgrad.lax.{info.name}.{name}"
-    from funcgrad.transforms import custom_derivatives, jit as jit_mod, remat
-    prims[jit_mod.jit_p] = "funcgrad.transforms.jit.jit_p"
-    prims[remat.remat_p] = "funcgrad.transforms.remat.remat_p"
-    prims[custom_derivatives.custom_jvp_call_p] = "custom_jvp_call_p"
-    prims[custom_derivatives.custom_vjp_call_p] = "custom_vjp_call_p"
-    return prims
+    return registered_primitives()
 
 
 # Linear primitives: applied to tangents by jvp rules, so reverse mode needs their transpose.

@@ -1,12 +1,11 @@
 """vmap's API: axes specs, kwargs, nesting, jit composition, Jaxpr shape, errors, collectives,
 rule checklist, autodiff composition."""
-import importlib
-import pkgutil
 
 import numpy as np
 import pytest
 
 import funcgrad
+from funcgrad.test_util import registered_primitives
 import funcgrad.lax
 import funcgrad.numpy as jnp
 from funcgrad import lax, vmap
@@ -273,15 +272,7 @@ def test_other_errors():
 
 # --- the rule checklist --------------------------------------------------------------------
 def _all_lax_primitives():
-    prims = {}
-    for info in pkgutil.iter_modules(funcgrad.lax.__path__):
-        mod = importlib.import_module(f"funcgrad.lax.{info.name}")
-        for name, value in vars(mod).items():
-            if isinstance(value, Primitive):
-                prims[value] = f"funcgrad.lax.{info.name}.{name}"
-    from funcgrad.transforms import jit as jit_mod
-    prims[jit_mod.jit_p] = "funcgrad.transforms.jit.jit_p"
-    return prims
+    return registered_primitives()
 
 
 def test_every_primitive_has_a_batching_rule():
