@@ -36,3 +36,8 @@ def concretization_error(tracer, operation):
         f"tracing {fn} at {where}. Python control flow cannot depend on traced values: mark the "
         f"argument static (jit(..., static_argnums=... or static_argnames=...)), or use "
         f"funcgrad.lax.cond / funcgrad.lax.while_loop / funcgrad.numpy.where instead.")
+
+
+class MissingRuleError(TypeError):
+    """A primitive lacks the rule a transformation needs (jvp, transpose, batch, abstract eval),
+    or a backend lacks a kernel for it; the message names the primitive and its operands."""

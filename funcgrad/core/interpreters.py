@@ -60,7 +60,14 @@ class Interpreter:
     debug_name = None
 
     def process_primitive(self, prim, args, params):
-        raise NotImplementedError
+        """Give ``prim`` applied to ``args`` its meaning; every interpreter overrides this."""
+        raise TypeError(f"{type(self).__name__} does not define process_primitive")
+
+    def forward_to_parent(self, prim, args, params):
+        """Hand an application none of whose operands are this interpreter's to the parent."""
+        parent = self.parent
+        with using(parent):
+            return parent.process_primitive(prim, args, params)
 
     def is_own(self, x):
         return isinstance(x, Tracer) and x._interp is self

@@ -5,6 +5,7 @@ Example:
     >>> exp_p.def_abstract_eval(lambda x: x)
     >>> exp_p.bind(x)          # dispatches to the current interpreter
 """
+from funcgrad.core import errors
 from funcgrad.core import interpreters
 
 _current_get = interpreters._current.get
@@ -70,6 +71,6 @@ class Primitive:
 def out_avals(prim, avals, params):
     """The output avals of ``prim`` as a list, whatever ``multiple_results`` is."""
     if prim.abstract_eval is None:
-        raise NotImplementedError(f"primitive {prim.name} has no abstract evaluation rule")
+        raise errors.MissingRuleError(f"primitive {prim.name} has no abstract evaluation rule")
     out = prim.abstract_eval(*avals, **params)
     return list(out) if prim.multiple_results else [out]

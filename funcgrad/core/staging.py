@@ -61,7 +61,7 @@ class StagingInterpreter(Interpreter):
 
     def process_primitive(self, prim, args, params):
         if self.forward_known and not any(self.is_own(a) for a in args):
-            return self.parent.process_primitive(prim, args, params)
+            return self.forward_to_parent(prim, args, params)
         self._current_prim = prim
         atoms = [self.to_atom(a) for a in args]
         avals = out_avals(prim, [a.aval for a in atoms], params)

@@ -21,6 +21,7 @@ import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
+from funcgrad.core import errors
 from funcgrad.core import dtypes
 from funcgrad.core.avals import ShapedArray
 from funcgrad.core.primitive import Primitive
@@ -85,7 +86,7 @@ def _ffi_call(name, operands, operand_avals, result_avals, attrs, operand_matrix
 
 def _check_cpu(ctx, name):
     if ctx.platform not in ("cpu", "host"):
-        raise NotImplementedError(
+        raise errors.MissingRuleError(
             f"lax.linalg.{name}: only the CPU backend has LAPACK kernels (platform "
             f"{ctx.platform!r})")
 

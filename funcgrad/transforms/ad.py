@@ -15,6 +15,7 @@ import functools
 
 import numpy as np
 
+from funcgrad.core import errors
 from funcgrad import tree_util
 from funcgrad.core import dtypes, interpreters
 from funcgrad.core.ad_util import (UndefinedPrimal, Zero, add_tangents, instantiate,
@@ -70,11 +71,10 @@ class JVPInterpreter(Interpreter):
                 tangents.append(None)
         parent = self.parent
         if not own:
-            with interpreters.using(parent):
-                return parent.process_primitive(prim, primals, params)
+            return self.forward_to_parent(prim, primals, params)
         rule = prim.jvp
         if rule is None:
-            raise NotImplementedError(
+            raise errors.MissingRuleError(
                 f"differentiation of primitive {prim.name} is not implemented: it has no jvp "
                 f"rule (inputs {', '.join(aval_of(p).str_short() for p in primals)})")
         tangents = [Zero(tangent_aval(aval_of(p))) if t is None else t
@@ -336,7 +336,7 @@ def backward_pass(jaxpr, consts, args, cts):
         cts_out = [Zero(v.aval) if c is None else c for v, c in zip(eqn.outvars, cts_out)]
         rule = eqn.prim.transpose
         if rule is None:
-            raise NotImplementedError(
+            raise errors.MissingRuleError(
                 f"transpose of primitive {eqn.prim.name} is not implemented: it has no "
                 f"transpose rule (reverse-mode differentiation needs one for every primitive "
                 f"applied to a tangent)")

@@ -15,6 +15,7 @@ import functools
 import inspect
 import weakref
 
+from funcgrad.core import errors
 from funcgrad import tree_util
 from funcgrad.core import interpreters
 from funcgrad.core.avals import ShapedArray
@@ -95,12 +96,10 @@ class BatchInterpreter(Interpreter):
                 rule = functools.partial(collective_rules[prim], self.axis)
         if rule is None:
             if not own:
-                parent = self.parent
-                with interpreters.using(parent):
-                    return parent.process_primitive(prim, args, params)
+                return self.forward_to_parent(prim, args, params)
             rule = prim.batch
             if rule is None:
-                raise NotImplementedError(
+                raise errors.MissingRuleError(
                     f"vmap: primitive '{prim.name}' has no batching rule (used on "
                     f"{', '.join(aval_of(a).str_short() for a in args)})")
         vals, dims = [], []

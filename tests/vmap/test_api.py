@@ -264,7 +264,7 @@ def test_other_errors():
         vmap(lambda s: s, in_axes=0)("abc")
     no_rule = Primitive("no_batch_rule_test")
     no_rule.def_abstract_eval(lambda x: x)
-    with pytest.raises(NotImplementedError, match="no_batch_rule_test"):
+    with pytest.raises(funcgrad.core.errors.MissingRuleError, match="no_batch_rule_test"):
         vmap(lambda x: no_rule.bind(x))(f32(3))
     with pytest.raises(funcgrad.ConcretizationTypeError):
         vmap(lambda x: 1.0 if x > 0 else 0.0)(f32(3))
