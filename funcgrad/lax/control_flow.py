@@ -908,6 +908,21 @@ def _scan_jvp(primals, tangents, jaxpr, num_consts, num_carry, length, reverse, 
               (builtins.slice(0, n_c), builtins.slice(n_c, n_c + n_k),
                builtins.slice(n_c + n_k, None))]
     consts, carry, xs = primals[:n_c], primals[n_c:n_c + n_k], primals[n_c + n_k:]
+    if _split_linearize():
+        split = _scan_jvp_split(body, _groups([len(g) for g in (e, pc, tc, pk, tk, px, tx)]),
+                                _groups([len(g) for g in (ok, otk, oy, oty)]), extra,
+                                consts, carry, xs, t_vals, length, reverse, unroll)
+        if split is not None:
+            p_out, t_lin = split
+            t_carry_it = iter(t_lin[:sum(nz_k)])
+            t_ys_it = iter(t_lin[sum(nz_k):])
+            carry_avals = avals[n_c:n_c + n_k]
+            t_out = [next(t_carry_it) if z else Zero(tangent_aval(a))
+                     for a, z in zip(carry_avals, nz_k)]
+            ys_full = [ShapedArray((length,) + a.shape, a.dtype) for a in y_avals]
+            t_out += [next(t_ys_it) if z else Zero(tangent_aval(a))
+                      for a, z in zip(ys_full, y_nz)]
+            return p_out, t_out
     outs = scan_p.bind(*extra, *consts, *t_vals[0], *carry, *t_vals[1], *xs, *t_vals[2],
                        jaxpr=_intern(body), num_consts=len(extra) + n_c + len(t_vals[0]),
                        num_carry=n_k + len(t_vals[1]), length=length, reverse=reverse,
@@ -926,6 +941,164 @@ def _scan_jvp(primals, tangents, jaxpr, num_consts, num_carry, length, reverse, 
         p_out = scan_p.bind(*primals, jaxpr=jaxpr, num_consts=n_c, num_carry=n_k,
                             length=length, reverse=reverse, unroll=unroll)
     return p_out, t_out
+
+
+# Cheap elementwise primitives whose per-step results the backward loop recomputes from
+# another saved value rather than saving them too (e.g. 1 - tanh(x)**2 from tanh(x)).
+_REMAT = frozenset(["add", "sub", "mul", "neg", "div", "logistic", "tanh", "exp", "max", "min",
+                    "integer_pow", "square", "broadcast_in_dim", "convert_element_type",
+                    "select_n", "abs", "sign"])
+
+
+def _size(aval):
+    return int(np.prod(aval.shape, dtype=np.int64))
+
+
+def _remat_residuals(residuals, known_eqns, invariant):
+    """Replace saved per-step residuals made by a cheap elementwise equation from at most one
+    other per-step value (no bigger than it) by that value; returns (residuals, equations to
+    recompute on the linear side, in program order)."""
+    producer = {v: eqn for eqn in known_eqns for v in eqn.outvars}
+    residuals, moved, moved_out = list(residuals), set(), set()
+    changed = True
+    while changed:
+        changed = False
+        res_set = set(residuals)
+        for r in residuals:
+            eqn = producer.get(r)
+            if eqn is None or r in invariant or eqn.prim.name not in _REMAT \
+                    or eqn.prim.multiple_results:
+                continue
+            ins = [a for a in eqn.invars
+                   if type(a) is Var and a not in res_set and a not in moved_out]
+            new = {a for a in ins if a not in invariant}
+            if len(new) > 1 or builtins.any(_size(a.aval) > _size(r.aval) for a in new):
+                continue
+            residuals = [v for v in residuals if v is not r]
+            for a in ins:
+                if a not in residuals:
+                    residuals.append(a)
+            moved.add(id(eqn))
+            moved_out.update(eqn.outvars)
+            changed = True
+            break
+    return residuals, [e for e in known_eqns if id(e) in moved]
+
+
+def _hoist_const_cts(jt, n_lc, n_lk, stacked_in):
+    """For the backward body ``jt``: {const cotangent index: (eqn, operand vars, tail eqns)}
+    for each const cotangent made by dot_general (no batch dims) or reduce_sum of per-step
+    values, possibly followed by transposes, and read by nothing else in the body."""
+    producer = {v: e for e in jt.eqns for v in e.outvars}
+    uses = {}
+    for e in jt.eqns:
+        for a in e.invars:
+            if type(a) is Var:
+                uses[a] = uses.get(a, 0) + 1
+    for a in jt.outvars:
+        if type(a) is Var:
+            uses[a] = uses.get(a, 0) + 1
+    invars = set(jt.invars)
+    per_step_in = set(stacked_in)
+    out = {}
+    for i in range(n_lc):
+        v, tail = jt.outvars[i], []
+        if type(v) is not Var or uses.get(v) != 1:
+            continue
+        while v in producer and producer[v].prim.name == "transpose" \
+                and type(producer[v].invars[0]) is Var and uses.get(producer[v].invars[0]) == 1:
+            tail.append(producer[v])
+            v = producer[v].invars[0]
+        e = producer.get(v)
+        if e is None or uses.get(v) != 1:
+            continue
+        if e.prim.name == "dot_general" and e.params["dimension_numbers"][1] == ((), ()):
+            ops = e.invars
+        elif e.prim.name == "reduce_sum":
+            ops = e.invars[:1]
+        else:
+            continue
+        # Operands must vary per step: stacked inputs or values computed in the body from them.
+        if not all(type(a) is Var and (a in per_step_in or a not in invars) for a in ops):
+            continue
+        if any(a not in per_step_in and a not in producer for a in ops):
+            continue
+        out[i] = (e, list(ops), tail[::-1])
+    return out
+
+
+def _apply_hoisted(h, env):
+    """The sum over steps of a hoisted const cotangent, from the stacked operands in env."""
+    eqn, ops, tail = h
+    args = [env[v] for v in ops]
+    if eqn.prim.name == "dot_general":
+        (lc, rc), _ = eqn.params["dimension_numbers"]
+        params = dict(eqn.params)
+        params["dimension_numbers"] = (((0,) + tuple(d + 1 for d in lc),
+                                        (0,) + tuple(d + 1 for d in rc)), ((), ()))
+    else:
+        params = dict(eqn.params)
+        params["axes"] = (0,) + tuple(d + 1 for d in eqn.params["axes"])
+    val = eqn.prim.bind(*args, **params)
+    for t in tail:
+        val = t.prim.bind(val, **t.params)
+    return val
+
+
+def _scan_jvp_split(body, in_groups, out_groups, extra, consts, carry, xs, t_vals, length,
+                    reverse, unroll):
+    """Under linearize, split the jvp body into a known scan (primal outputs and the per-step
+    values the tangent part reads, computed once) and a tangent scan that reads them as xs, so
+    the forward loop does not run a second time. Returns (primal outs, tangent outs), or None
+    when the body does not split cleanly (the caller then uses the plain rule)."""
+    from funcgrad.core.jaxpr import eval_jaxpr
+    bj = body.jaxpr
+    if body.consts or bj.constvars:
+        return None
+    e, pc, tc, pk, tk, px, tx = [[bj.invars[i] for i in g] for g in in_groups]
+    ok, otk, oy, oty = [[bj.outvars[i] for i in g] for g in out_groups]
+    lin_vars = set(tc + tk + tx)
+    known_eqns, lin_eqns = [], []
+    for eqn in bj.eqns:
+        if any(type(a) is Var and a in lin_vars for a in eqn.invars):
+            lin_eqns.append(eqn)
+            lin_vars.update(eqn.outvars)
+        else:
+            known_eqns.append(eqn)
+    if any(type(v) is Var and v in lin_vars for v in ok + oy):
+        return None
+    invariant, hoisted = set(e + pc), []
+    for eqn in known_eqns:
+        if all(type(a) is not Var or a in invariant for a in eqn.invars):
+            hoisted.append(eqn)
+            invariant.update(eqn.outvars)
+    residuals, seen = [], set()
+    for a in [a for eqn in lin_eqns for a in eqn.invars] + otk + oty:
+        if type(a) is Var and a not in lin_vars and a not in seen:
+            seen.add(a)
+            residuals.append(a)
+    residuals, remat = _remat_residuals(residuals, known_eqns, invariant)
+    lin_eqns = remat + lin_eqns
+    const_res = [v for v in residuals if v in invariant]
+    px_set = set(px)
+    xs_res = [v for v in residuals if v in px_set]
+    iter_res = [v for v in residuals if v not in invariant and v not in px_set]
+    known = ClosedJaxpr(Jaxpr([], e + pc + pk + px, known_eqns, ok + oy + iter_res), [])
+    outs = scan_p.bind(*extra, *consts, *carry, *xs, jaxpr=_intern(known),
+                       num_consts=len(e) + len(pc), num_carry=len(pk), length=length,
+                       reverse=reverse, unroll=unroll)
+    n_p = len(ok) + len(oy)
+    p_out, stacked = outs[:n_p], outs[n_p:]
+    const_vals = eval_jaxpr(Jaxpr([], e + pc, hoisted, const_res), [], *extra, *consts) \
+        if const_res else []
+    xs_env = dict(zip(px, xs))
+    lin = ClosedJaxpr(Jaxpr([], const_res + tc + tk + xs_res + iter_res + tx, lin_eqns,
+                            otk + oty), [])
+    t_out = scan_p.bind(*const_vals, *t_vals[0], *t_vals[1], *[xs_env[v] for v in xs_res],
+                        *stacked, *t_vals[2], jaxpr=_intern(lin),
+                        num_consts=len(const_res) + len(tc), num_carry=len(tk), length=length,
+                        reverse=reverse, unroll=unroll)
+    return list(p_out), list(t_out)
 
 
 def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, unroll):
@@ -976,25 +1149,43 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, u
             note(a)
     for i in lin_outs:
         note(j.outvars[i])
-    const_res = [v for v in residuals if v in const_known]
-    iter_res = [v for v in residuals if v not in const_known]
+    # Loop-invariant known values (computed from known consts only, e.g. a transposed weight)
+    # are residuals computed once outside the loops, not stacked once per step.
+    invariant, hoisted = set(const_known), []
+    for eqn in known_eqns:
+        if all(type(a) is not Var or a in invariant for a in eqn.invars):
+            hoisted.append(eqn)
+            invariant.update(eqn.outvars)
+    residuals, remat = _remat_residuals(residuals, known_eqns, invariant)
+    lin_eqns = remat + lin_eqns
+    const_res = [v for v in residuals if v in invariant]
+    iter_res = [v for v in residuals if v not in invariant]
     # Forward scan of the known part: known carry -> known carry, residuals per step.
     k_consts = [a for a, lin in zip(args[:n_c], lin_in[:n_c]) if not lin]
     k_carry_idx = [k for k in range(n_k) if not lin_in[n_c + k]]
     k_carry = [args[n_c + k] for k in k_carry_idx]
     k_xs = [a for a, lin in zip(args[n_c + n_k:], lin_in[n_c + n_k:]) if not lin]
+    # A residual that is a known xs input is that input's array: no forward scan restacks it.
+    env_xs = dict(zip([v for v, lin in zip(j.invars[n_c + n_k:], lin_in[n_c + n_k:])
+                       if not lin], k_xs))
+    scan_res = [v for v in iter_res if v not in env_xs]
     known = ClosedJaxpr(Jaxpr([], known_invars, known_eqns,
-                              [carry_out[k] for k in k_carry_idx] + iter_res), [])
-    if iter_res:
+                              [carry_out[k] for k in k_carry_idx] + scan_res), [])
+    if scan_res:
         outs = scan_p.bind(*k_consts, *k_carry, *k_xs, jaxpr=_intern(known),
                            num_consts=len(k_consts), num_carry=len(k_carry), length=length,
                            reverse=reverse, unroll=unroll)
-        stacked_res = outs[len(k_carry):]
+        env_scan = dict(zip(scan_res, outs[len(k_carry):]))
     else:
-        stacked_res = []
+        env_scan = {}
+    stacked_res = [env_xs[v] if v in env_xs else env_scan[v] for v in iter_res]
     env_const = dict(zip([v for v, lin in zip(j.invars[:n_c], lin_in[:n_c]) if not lin],
                          k_consts))
-    const_res_vals = [env_const[v] for v in const_res]
+    if any(v not in const_known for v in const_res):
+        k_const_vars = [v for v, lin in zip(j.invars[:n_c], lin_in[:n_c]) if not lin]
+        const_res_vals = eval_jaxpr(Jaxpr([], k_const_vars, hoisted, const_res), [], *k_consts)
+    else:
+        const_res_vals = [env_const[v] for v in const_res]
     # The linear part: (const residuals, step residuals, linear consts, carry, xs) -> outputs.
     lin_c = [v for v, lin in zip(j.invars[:n_c], lin_in[:n_c]) if lin]
     lin_k = [j.invars[n_c + k] for k in range(n_k) if lin_in[n_c + k]]
@@ -1025,16 +1216,42 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, u
     acc0 = [shapes.full(v.aval.shape, np.zeros((), v.aval.dtype), v.aval.dtype) for v in lin_c]
     n_lc, n_lk = len(lin_c), len(lin_k)
 
+    # A const's cotangent summed over the steps of dot_general(a_t, b_t) (a weight gradient)
+    # or reduce_sum(b_t) (a bias gradient) is one op on the stacked a, b after the loop.
+    jt = tr_j.jaxpr
+    n_pre = len(tr_consts) + len(const_res_vals)
+    stacked_in = dict(zip(jt.invars[n_pre:n_pre + len(iter_res)], stacked_res))
+    stacked_in.update(zip(jt.invars[n_pre + len(iter_res) + n_lk:], ct_ys))
+    hoist = _hoist_const_cts(jt, n_lc, n_lk, stacked_in)
+    x_out_pos = {v: k for k, v in enumerate(jt.outvars[n_lc + n_lk:]) if type(v) is Var}
+    extra = [v for v in dict.fromkeys(v for h in hoist.values() for v in h[1])
+             if v not in stacked_in and v not in x_out_pos]
+    jt_run = Jaxpr(jt.constvars, jt.invars, jt.eqns, jt.outvars + extra) if extra else jt
+    acc_idx = [i for i in range(n_lc) if i not in hoist]
+    n_xo = len(jt.outvars) - n_lc - n_lk
+
     def body(carry, x):
         acc, ct_k = carry
         res_t, ct_y = x
-        outs = eval_jaxpr(tr_j.jaxpr, [], *tr_consts, *const_res_vals, *res_t, *ct_k, *ct_y)
-        ct_c_t, ct_k_new, ct_x_t = outs[:n_lc], outs[n_lc:n_lc + n_lk], outs[n_lc + n_lk:]
-        acc = [ew.add(a, b) for a, b in zip(acc, ct_c_t)]
+        outs = eval_jaxpr(jt_run, [], *tr_consts, *const_res_vals, *res_t, *ct_k, *ct_y)
+        ct_c_t, ct_k_new = outs[:n_lc], outs[n_lc:n_lc + n_lk]
+        ct_x_t = outs[n_lc + n_lk:]
+        acc = [ew.add(a, ct_c_t[i]) for a, i in zip(acc, acc_idx)]
         return (acc, list(ct_k_new)), list(ct_x_t)
 
-    (acc, ct_k0), ct_xs = scan(body, (acc0, ct_carry), (list(stacked_res), ct_ys),
-                               length=length, reverse=not reverse, unroll=unroll)
+    (acc_l, ct_k0), ct_xs = scan(body, ([acc0[i] for i in acc_idx], ct_carry),
+                                 (list(stacked_res), ct_ys), length=length,
+                                 reverse=not reverse, unroll=unroll)
+    stacked_env = dict(stacked_in)
+    stacked_env.update(zip(extra, ct_xs[n_xo:]))
+    stacked_env.update((v, ct_xs[k]) for v, k in x_out_pos.items())
+    ct_xs = ct_xs[:n_xo]
+    acc, acc_l = [None] * n_lc, iter(acc_l)
+    for i in range(n_lc):
+        if i in hoist:
+            acc[i] = _apply_hoisted(hoist[i], stacked_env)
+        else:
+            acc[i] = next(acc_l)
     acc_it, k_it, x_it = iter(acc), iter(ct_k0), iter(ct_xs)
     result = []
     for i, lin in enumerate(lin_in):
