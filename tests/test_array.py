@@ -266,3 +266,15 @@ def test_errors_name_function_and_shapes():
         jnp.add([1, 2], jnp.ones(2))
     with pytest.raises(TypeError, match=r"device_put.*object"):
         funcgrad.device_put(np.array([object()]))
+
+
+def test_empty_ellipsis_still_separates_advanced_indices():
+    # NumPy moves the broadcast index axes to the front when advanced indices are separated by
+    # an Ellipsis, even one that stands for no axes (found by the hypothesis index test).
+    a = np.arange(24).reshape(2, 3, 4)
+    for idx in [(None, 0, Ellipsis, 0, np.array([0, 0])), (0, Ellipsis, 1, np.array([2, 3]))]:
+        got = jnp.asarray(a)[idx]
+        np.testing.assert_array_equal(np.asarray(got), a[idx])
+        expected = a.copy()
+        expected[idx] = -1
+        np.testing.assert_array_equal(np.asarray(jnp.asarray(a).at[idx].set(-1)), expected)

@@ -33,8 +33,18 @@ def _as_index_array(i):
     return i if isinstance(i, Value) else (asarray(i) if i.dtype != np.bool_ else i)
 
 
+class _Expanded(list):
+    """Index entries with the Ellipsis expanded. ``split`` remembers that an Ellipsis standing
+    for no axes separated advanced indices: NumPy then still moves the broadcast index axes to
+    the front, as for any other separator."""
+
+    split = False
+
+
 def _expand(fname, idx, ndim):
-    """The index as a tuple with Ellipsis expanded, bool masks turned into int arrays."""
+    """The index as a list with Ellipsis expanded, bool masks turned into int arrays."""
+    if isinstance(idx, _Expanded):
+        return idx
     if not isinstance(idx, tuple):
         idx = (idx,)
     out = []
@@ -68,13 +78,22 @@ def _expand(fname, idx, ndim):
     if n_real > ndim:
         raise IndexError(f"{fname}: too many indices for array: array is {ndim}-dimensional, "
                          f"but {n_real} were indexed")
+    split = False
     if n_ell:
         # list.index compares with ==, which is elementwise on arrays: find the ellipsis by identity
         k = next(j for j, i in enumerate(out) if i is Ellipsis)
+        split = ndim == n_real and _has_advanced(out[:k]) and _has_advanced(out[k + 1:])
         out = out[:k] + [slice(None)] * (ndim - n_real) + out[k + 1:]
     else:
         out = out + [slice(None)] * (ndim - n_real)
-    return out
+    result = _Expanded(out)
+    result.split = split
+    return result
+
+
+def _has_advanced(entries):
+    return builtins.any(e is not None and e is not Ellipsis and not isinstance(e, slice)
+                        for e in entries)
 
 
 def getitem(x, idx):
@@ -83,6 +102,7 @@ def getitem(x, idx):
     av = aval_of(x)
     entries = _expand(fname, idx, av.ndim)
     # New axes (None) become size-1 axes of x, indexed by a full slice.
+    split = entries.split
     new_axes = [k for k, e in enumerate(entries) if e is None]
     if new_axes:
         x = lax.expand_dims(x, new_axes)
@@ -124,13 +144,13 @@ def getitem(x, idx):
         x = lax.rev(x, reverse)
     x = lax.slice(x, starts, limits, strides)
     if advanced:
-        return _gather_advanced(x, advanced)
+        return _gather_advanced(x, advanced, split)
     return lax.squeeze(x, squeeze) if squeeze else x
 
 
-def _advanced_layout(axes, ndim, batch_ndim):
+def _advanced_layout(axes, ndim, batch_ndim, split=False):
     """Output positions of the remaining axes after an advanced-index gather."""
-    adjacent = list(axes) == list(range(axes[0], axes[0] + len(axes)))
+    adjacent = not split and list(axes) == list(range(axes[0], axes[0] + len(axes)))
     rest = [a for a in range(ndim) if a not in axes]
     if adjacent:
         first = axes[0]
@@ -140,7 +160,7 @@ def _advanced_layout(axes, ndim, batch_ndim):
     return rest, positions, adjacent
 
 
-def _gather_advanced(x, advanced):
+def _gather_advanced(x, advanced, split=False):
     av = aval_of(x)
     axes = sorted(advanced)
     arrays = []
@@ -156,7 +176,7 @@ def _gather_advanced(x, advanced):
               for i in arrays]
     indices = lax.concatenate([lax.expand_dims(i, (len(bshape),)) for i in arrays], len(bshape)) \
         if len(arrays) > 1 else lax.expand_dims(arrays[0], (len(bshape),))
-    rest, positions, _ = _advanced_layout(axes, av.ndim, len(bshape))
+    rest, positions, _ = _advanced_layout(axes, av.ndim, len(bshape), split)
     slice_sizes = [1 if a in advanced else av.shape[a] for a in range(av.ndim)]
     dnums = lax.GatherDimensionNumbers(offset_dims=tuple(positions),
                                        collapsed_slice_dims=tuple(axes),
@@ -298,7 +318,9 @@ def _clamped_index(shape, idx):
             i = _normalize_negative(e, n)
             dt = aval_of(i).dtype
             out.append(lax.clamp(np.zeros((), dt), i, np.asarray(builtins.max(n - 1, 0), dt)))
-    return tuple(out)
+    result = _Expanded(out)
+    result.split = entries.split
+    return result
 
 
 def _needs_bounds_check(shape, idx):
