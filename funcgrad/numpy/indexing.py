@@ -318,7 +318,12 @@ def _clamped_index(shape, idx):
             i = _normalize_negative(e, n)
             dt = aval_of(i).dtype
             out.append(lax.clamp(np.zeros((), dt), i, np.asarray(builtins.max(n - 1, 0), dt)))
-    result = _Expanded(out)
+    return _rewritten(entries, out)
+
+
+def _rewritten(entries, new_entries):
+    """``new_entries`` (one per entry of ``entries``) keeping what the expansion remembered."""
+    result = _Expanded(new_entries)
     result.split = entries.split
     return result
 
@@ -367,7 +372,7 @@ def _checked_positions(shape, idx):
             i = lax.convert_element_type(_normalize_negative(e, n), dtypes.int32)
             i = lax.clamp(np.int32(-1), i, np.int32(n))
             out.append(lax.add(i, lax.full(aval_of(i).shape, 1, dtypes.int32)))
-    return getitem(padded, tuple(out))
+    return getitem(padded, _rewritten(entries, out))
 
 
 def _bad_mode(mode):
