@@ -583,11 +583,35 @@ def _split_rows(x, sizes, leaf_avals, lead_shape, rows_first):
     return res
 
 
+def _map_basis(linear_map, src_avals, dst_avals):
+    """Apply ``linear_map`` (leaves of ``src_avals`` -> leaves of ``dst_avals``, Zero-aware) to
+    every one-hot basis vector of the inexact source leaves at once (vmapped).
+
+    Returns (source leaves used, destination leaves produced, basis size per source leaf,
+    one (N, *dst.shape) array per destination leaf).
+    """
+    from funcgrad import numpy as jnp
+    from funcgrad.transforms.batching import vmap
+    src = [i for i, a in enumerate(src_avals) if dtypes.is_inexact(a.dtype)]
+    dst = [j for j, a in enumerate(dst_avals) if dtypes.is_inexact(a.dtype)]
+    if not src or not dst:
+        return src, dst, [], []
+    basis, sizes = _basis([src_avals[i] for i in src], lambda a: a.dtype)
+
+    def apply(*vectors):
+        full = [Zero(tangent_aval(a)) for a in src_avals]
+        for i, v in zip(src, vectors):
+            full[i] = v
+        res = linear_map(full)
+        return [instantiate(res[j]) if type(res[j]) is not Zero
+                else jnp.zeros(dst_avals[j].shape, dst_avals[j].dtype) for j in dst]
+    return src, dst, sizes, vmap(apply)(*basis)
+
+
 def _jac_fun(fname, fun, argnums, has_aux, holomorphic, allow_int, forward):
     @functools.wraps(fun)
     def jac_fun(*args, **kwargs):
         from funcgrad import numpy as jnp
-        from funcgrad.transforms.batching import vmap
         single, nums = _argnums_tuple(fname, argnums, len(args))
         _check_inputs(fname, fun, args, nums, holomorphic, allow_int)
         f_partial = _partial_args(fun, args, kwargs, nums)
@@ -618,48 +642,22 @@ def _jac_fun(fname, fun, argnums, has_aux, holomorphic, allow_int, forward):
             return np.zeros(oa.shape + ia.shape, dt)
 
         if forward:
-            diff = [i for i, a in enumerate(in_avals) if dtypes.is_inexact(a.dtype)]
-            wanted = [j for j, a in enumerate(out_avals) if dtypes.is_inexact(a.dtype)]
-            if diff and wanted:
-                basis, sizes = _basis([in_avals[i] for i in diff], lambda a: a.dtype)
-
-                def push(*ts):
-                    full = [Zero(tangent_aval(a)) for a in in_avals]
-                    for i, t in zip(diff, ts):
-                        full[i] = t
-                    res = lin.jvp(full)
-                    return [instantiate(res[j]) if type(res[j]) is not Zero
-                            else jnp.zeros(out_avals[j].shape, out_avals[j].dtype)
-                            for j in wanted]
-                cols = vmap(push)(*basis)
-                for j, c in zip(wanted, cols):
-                    # c: (N, *out.shape) -> per input leaf out.shape + in.shape
-                    parts = _split_rows(c, sizes, [in_avals[i] for i in diff],
-                                        out_avals[j].shape, True)
-                    for i, part in zip(diff, parts):
-                        blocks[j][i] = part
+            diff, wanted, sizes, cols = _map_basis(lin.jvp, in_avals, out_avals)
+            for j, c in zip(wanted, cols):
+                # c: (N, *out.shape) -> per input leaf out.shape + in.shape
+                parts = _split_rows(c, sizes, [in_avals[i] for i in diff],
+                                    out_avals[j].shape, True)
+                for i, part in zip(diff, parts):
+                    blocks[j][i] = part
         else:
-            diff = [j for j, a in enumerate(out_avals) if dtypes.is_inexact(a.dtype)]
-            wanted = [i for i, a in enumerate(in_avals) if dtypes.is_inexact(a.dtype)]
-            if diff and wanted:
-                basis, sizes = _basis([out_avals[j] for j in diff], lambda a: a.dtype)
-
-                def pull(*cts):
-                    full = [Zero(tangent_aval(a)) for a in out_avals]
-                    for j, c in zip(diff, cts):
-                        full[j] = c
-                    res = lin.transpose(full)
-                    return [instantiate(res[i]) if type(res[i]) is not Zero
-                            else jnp.zeros(in_avals[i].shape, in_avals[i].dtype)
-                            for i in wanted]
-                rows = vmap(pull)(*basis)
-                for i, r in zip(wanted, rows):
-                    # r: (N, *in.shape): rows of out leaf j are its flat positions
-                    offset = 0
-                    for j, n in zip(diff, sizes):
-                        part = r[offset:offset + n]
-                        blocks[j][i] = jnp.reshape(part, out_avals[j].shape + in_avals[i].shape)
-                        offset += n
+            diff, wanted, sizes, rows = _map_basis(lin.transpose, out_avals, in_avals)
+            for i, r in zip(wanted, rows):
+                # r: (N, *in.shape): rows of out leaf j are its flat positions
+                offset = 0
+                for j, n in zip(diff, sizes):
+                    part = r[offset:offset + n]
+                    blocks[j][i] = jnp.reshape(part, out_avals[j].shape + in_avals[i].shape)
+                    offset += n
         for j, oa in enumerate(out_avals):
             for i, ia in enumerate(in_avals):
                 if blocks[j][i] is None:
