@@ -271,17 +271,23 @@ def _match_scalar(x, like):
     return x
 
 
+def binary_operands(x, y):
+    """The operands of a two-operand lax function: Python scalars take the other operand's
+    dtype and a rank-0 operand is broadcast to the other's shape, as in ``jax.lax``."""
+    x, y = _match_scalar(x, y), _match_scalar(y, x)
+    ax, ay = aval_of(x), aval_of(y)
+    if ax.shape != ay.shape:
+        from funcgrad.lax.shapes import broadcast_in_dim
+        if not ax.shape:
+            x = broadcast_in_dim(x, ay.shape, ())
+        elif not ay.shape:
+            y = broadcast_in_dim(y, ax.shape, ())
+    return x, y
+
+
 def _binary_fn(prim):
     def fn(x, y):
-        x, y = _match_scalar(x, y), _match_scalar(y, x)
-        ax, ay = aval_of(x), aval_of(y)
-        if ax.shape != ay.shape:
-            from funcgrad.lax.shapes import broadcast_in_dim
-            if not ax.shape:
-                x = broadcast_in_dim(x, ay.shape, ())
-            elif not ay.shape:
-                y = broadcast_in_dim(y, ax.shape, ())
-        return prim.bind(x, y)
+        return prim.bind(*binary_operands(x, y))
     fn.__name__ = prim.name
     fn.prim = prim    # lets funcgrad.numpy bind directly when operands already match
     fn.__doc__ = (f"Elementwise ``{prim.name}`` of two arrays of one shape and dtype "

@@ -19,7 +19,7 @@ from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import aval_of
 from funcgrad.lax import _hlo
 from funcgrad.lax import elementwise as ew
-from funcgrad.lax.elementwise import _match_scalar
+from funcgrad.lax.elementwise import binary_operands
 
 
 def _float_unary(name, hlo_fn):
@@ -85,18 +85,6 @@ def _unary_fn(prim, doc):
     return fn
 
 
-def _binary_args(x, y):
-    from funcgrad.lax.shapes import broadcast_in_dim
-    x, y = _match_scalar(x, y), _match_scalar(y, x)
-    ax, ay = aval_of(x), aval_of(y)
-    if ax.shape != ay.shape:
-        if not ax.shape:
-            x = broadcast_in_dim(x, ay.shape, ())
-        elif not ay.shape:
-            y = broadcast_in_dim(y, ax.shape, ())
-    return x, y
-
-
 erf = _unary_fn(erf_p, "The error function. Example: ``lax.erf(x)``.")
 erfc = _unary_fn(erfc_p, "``1 - erf(x)``, accurate for large x. Example: ``lax.erfc(x)``.")
 erf_inv = _unary_fn(erf_inv_p, "The inverse of ``erf`` on (-1, 1). Example: ``lax.erf_inv(x)``.")
@@ -113,7 +101,7 @@ def polygamma(n, x):
     Example:
         >>> lax.polygamma(1.0, x)       # trigamma
     """
-    n, x = _binary_args(n, x)
+    n, x = binary_operands(n, x)
     return polygamma_p.bind(n, x)
 
 
@@ -123,7 +111,7 @@ def zeta(x, q):
     Example:
         >>> lax.zeta(2.0, jnp.array(1.0))   # pi**2 / 6
     """
-    x, q = _binary_args(x, q)
+    x, q = binary_operands(x, q)
     return zeta_p.bind(x, q)
 
 
@@ -272,7 +260,7 @@ def igamma(a, x):
     Example:
         >>> lax.igamma(jnp.array(2.0), jnp.array(1.0))   # 1 - 2/e
     """
-    a, x = _binary_args(a, x)
+    a, x = binary_operands(a, x)
     return igamma_p.bind(a, x)
 
 
@@ -282,7 +270,7 @@ def igammac(a, x):
     Example:
         >>> lax.igammac(jnp.array(2.0), jnp.array(1.0))   # 2/e
     """
-    a, x = _binary_args(a, x)
+    a, x = binary_operands(a, x)
     return igammac_p.bind(a, x)
 
 
@@ -293,7 +281,7 @@ def logaddexp(x, y):
     Example:
         >>> lax.logaddexp(jnp.array(1000.0), jnp.array(1000.0))   # 1000 + log 2
     """
-    x, y = _binary_args(x, y)
+    x, y = binary_operands(x, y)
     dt = aval_of(x).dtype
     m = ew.max(x, y)
     finite = ew.is_finite(m)
