@@ -92,6 +92,22 @@ class JVPInterpreter(Interpreter):
         return x, Zero(tangent_aval(aval_of(x)))
 
 
+class _FlatFun:
+    """``fun`` over pytrees as a function of flat leaf lists, for the flat transforms. After a
+    call, ``out_tree`` is the output treedef and ``aux`` the auxiliary value (``has_aux``)."""
+
+    def __init__(self, fname, fun, in_tree, has_aux=False):
+        self.fname, self.fun, self.in_tree, self.has_aux = fname, fun, in_tree, has_aux
+        self.out_tree = self.aux = None
+
+    def __call__(self, *leaves):
+        out = self.fun(*tree_util.tree_unflatten(self.in_tree, leaves))
+        if self.has_aux:
+            out, self.aux = _split_aux(self.fname, out)
+        o_leaves, self.out_tree = tree_util.tree_flatten(out)
+        return o_leaves
+
+
 def _check_leaf(fname, x, what):
     if not is_arraylike(x):
         raise TypeError(f"{fname}: {what} must be arrays or scalars, got {type(x).__name__} "
@@ -146,28 +162,19 @@ def jvp(fun, primals, tangents, has_aux=False):
                             f"tangent dtype must be {np.dtype(expected).name}, got primal "
                             f"{pa.str_short()} and tangent {ta.str_short()}")
         ts.append(_zero_if_float0(_as_dtype(t, tangent_aval(pa)), pa))
-    aux_box = []
-
-    def flat_fun(*leaves):
-        out = fun(*tree_util.tree_unflatten(p_tree, leaves))
-        if has_aux:
-            out, aux = _split_aux("jvp", out)
-            aux_box.append(aux)
-        o_leaves, o_tree = tree_util.tree_flatten(out)
-        aux_box.insert(0, o_tree)
-        return o_leaves
+    flat_fun = _FlatFun("jvp", fun, p_tree, has_aux)
 
     interp = JVPInterpreter(interpreters.current(), getattr(fun, "__name__", None))
     args = [interp.new(p, t) for p, t in zip(p_leaves, ts)]
     with interpreters.using(interp):
         outs = flat_fun(*args)
     pairs = [interp.split(o) for o in outs]
-    out_tree = aux_box[0]
+    out_tree = flat_fun.out_tree
     primal_out = tree_util.tree_unflatten(out_tree, [p for p, _ in pairs])
     tangent_out = tree_util.tree_unflatten(out_tree, [_on_device(instantiate(t))
                                                       for _, t in pairs])
     if has_aux:
-        aux = _strip_tracers(interp, aux_box[1])
+        aux = _strip_tracers(interp, flat_fun.aux)
         return primal_out, tangent_out, aux
     return primal_out, tangent_out
 
@@ -261,16 +268,10 @@ def linearize(fun, *primals):
     p_leaves, p_tree = tree_util.tree_flatten(tuple(primals))
     for p in p_leaves:
         _check_leaf("linearize", p, "primals")
-    out_tree_box = []
-
-    def flat_fun(*leaves):
-        out = fun(*tree_util.tree_unflatten(p_tree, leaves))
-        o_leaves, o_tree = tree_util.tree_flatten(out)
-        out_tree_box.append(o_tree)
-        return o_leaves
+    flat_fun = _FlatFun("linearize", fun, p_tree)
 
     primal_outs, lin = linearize_flat(flat_fun, p_leaves, getattr(fun, "__name__", None))
-    out_tree = out_tree_box[0]
+    out_tree = flat_fun.out_tree
 
     def f_jvp(*tangents):
         t_leaves, t_tree = tree_util.tree_flatten(tuple(tangents))
@@ -372,20 +373,11 @@ def vjp(fun, *primals, has_aux=False):
     p_leaves, p_tree = tree_util.tree_flatten(tuple(primals))
     for p in p_leaves:
         _check_leaf("vjp", p, "primals")
-    box = []
-
-    def flat_fun(*leaves):
-        out = fun(*tree_util.tree_unflatten(p_tree, leaves))
-        if has_aux:
-            out, aux = _split_aux("vjp", out)
-            box.append(aux)
-        o_leaves, o_tree = tree_util.tree_flatten(out)
-        box.insert(0, o_tree)
-        return o_leaves
+    flat_fun = _FlatFun("vjp", fun, p_tree, has_aux)
 
     parent = interpreters.current()
     primal_outs, lin = linearize_flat(flat_fun, p_leaves, getattr(fun, "__name__", None))
-    out_tree = box[0]
+    out_tree = flat_fun.out_tree
     in_avals = [aval_of(p) for p in p_leaves]
 
     def f_vjp(ct):
@@ -408,7 +400,7 @@ def vjp(fun, *primals, has_aux=False):
     primal_out = tree_util.tree_unflatten(out_tree, primal_outs)
     del parent
     if has_aux:
-        return primal_out, f_vjp, lin.primal_only(box[1])
+        return primal_out, f_vjp, lin.primal_only(flat_fun.aux)
     return primal_out, f_vjp
 
 
@@ -616,19 +608,10 @@ def _jac_fun(fname, fun, argnums, has_aux, holomorphic, allow_int, forward):
         _check_inputs(fname, fun, args, nums, holomorphic, allow_int)
         f_partial = _partial_args(fun, args, kwargs, nums)
         in_leaves, in_tree = tree_util.tree_flatten(tuple(args[n] for n in nums))
-        box = []
-
-        def flat_fun(*leaves):
-            out = f_partial(*tree_util.tree_unflatten(in_tree, leaves))
-            if has_aux:
-                out, aux = _split_aux(fname, out)
-                box.append(aux)
-            o_leaves, o_tree = tree_util.tree_flatten(out)
-            box.insert(0, o_tree)
-            return o_leaves
+        flat_fun = _FlatFun(fname, f_partial, in_tree, has_aux)
 
         outs, lin = linearize_flat(flat_fun, in_leaves, fname)
-        out_tree = box[0]
+        out_tree = flat_fun.out_tree
         in_avals = [aval_of(x) for x in in_leaves]
         out_avals = [aval_of(o) for o in outs]
         blocks = [[None] * len(in_avals) for _ in out_avals]   # [out j][in i]
@@ -666,7 +649,7 @@ def _jac_fun(fname, fun, argnums, has_aux, holomorphic, allow_int, forward):
         jac = [j[0] if single else j for j in jac]
         res = tree_util.tree_unflatten(out_tree, jac)
         if has_aux:
-            return res, lin.primal_only(box[1])
+            return res, lin.primal_only(flat_fun.aux)
         return res
 
     return jac_fun
