@@ -20,10 +20,10 @@ _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 def _lstm_step(w_hh, b_hh, carry, xw):
     h, c = carry
-    z = xw + jnp.matmul(h, w_hh.T)
+    hw = jnp.matmul(h, w_hh.T)
     if b_hh is not None:
-        z = z + b_hh
-    i, f, g, o = jnp.split(z, 4, axis=-1)
+        hw = hw + b_hh
+    i, f, g, o = (x + y for x, y in zip(xw, jnp.split(hw, 4, axis=-1)))
     c = sigmoid(f) * c + sigmoid(i) * jnp.tanh(g)
     h = sigmoid(o) * jnp.tanh(c)
     return (h, c), h
@@ -33,7 +33,7 @@ def _gru_step(w_hh, b_hh, h, xw):
     hw = jnp.matmul(h, w_hh.T)
     if b_hh is not None:
         hw = hw + b_hh
-    xr, xz, xn = jnp.split(xw, 3, axis=-1)
+    xr, xz, xn = xw
     hr, hz, hn = jnp.split(hw, 3, axis=-1)
     r = sigmoid(xr + hr)
     z = sigmoid(xz + hz)
@@ -43,7 +43,7 @@ def _gru_step(w_hh, b_hh, h, xw):
 
 
 def _rnn_step(act, w_hh, b_hh, h, xw):
-    z = xw + jnp.matmul(h, w_hh.T)
+    z = xw[0] + jnp.matmul(h, w_hh.T)
     if b_hh is not None:
         z = z + b_hh
     h = act(z)
@@ -132,6 +132,9 @@ class RNNBase(Module):
                 b_ih = getattr(self, "bias_ih" + sfx) if self.bias else None
                 b_hh = getattr(self, "bias_hh" + sfx) if self.bias else None
                 xw = F.linear(layer_in, w_ih, b_ih)              # (L, N, G*H) in one matmul
+                # one scanned array per gate: XLA's CPU loop fusions are slow when they read
+                # one dynamically sliced array at several offsets
+                xw = tuple(jnp.split(xw, _GATES[self.mode], axis=-1))
                 k = layer * dirs + d
                 carry = (h0[k], c0[k]) if lstm else h0[k]
                 carry, ys = lax.scan(self._step_fn(w_hh, b_hh), carry, xw, reverse=bool(d))
