@@ -349,30 +349,49 @@ def _scan_abstract(*args, jaxpr, num_consts, num_carry, length, reverse, unroll)
 
 
 def _scan_via_while(*args, jaxpr, num_consts, num_carry, length, reverse, unroll):
-    """scan expressed with ``while`` and dynamic slices (traced to lower it)."""
+    """scan expressed with ``while`` and dynamic slices (traced to lower it).
+
+    When several ys share a shape and dtype, the first step runs before the loop and each ys
+    buffer starts as that step's output padded with zeros: distinct initial values, so XLA
+    does not copy one shared zero broadcast into every loop-carried buffer (on CPU those
+    copies can cost more than the loop). Otherwise the buffers start as zeros and the body is
+    compiled once.
+    """
     from funcgrad.core.jaxpr import eval_jaxpr
     from funcgrad.lax import elementwise as ew
     from funcgrad.lax import indexing, shapes
     consts = list(args[:num_consts])
     carry = list(args[num_consts:num_consts + num_carry])
     xs = list(args[num_consts + num_carry:])
-    y_avals = jaxpr.out_avals[num_carry:]
-    ys = [shapes.full((length,) + y.shape, np.zeros((), y.dtype), y.dtype) for y in y_avals]
     zero = np.int32(0)
+
+    def body_outputs(pos, carry):
+        x_t = [indexing.dynamic_index_in_dim(x, pos, 0, keepdims=False) for x in xs]
+        outs = eval_jaxpr(jaxpr.jaxpr, [], *consts, *carry, *x_t)
+        return outs[:num_carry], [shapes.expand_dims(v, (0,)) for v in outs[num_carry:]]
 
     def step(t, carry, ys):
         # t: int32 step number (traced or static); reads xs[t'] and writes ys[t'].
         pos = ew.sub(np.int32(length - 1), t) if reverse else t
-        x_t = [indexing.dynamic_index_in_dim(x, pos, 0, keepdims=False) for x in xs]
-        outs = eval_jaxpr(jaxpr.jaxpr, [], *consts, *carry, *x_t)
-        new_carry, y_t = outs[:num_carry], outs[num_carry:]
-        ys = [indexing.dynamic_update_slice(y, shapes.expand_dims(v, (0,)),
-                                            [pos] + [zero] * aval_of(v).ndim)
+        carry, y_t = body_outputs(pos, carry)
+        ys = [indexing.dynamic_update_slice(y, v, [pos] + [zero] * (aval_of(v).ndim - 1))
               for y, v in zip(ys, y_t)]
-        return new_carry, ys
+        return carry, ys
 
-    u = builtins.max(1, builtins.min(int(unroll), builtins.max(length, 1)))
-    n_iter = length // u
+    y_avals = jaxpr.out_avals[num_carry:]
+    kinds = [(a.shape, a.dtype) for a in y_avals]
+    peel = length > 0 and len(set(kinds)) < len(kinds)
+    if peel:
+        first = length - 1 if reverse else 0
+        carry, y_0 = body_outputs(np.int32(first), carry)
+        ys = [shapes.pad(v, np.zeros((), aval_of(v).dtype),
+                         [(first, length - 1 - first, 0)] + [(0, 0, 0)] * (aval_of(v).ndim - 1))
+              for v in y_0]
+    else:
+        ys = [shapes.full((length,) + a.shape, np.zeros((), a.dtype), a.dtype) for a in y_avals]
+    start = int(peel)
+    u = builtins.max(1, builtins.min(int(unroll), builtins.max(length - start, 1)))
+    n_iter = (length - start) // u
 
     if n_iter > 0:
         def cond_fn(state):
@@ -381,11 +400,12 @@ def _scan_via_while(*args, jaxpr, num_consts, num_carry, length, reverse, unroll
         def body_fn(state):
             it, carry, ys = state
             for k in range(u):
-                carry, ys = step(ew.add(ew.mul(it, np.int32(u)), np.int32(k)), carry, ys)
+                carry, ys = step(ew.add(ew.mul(it, np.int32(u)), np.int32(k + start)), carry,
+                                 ys)
             return ew.add(it, np.int32(1)), carry, ys
 
         _, carry, ys = while_loop(cond_fn, body_fn, (np.int32(0), carry, ys))
-    for t in range(n_iter * u, length):
+    for t in range(n_iter * u + start, length):
         carry, ys = step(np.int32(t), carry, ys)
     return list(carry) + list(ys)
 

@@ -175,6 +175,29 @@ def test_scan_matches_loop(reverse, unroll):
     _close(ysj, ys_ref)
 
 
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("unroll", [1, 2, 3])
+@pytest.mark.parametrize("length", [0, 1, 2, 6])
+def test_scan_several_same_shaped_outputs_match_loop(reverse, unroll, length):
+    # several ys of one shape and dtype take the lowering path that runs the first step
+    # before the loop; ys of other shapes ride along
+    xs = np.arange(length * 3, dtype=np.float32).reshape(length, 3) / 7.0
+    step = lambda c, x: (c * 0.5 + x, (c * x, c + x, jnp.sum(x), c - 1.0))  # noqa: E731
+    c0 = np.ones(3, np.float32)
+    c_ref, ys_ref = c0, []
+    order = range(length - 1, -1, -1) if reverse else range(length)
+    out = [None] * length
+    for t in order:
+        c_ref, out[t] = step(c_ref, xs[t])
+    cj, ysj = funcgrad.jit(lambda c, xs: lax.scan(step, c, xs, reverse=reverse,
+                                                  unroll=unroll))(c0, xs)
+    _close(cj, c_ref)
+    for k in range(4):
+        want = np.stack([np.asarray(o[k]) for o in out]) if length else \
+            np.zeros((0,) + np.shape(ysj[k])[1:], np.float32)
+        _close(ysj[k], want)
+
+
 def test_scan_pytrees_length_only_and_empty():
     xs = {"a": np.ones((3, 2), np.float32), "b": np.arange(3, dtype=np.int32)}
     (c1, c2), ys = lax.scan(lambda c, x: ((c[0] + x["a"], c[1] + x["b"]), x["b"] * 2),
