@@ -27,7 +27,8 @@ from funcgrad.nn.attention import (MultiheadAttention, TransformerEncoder,  # no
 from funcgrad.nn.containers import ModuleDict, ModuleList, Sequential  # noqa: F401
 from funcgrad.nn.conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d,  # noqa: F401
                               ConvTranspose2d)
-from funcgrad.nn.dropout import Dropout, Dropout1d, Dropout2d  # noqa: F401
+from funcgrad.nn.dropout import (AlphaDropout, Dropout, Dropout1d, Dropout2d,  # noqa: F401
+                                Dropout3d, FeatureAlphaDropout)
 from funcgrad.nn.embedding import Embedding  # noqa: F401
 from funcgrad.nn.linear import Bilinear, Identity, Linear  # noqa: F401
 from funcgrad.nn.normalization import (BatchNorm1d, BatchNorm2d, BatchNorm3d,  # noqa: F401

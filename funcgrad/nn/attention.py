@@ -1,6 +1,9 @@
 """``MultiheadAttention`` and ``TransformerEncoderLayer`` with PyTorch's parameter names
-(``in_proj_weight`` (3E, E), ``in_proj_bias``, ``out_proj.weight``/``out_proj.bias``)."""
+(``in_proj_weight`` (3E, E) or ``q/k/v_proj_weight`` when kdim/vdim differ, ``in_proj_bias``,
+``bias_k``/``bias_v``, ``out_proj.weight``/``out_proj.bias``)."""
 import math
+
+import numpy as np
 
 import funcgrad.numpy as jnp
 from funcgrad.nn import functional as F
@@ -12,47 +15,100 @@ from funcgrad.nn.normalization import LayerNorm
 
 
 class MultiheadAttention(Module):
-    """Multi-head scaled dot-product attention (self- or cross-attention).
+    """Multi-head scaled dot-product attention (self- or cross-attention), as PyTorch's.
 
     ``forward(query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
-    average_attn_weights=True, is_causal=False)`` returns ``(output, weights or None)``; masks
-    follow PyTorch: boolean True means *not allowed*, float masks are added.
+    average_attn_weights=True, is_causal=False)`` returns ``(output, weights or None)``.
+    Inputs are (L, N, E) (``batch_first``: (N, L, E)) or unbatched (L, E); key and value have
+    ``kdim``/``vdim`` features. Masks follow PyTorch: a boolean True means *not allowed*, a
+    float mask is added to the scores. ``attn_mask`` is (L, S) or (N * num_heads, L, S)
+    (unbatched: (num_heads, L, S)); ``key_padding_mask`` is (N, S) (unbatched: (S,)).
+    ``is_causal=True`` with no ``attn_mask`` builds the causal mask (PyTorch requires the mask
+    and treats ``is_causal`` as a hint). Weights are (N, L, S) averaged over heads, or
+    (N, num_heads, L, S) with ``average_attn_weights=False``; S counts the extra ``bias_k`` and
+    zero-attention columns.
+
+    Parameters have PyTorch's names: ``in_proj_weight`` (3E, E) when kdim == vdim == E, else
+    ``q_proj_weight`` (E, E), ``k_proj_weight`` (E, kdim), ``v_proj_weight`` (E, vdim);
+    ``in_proj_bias`` (3E,); ``bias_k``/``bias_v`` (1, 1, E) with ``add_bias_kv``;
+    ``out_proj.weight``/``out_proj.bias``.
 
     Example:
-        >>> mha = nn.MultiheadAttention(16, 4, batch_first=True)
-        >>> out, w = mha(x, x, x)
+        >>> mha = nn.MultiheadAttention(16, 4, kdim=8, vdim=12, batch_first=True)
+        >>> out, w = mha(jnp.ones((2, 5, 16)), jnp.ones((2, 7, 8)), jnp.ones((2, 7, 12)))
+        >>> out.shape, w.shape
+        ((2, 5, 16), (2, 5, 7))
     """
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
                  add_zero_attn=False, kdim=None, vdim=None, batch_first=False, device=None,
                  dtype=None):
         super().__init__()
+        if embed_dim <= 0 or num_heads <= 0:
+            raise ValueError(f"MultiheadAttention: embed_dim and num_heads must be positive, "
+                             f"got embed_dim={embed_dim} and num_heads={num_heads}")
         if embed_dim % num_heads:
             raise ValueError(f"MultiheadAttention: embed_dim {embed_dim} must be divisible by "
                              f"num_heads {num_heads}")
-        if (kdim not in (None, embed_dim)) or (vdim not in (None, embed_dim)) or add_bias_kv \
-                or add_zero_attn:
-            raise ValueError("MultiheadAttention: kdim/vdim different from embed_dim, "
-                             "add_bias_kv and add_zero_attn are not supported")
-        self.embed_dim, self.num_heads = embed_dim, num_heads
-        self.head_dim = embed_dim // num_heads
+        E = int(embed_dim)
+        self.embed_dim, self.num_heads = E, int(num_heads)
+        self.kdim = int(kdim) if kdim is not None else E
+        self.vdim = int(vdim) if vdim is not None else E
+        self._qkv_same_embed_dim = self.kdim == E and self.vdim == E
+        self.head_dim = E // self.num_heads
         self.dropout, self.batch_first = float(dropout), batch_first
+        self.add_zero_attn = bool(add_zero_attn)
         dt = dtype or "float32"
-        self.in_proj_weight = Parameter(host_zeros((3 * embed_dim, embed_dim), dt))
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = Parameter(host_zeros((3 * E, E), dt))
+            for name in ("q_proj_weight", "k_proj_weight", "v_proj_weight"):
+                self.register_parameter(name, None)
+        else:
+            self.q_proj_weight = Parameter(host_zeros((E, E), dt))
+            self.k_proj_weight = Parameter(host_zeros((E, self.kdim), dt))
+            self.v_proj_weight = Parameter(host_zeros((E, self.vdim), dt))
+            self.register_parameter("in_proj_weight", None)
         if bias:
-            self.in_proj_bias = Parameter(host_zeros((3 * embed_dim,), dt))
+            self.in_proj_bias = Parameter(host_zeros((3 * E,), dt))
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = Linear(embed_dim, embed_dim, bias=bias)
-        init.xavier_uniform_(self.get_parameter("in_proj_weight"))
-        if bias:
-            init.zeros_(self.out_proj.get_parameter("bias"))
+        if add_bias_kv:
+            self.bias_k = Parameter(host_zeros((1, 1, E), dt))
+            self.bias_v = Parameter(host_zeros((1, 1, E), dt))
+        else:
+            self.bias_k = self.bias_v = None
+        self.out_proj = Linear(E, E, bias=bias, dtype=dt)
+        self._reset_parameters()
         if self.dropout > 0:
             self.attn_drop = Dropout(self.dropout)
+
+    def _reset_parameters(self):
+        for name in ("in_proj_weight", "q_proj_weight", "k_proj_weight", "v_proj_weight"):
+            if self._parameters.get(name) is not None:
+                init.xavier_uniform_(self.get_parameter(name))
+        if self.in_proj_bias is not None:
+            init.zeros_(self.get_parameter("in_proj_bias"))
+            init.zeros_(self.out_proj.get_parameter("bias"))
+        for name in ("bias_k", "bias_v"):
+            if self._parameters.get(name) is not None:
+                init.xavier_normal_(self.get_parameter(name))
+
+    def _additive_mask(self, mask, dtype, what):
+        m = jnp.asarray(mask)
+        if m.dtype == jnp.bool_:
+            return jnp.where(m, jnp.full((), -jnp.inf, dtype), jnp.zeros((), dtype))
+        if not jnp.issubdtype(m.dtype, jnp.floating):
+            raise TypeError(f"MultiheadAttention: {what} must be a bool or floating mask, got "
+                            f"dtype {m.dtype}")
+        return m.astype(dtype)
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
                 attn_mask=None, average_attn_weights=True, is_causal=False):
         q, k, v = jnp.asarray(query), jnp.asarray(key), jnp.asarray(value)
+        if q.ndim not in (2, 3) or k.ndim != q.ndim or v.ndim != q.ndim:
+            raise ValueError(f"MultiheadAttention: query, key and value must all be 3-D "
+                             f"(batched) or all 2-D (unbatched), got shapes {tuple(q.shape)}, "
+                             f"{tuple(k.shape)}, {tuple(v.shape)}")
         unbatched = q.ndim == 2
         if unbatched:
             q, k, v = q[:, None], k[:, None], v[:, None]
@@ -61,32 +117,68 @@ class MultiheadAttention(Module):
         L, N, E = q.shape
         S = k.shape[0]
         H, D = self.num_heads, self.head_dim
-        w_q, w_k, w_v = jnp.split(self.in_proj_weight, 3, axis=0)
+        if E != self.embed_dim or k.shape[2] != self.kdim or v.shape[2] != self.vdim or \
+                k.shape[:2] != v.shape[:2] or k.shape[1] != N:
+            raise ValueError(
+                f"MultiheadAttention(embed_dim={self.embed_dim}, kdim={self.kdim}, "
+                f"vdim={self.vdim}): got query {tuple(jnp.shape(query))}, key "
+                f"{tuple(jnp.shape(key))}, value {tuple(jnp.shape(value))} (batch_first="
+                f"{self.batch_first}); key and value need the same batch and length")
+        if self._qkv_same_embed_dim:
+            w_q, w_k, w_v = jnp.split(self.in_proj_weight, 3, axis=0)
+        else:
+            w_q, w_k, w_v = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
         b = self.in_proj_bias
         b_q, b_k, b_v = jnp.split(b, 3) if b is not None else (None, None, None)
         qp = F.linear(q, w_q, b_q)
         kp = F.linear(k, w_k, b_k)
         vp = F.linear(v, w_v, b_v)
+        extra = 0                                  # key columns appended after the S keys
+        if self.bias_k is not None:
+            kp = jnp.concatenate([kp, jnp.broadcast_to(self.bias_k, (1, N, E))], axis=0)
+            vp = jnp.concatenate([vp, jnp.broadcast_to(self.bias_v, (1, N, E))], axis=0)
+            extra += 1
 
-        def heads(t, n):       # (T, N, E) -> (N, H, T, D)
-            return jnp.transpose(jnp.reshape(t, (n, N, H, D)), (1, 2, 0, 3))
-        qh, kh, vh = heads(qp, L), heads(kp, S), heads(vp, S)
-        scores = jnp.matmul(qh, jnp.swapaxes(kh, -1, -2)) / math.sqrt(D)
+        def heads(t):       # (T, N, E) -> (N, H, T, D)
+            return jnp.transpose(jnp.reshape(t, (t.shape[0], N, H, D)), (1, 2, 0, 3))
+        qh, kh, vh = heads(qp), heads(kp), heads(vp)
+        if self.add_zero_attn:
+            zeros = jnp.zeros((N, H, 1, D), kh.dtype)
+            kh = jnp.concatenate([kh, zeros], axis=2)
+            vh = jnp.concatenate([vh, zeros], axis=2)
+            extra += 1
+
+        dt = qh.dtype
+        mask = None                                # additive, broadcastable to (N, H, L, S')
         if is_causal and attn_mask is None:
-            attn_mask = ~jnp.asarray(jnp.tril(jnp.ones((L, S), bool)))
+            attn_mask = np.triu(np.ones((L, S), bool), 1)
         if attn_mask is not None:
-            m = jnp.asarray(attn_mask)
-            if m.ndim == 3:
+            m = self._additive_mask(attn_mask, dt, "attn_mask")
+            want3 = (H, L, S) if unbatched else (N * H, L, S)
+            if m.ndim == 2 and m.shape == (L, S):
+                m = m[None, None]
+            elif m.ndim == 3 and tuple(m.shape) == want3:
                 m = jnp.reshape(m, (N, H, L, S))
-            scores = jnp.where(m, -jnp.inf, scores) if m.dtype == jnp.bool_ else scores + m
+            else:
+                raise ValueError(f"MultiheadAttention: attn_mask must be {(L, S)} or {want3} "
+                                 f"for query length {L}, key length {S}, batch {N} and "
+                                 f"{H} heads, got shape {tuple(m.shape)}")
+            mask = m
         if key_padding_mask is not None:
-            kpm = jnp.asarray(key_padding_mask)
-            if unbatched:
-                kpm = kpm[None]
-            kpm = kpm[:, None, None, :]
-            scores = jnp.where(kpm, -jnp.inf, scores) if kpm.dtype == jnp.bool_ else \
-                scores + kpm
-        w = F.softmax(scores, dim=-1)
+            kpm = self._additive_mask(key_padding_mask, dt, "key_padding_mask")
+            want = (S,) if unbatched else (N, S)
+            if tuple(kpm.shape) != want:
+                raise ValueError(f"MultiheadAttention: key_padding_mask must have shape "
+                                 f"{want}, got {tuple(kpm.shape)}")
+            kpm = jnp.reshape(kpm, (N, 1, 1, S))
+            mask = kpm if mask is None else mask + kpm
+        if mask is not None and extra:
+            mask = jnp.pad(mask, [(0, 0)] * 3 + [(0, extra)])
+
+        scores = jnp.matmul(qh * (1.0 / math.sqrt(D)), jnp.swapaxes(kh, -1, -2))
+        if mask is not None:
+            scores = scores + mask
+        w = F.softmax(scores, dim=-1)                            # (N, H, L, S')
         if self.dropout > 0 and self.training:
             w = self.attn_drop(w)
         out = jnp.matmul(w, vh)                                  # (N, H, L, D)

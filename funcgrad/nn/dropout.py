@@ -5,6 +5,9 @@ counter, started from ``funcgrad.manual_seed``'s generator). Every training-mode
 mask from a hash of (counter, position) and advances the counter through
 ``Module.update_buffer``, so a jitted training step gets a fresh mask each call (the counter is
 carried out of ``jit`` like BatchNorm statistics). The counter is not in ``state_dict``.
+
+The channel-wise (``Dropout1d/2d/3d``, ``FeatureAlphaDropout``) and ``AlphaDropout`` variants
+follow the same rule: they differ from ``Dropout`` only in the ``F`` function they call.
 """
 from funcgrad.nn import functional as F
 from funcgrad.nn import init
@@ -27,20 +30,85 @@ class Dropout(Module):
         start = float(init.generator().integers(0, 1 << 23))
         self.register_buffer("rng_counter", jnp.asarray(start, "float32"), persistent=False)
 
+    @staticmethod
+    def _drop(x, p, key):
+        return F.dropout(x, p, True, key=key)
+
     def forward(self, x):
         if not self.training or self.p == 0.0:
             return x
         counter = self.rng_counter
         self.update_buffer("rng_counter", counter + 1.0)
-        return F.dropout(x, self.p, True, key=counter)
+        return self._drop(x, self.p, counter)
 
     def extra_repr(self):
         return f"p={self.p}, inplace=False"
 
 
 class Dropout1d(Dropout):
-    """Dropout (elementwise here). Example: ``nn.Dropout1d(0.1)``."""
+    """Zero whole channels ``x[n, c, :]`` of a (N, C, L) or (C, L) input with probability
+    ``p`` in training mode, scaling the rest by 1/(1-p) (``F.dropout1d``).
+
+    Example:
+        >>> nn.Dropout1d(0.1)(jnp.ones((4, 16, 32))).shape
+        (4, 16, 32)
+    """
+
+    @staticmethod
+    def _drop(x, p, key):
+        return F.dropout1d(x, p, True, key=key)
 
 
 class Dropout2d(Dropout):
-    """Dropout (elementwise here). Example: ``nn.Dropout2d(0.1)``."""
+    """Zero whole channels ``x[n, c]`` of a (N, C, H, W) input with probability ``p`` in
+    training mode, scaling the rest by 1/(1-p) (``F.dropout2d``; a 3-D input is read as
+    (N, C, L) as in PyTorch).
+
+    Example:
+        >>> nn.Dropout2d(0.1)(jnp.ones((4, 16, 8, 8))).shape
+        (4, 16, 8, 8)
+    """
+
+    @staticmethod
+    def _drop(x, p, key):
+        return F.dropout2d(x, p, True, key=key)
+
+
+class Dropout3d(Dropout):
+    """Zero whole channels ``x[n, c]`` of a (N, C, D, H, W) or (C, D, H, W) input with
+    probability ``p`` in training mode, scaling the rest by 1/(1-p) (``F.dropout3d``).
+
+    Example:
+        >>> nn.Dropout3d(0.1)(jnp.ones((2, 4, 3, 8, 8))).shape
+        (2, 4, 3, 8, 8)
+    """
+
+    @staticmethod
+    def _drop(x, p, key):
+        return F.dropout3d(x, p, True, key=key)
+
+
+class AlphaDropout(Dropout):
+    """Dropout for SELU networks (``F.alpha_dropout``): dropped elements take SELU's negative
+    saturation value and an affine correction keeps zero mean and unit variance.
+
+    Example:
+        >>> nn.Sequential(nn.Linear(8, 8), nn.SELU(), nn.AlphaDropout(0.1))
+    """
+
+    @staticmethod
+    def _drop(x, p, key):
+        return F.alpha_dropout(x, p, True, key=key)
+
+
+class FeatureAlphaDropout(Dropout):
+    """``AlphaDropout`` over whole channels ``x[n, c]`` (``F.feature_alpha_dropout``).
+
+    Example:
+        >>> nn.FeatureAlphaDropout(0.2)(jnp.ones((2, 8, 5))).shape
+        (2, 8, 5)
+    """
+
+    @staticmethod
+    def _drop(x, p, key):
+        return F.feature_alpha_dropout(x, p, True, key=key)

@@ -11,6 +11,7 @@ Example:
     >>> F.cross_entropy(logits, labels, label_smoothing=0.1)
 """
 import math
+import warnings
 
 import numpy as np
 
@@ -605,6 +606,131 @@ def dropout(x, p=0.5, training=True, inplace=False, key=None):
     u = _hash_uniform(x.shape, key)
     keep = u >= p
     return jnp.where(keep, x / (1.0 - p), jnp.zeros((), x.dtype))
+
+
+def _draw_key(key):
+    if key is None:
+        from funcgrad.nn import init
+        key = int(init.generator().integers(0, 2 ** 31 - 1))
+    return key
+
+
+def _keep_mask(x, p, key, channel_axes):
+    """Boolean keep-mask (probability 1 - p) broadcastable to ``x``: one draw per element of
+    ``x.shape[:channel_axes]`` (whole channels), or per element when ``channel_axes`` is None."""
+    if channel_axes is None:
+        return _hash_uniform(x.shape, _draw_key(key)) >= p
+    lead = tuple(x.shape[:channel_axes])
+    u = _hash_uniform(lead, _draw_key(key))
+    return jnp.reshape(u >= p, lead + (1,) * (x.ndim - channel_axes))
+
+
+def _channel_dropout(x, p, training, key, channel_axes, name):
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"F.{name}: p must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return jnp.zeros_like(x)
+    keep = _keep_mask(x, p, key, channel_axes)
+    return jnp.where(keep, x / (1.0 - p), jnp.zeros((), x.dtype))
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False, key=None):
+    """Zero whole channels of a (N, C, L) or unbatched (C, L) input with probability ``p``
+    and scale the rest by 1 / (1 - p). ``key`` as in ``F.dropout``.
+
+    Example:
+        >>> F.dropout1d(jnp.ones((2, 8, 5)), 0.5, key=0)    # each [n, c, :] is all 0 or all 2
+    """
+    x = jnp.asarray(input)
+    if x.ndim not in (2, 3):
+        raise ValueError(f"F.dropout1d: expected a 2-D (C, L) or 3-D (N, C, L) input, got "
+                         f"shape {tuple(x.shape)}")
+    return _channel_dropout(x, p, training, key, x.ndim - 1, "dropout1d")
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False, key=None):
+    """Zero whole channels (``x[n, c]``) of a (N, C, H, W) input with probability ``p`` and
+    scale the rest by 1 / (1 - p). As PyTorch 2.x, a 3-D input is read as (N, C, L) (with a
+    warning) and other ranks >= 2 as (N, C, ...). ``key`` as in ``F.dropout``.
+
+    Example:
+        >>> F.dropout2d(jnp.ones((2, 8, 4, 4)), 0.25, key=step)
+    """
+    x = jnp.asarray(input)
+    if x.ndim < 2:
+        raise ValueError(f"F.dropout2d: expected an input with a batch and a channel axis, "
+                         f"got shape {tuple(x.shape)}")
+    if x.ndim == 3:
+        warnings.warn("F.dropout2d: a 3-D input is read as (N, C, L) (channel-wise 1-D "
+                      "dropout), as PyTorch does; use F.dropout1d for that, or add a batch "
+                      "axis for an unbatched (C, H, W) image", UserWarning, stacklevel=2)
+    elif x.ndim != 4:
+        warnings.warn(f"F.dropout2d: expected a 4-D (N, C, H, W) input, got shape "
+                      f"{tuple(x.shape)}; dropping whole x[n, c] channels", UserWarning,
+                      stacklevel=2)
+    return _channel_dropout(x, p, training, key, 2, "dropout2d")
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False, key=None):
+    """Zero whole channels of a (N, C, D, H, W) or unbatched (C, D, H, W) input with
+    probability ``p`` and scale the rest by 1 / (1 - p). ``key`` as in ``F.dropout``.
+
+    Example:
+        >>> F.dropout3d(jnp.ones((2, 4, 3, 3, 3)), 0.5, key=step)
+    """
+    x = jnp.asarray(input)
+    if x.ndim not in (4, 5):
+        warnings.warn(f"F.dropout3d: expected a 4-D (C, D, H, W) or 5-D (N, C, D, H, W) "
+                      f"input, got shape {tuple(x.shape)}; reading it as unbatched "
+                      f"(C, ...)", UserWarning, stacklevel=2)
+    if x.ndim < 1:
+        raise ValueError("F.dropout3d: expected an input with a channel axis, got a scalar")
+    return _channel_dropout(x, p, training, key, 2 if x.ndim == 5 else 1, "dropout3d")
+
+
+_SELU_NEG = 1.7580993408473766          # -SELU(-inf) = scale * alpha
+
+
+def _alpha_dropout(x, p, training, key, channel_axes, name):
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"F.{name}: p must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return jnp.zeros_like(x)
+    # dropped units take SELU's negative saturation value, then an affine map restores zero
+    # mean and unit variance: kept -> a*x + a*s*p, dropped -> a*s*(p - 1), s = _SELU_NEG.
+    a = 1.0 / math.sqrt((_SELU_NEG * _SELU_NEG * p + 1.0) * (1.0 - p))
+    keep = _keep_mask(x, p, key, channel_axes)
+    return jnp.where(keep, x * a + (a * _SELU_NEG * p),
+                     jnp.full((), a * _SELU_NEG * (p - 1.0), x.dtype))
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False, key=None):
+    """Dropout for SELU networks: keeps zero mean and unit variance of its input by setting
+    dropped elements to SELU's saturation value and applying an affine correction (PyTorch's
+    formula). ``training`` defaults to False as in PyTorch; ``key`` as in ``F.dropout``.
+
+    Example:
+        >>> F.alpha_dropout(x, 0.1, training=True, key=step)
+    """
+    x = jnp.asarray(input)
+    return _alpha_dropout(x, p, training, key, None, "alpha_dropout")
+
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False, key=None):
+    """``F.alpha_dropout`` that drops whole channels (``x[n, c]`` of an (N, C, ...) input).
+
+    Example:
+        >>> F.feature_alpha_dropout(jnp.ones((2, 8, 5)), 0.2, training=True, key=0)
+    """
+    x = jnp.asarray(input)
+    if x.ndim < 2:
+        raise ValueError(f"F.feature_alpha_dropout: expected an (N, C, ...) input, got shape "
+                         f"{tuple(x.shape)}")
+    return _alpha_dropout(x, p, training, key, 2, "feature_alpha_dropout")
 
 
 def embedding(input, weight, padding_idx=None, max_norm=None):
