@@ -4,8 +4,11 @@ Three primitives (``reduce_window_sum``, ``reduce_window_max``, ``reduce_window_
 the params ``window_dimensions``, ``window_strides``, ``padding`` ((low, high) per axis),
 ``base_dilation`` and ``window_dilation``. Sum is linear (its transpose pads the cotangent and
 sums windows again); the derivative of max/min routes each output's tangent to the first input
-that attains the extreme in its window, computed from the window's elements laid side by side
-(a pad + strided-slice + compare formulation, so it is itself differentiable and batchable).
+that attains the extreme in its window. Non-overlapping windows (stride == window, the usual
+pooling) view the input as (out, window) tiles through a reshape; other windows lay their
+elements side by side (pad + strided slices). Both are plain lax code, so the derivative is
+itself differentiable and batchable, and its transpose (the pooling gradient) stays a cheap
+fused select for tiles.
 
 Example:
     >>> lax.reduce_window(x, -jnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")  # max pool
@@ -221,6 +224,41 @@ def _window_patches(x, fill, window_dimensions, window_strides, padding, base_di
     return patches[0] if len(patches) == 1 else concatenate(patches, 0)
 
 
+def _tiles(x, window, out_shape):
+    """``x`` cropped to whole windows and reshaped to (out_0, k_0, out_1, k_1, ...): the view of
+    non-overlapping windows (stride == window) without copying elements side by side."""
+    from funcgrad.lax.shapes import reshape, slice
+    shape = aval_of(x).shape
+    crop = [n * k for n, k in zip(out_shape, window)]
+    if tuple(crop) != tuple(shape):
+        x = slice(x, [0] * len(shape), crop)
+    return reshape(x, tuple(d for n, k in zip(out_shape, window) for d in (n, k)))
+
+
+def _tiled_chooser_tangent(kind, x, t, out, window):
+    """Tangent of a max/min over non-overlapping windows: each window's tangent is that of its
+    first element (row-major) equal to the extreme (NaN counts as equal to a NaN extreme)."""
+    from funcgrad.lax.elementwise import add, bitwise_and, bitwise_or, eq, mul, ne, select
+    from funcgrad.lax.reductions import reduce_min, reduce_sum
+    from funcgrad.lax.shapes import broadcast_in_dim, broadcasted_iota
+    out_shape = aval_of(out).shape
+    x6, t6 = _tiles(x, window, out_shape), _tiles(t, window, out_shape)
+    full = aval_of(x6).shape
+    outer = tuple(range(0, len(full), 2))
+    inner = tuple(range(1, len(full), 2))
+    ext = broadcast_in_dim(out, full, outer)
+    hit = bitwise_or(eq(x6, ext), bitwise_and(ne(x6, x6), ne(ext, ext)))
+    pos, stride = None, 1
+    for ax in reversed(inner):                    # row-major position inside the window
+        term = mul(broadcasted_iota("int32", full, ax), np.int32(stride))
+        pos = term if pos is None else add(pos, term)
+        stride *= full[ax]
+    first = reduce_min(select(hit, pos, broadcast_in_dim(np.int32(stride), full, ())), inner)
+    chosen = eq(pos, broadcast_in_dim(first, full, outer))
+    zeros = broadcast_in_dim(np.zeros((), aval_of(t).dtype), full, ())
+    return reduce_sum(select(chosen, t6, zeros), inner)
+
+
 def _chooser_jvp(kind):
     prim = _PRIMS[kind]
 
@@ -230,6 +268,12 @@ def _chooser_jvp(kind):
         out_aval = aval_of(out)
         if _is_zero(t):
             return out, _ad().Zero(out_aval)
+        win = params["window_dimensions"]
+        if tuple(params["window_strides"]) == tuple(win) and \
+                all(p == (0, 0) for p in map(tuple, params["padding"])) and \
+                all(d == 1 for d in params["base_dilation"]) and \
+                all(d == 1 for d in params["window_dilation"]):
+            return out, _tiled_chooser_tangent(kind, x, t, out, win)
         from funcgrad.lax.elementwise import eq, select
         from funcgrad.lax.reductions import argmax, argmin, reduce_sum
         from funcgrad.lax.shapes import broadcast_in_dim, broadcasted_iota

@@ -98,6 +98,56 @@ def test_conv_matches_numpy(case, rng):
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4)
 
 
+TAP_SUM_CASES = [
+    # eligible for the CPU tap-sum lowering (input features per group x taps <= 32): layouts,
+    # negative padding, input dilation, groups, 1-d and 3-d
+    ((2, 1, 9, 8), (3, 1, 5, 5), (1, 1), ((2, 2), (-1, 2)), (1, 1), (1, 1), 1, 1),
+    ((1, 6, 7, 7), (6, 1, 3, 3), (2, 1), ((1, 1), (1, 1)), (1, 1), (2, 1), 6, 1),
+    ((2, 2, 4, 5), (3, 2, 2, 3), (1, 2), ((1, 0), (2, 1)), (2, 1), (1, 2), 1, 1),
+    ((2, 3, 4, 4, 3), (3, 1, 2, 2, 2), (1, 1, 1), ((0, 1), (1, 0), (0, 0)), (1, 1, 1),
+     (1, 1, 1), 3, 1),
+]
+
+
+@pytest.mark.parametrize("tap_sum", [True, False], ids=["tap_sum", "xla_conv"])
+@pytest.mark.parametrize("case", TAP_SUM_CASES + CASES[:1])
+def test_conv_cpu_lowerings_match_numpy(case, tap_sum, rng, monkeypatch):
+    # both CPU lowerings (tap sum and XLA's convolution) against the reference, float32 and
+    # float64, with fresh jitted functions so neither reuses the other's executable
+    monkeypatch.setattr(C, "CPU_TAP_SUM_MAX_TERMS", 32 if tap_sum else 0)
+    xs, ws, st, pads, ld, rd, fgc, bgc = case
+    x = rng.standard_normal(xs)
+    w = rng.standard_normal(ws)
+    want = ref_conv(x, w, st, pads, ld, rd, fgc, bgc)
+    f = funcgrad.jit(lambda a, b: lax.conv_general_dilated(a, b, st, pads, ld, rd,
+                                                           feature_group_count=fgc))
+    got = f(x.astype(np.float32), w.astype(np.float32))
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4)
+    assert ("convolution" in f.lower(x.astype(np.float32), w.astype(np.float32)).as_text()) \
+        is not tap_sum or C.CPU_TAP_SUM_MAX_TERMS < np.prod(ws[1:])
+
+
+def test_conv_tap_sum_grads_and_layouts(x64, rng, monkeypatch):
+    # gradients through the tap-sum lowering (the transposes are convolutions too) in float64,
+    # NHWC layout, vs the XLA convolution path
+    x = rng.standard_normal((2, 9, 8, 1))
+    w = rng.standard_normal((5, 5, 1, 4))
+    dn = ("NHWC", "HWIO", "NHWC")
+
+    def loss(a, b):
+        return jnp.sum(jnp.tanh(lax.conv_general_dilated(a, b, (2, 1), "SAME",
+                                                         dimension_numbers=dn)))
+    results = []
+    for limit in (32, 0):
+        monkeypatch.setattr(C, "CPU_TAP_SUM_MAX_TERMS", limit)
+        results.append(funcgrad.jit(funcgrad.value_and_grad(
+            lambda a, b: loss(a, b), argnums=(0, 1)))(x, w))
+    (v1, (gx1, gw1)), (v2, (gx2, gw2)) = results
+    np.testing.assert_allclose(float(v1), float(v2), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(gx1), np.asarray(gx2), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(gw1), np.asarray(gw2), rtol=1e-10, atol=1e-12)
+
+
 def test_conv_layouts_and_same_padding(rng):
     x = rng.standard_normal((2, 3, 8, 7)).astype(np.float32)
     w = rng.standard_normal((5, 3, 3, 3)).astype(np.float32)
@@ -258,6 +308,45 @@ def test_max_window_tangent_routes_to_argmax(rng):
     xs = W._window_patches(x, -np.inf, out_shape=(2, 2), **params)
     assert xs.shape == (2, 2, 2)
     np.testing.assert_array_equal(np.asarray(xs)[:, 1, 1], [1., 5.])
+
+
+def _first_extreme_grad_ref(x, k, kind):
+    """NumPy: d sum(ct * pool(x)) / dx for non-overlapping windows k (stride k) with ct = 1 +
+    window index, routing each window's cotangent to its first extreme element (NaN wins)."""
+    out = tuple(n // kk for n, kk in zip(x.shape, k))
+    g = np.zeros_like(x)
+    for o_idx in np.ndindex(out):
+        sl = tuple(slice(o * kk, (o + 1) * kk) for o, kk in zip(o_idx, k))
+        win = x[sl]
+        flat = win.reshape(-1)
+        j = int(np.argmax(flat)) if kind == "max" else int(np.argmin(flat))
+        if np.isnan(flat).any():
+            j = int(np.flatnonzero(np.isnan(flat))[0])
+        sub = np.unravel_index(j, win.shape)
+        g[tuple(o * kk + s for o, kk, s in zip(o_idx, k, sub))] += 1.0 + np.ravel_multi_index(
+            o_idx, out)
+    return g
+
+
+@pytest.mark.parametrize("kind", ["max", "min"])
+def test_non_overlapping_pool_grad_routes_to_first_extreme(kind, rng):
+    # stride == window takes the tiled jvp; ties, a NaN window and a cropped remainder
+    x = rng.integers(0, 3, (2, 3, 7, 9)).astype(np.float32)
+    x[0, 0, 0, 0] = np.nan
+    k = (1, 1, 2, 3)
+    fn = lax.reduce_window_max if kind == "max" else lax.reduce_window_min
+    out_shape = (2, 3, 3, 3)
+    ct = 1.0 + np.arange(np.prod(out_shape), dtype=np.float32).reshape(out_shape)
+    pool = lambda a: fn(a, k, k, ((0, 0),) * 4)  # noqa: E731
+    _, vjp = funcgrad.vjp(pool, x)
+    (g,) = vjp(jnp.asarray(ct))
+    np.testing.assert_array_equal(np.asarray(g), _first_extreme_grad_ref(x, k, kind))
+    gj = funcgrad.jit(lambda a, c: funcgrad.vjp(pool, a)[1](c)[0])(x, ct)
+    np.testing.assert_array_equal(np.asarray(gj), np.asarray(g))
+    # the general (overlap-capable) path gives the same routing for these windows
+    padded_pool = lambda a: fn(a, k, k, ((0, 0), (0, 0), (0, 0), (0, 1)))  # noqa: E731
+    (g2,) = funcgrad.vjp(padded_pool, x)[1](jnp.asarray(ct))
+    np.testing.assert_array_equal(np.asarray(g2), np.asarray(g))
 
 
 # --- through the transforms, once they exist ---------------------------------------------------
