@@ -257,6 +257,27 @@ def test_gradients_match_torch(x64):
         _close(g, t.grad.numpy(), 1e-5, 1e-9, f"gradient of {what}")
 
 
+def test_transformer_encoder_with_masks_matches_torch(x64):
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    tl = torch.nn.TransformerEncoderLayer(E, H, dim_feedforward=16, dropout=0.0,
+                                          batch_first=True, norm_first=True)
+    tenc = torch.nn.TransformerEncoder(tl, 2, enable_nested_tensor=False).double()
+    fenc = nn.TransformerEncoder(nn.TransformerEncoderLayer(
+        E, H, dim_feedforward=16, dropout=0.0, batch_first=True, norm_first=True), 2)
+    fenc.load_state_dict(tenc.state_dict())
+    fenc.double()
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(3, 5, E))
+    kpm = np.zeros((3, 5), bool)
+    kpm[0, 3:] = True
+    causal = np.triu(np.ones((5, 5), bool), 1)
+    want = tenc(torch.tensor(x), mask=torch.tensor(causal),
+                src_key_padding_mask=torch.tensor(kpm), is_causal=True).detach().numpy()
+    got = fenc(x, mask=causal, src_key_padding_mask=kpm, is_causal=True)
+    _close(got, want, 1e-5, 1e-9, "TransformerEncoder with causal and padding masks")
+
+
 # --- behaviour without PyTorch ---------------------------------------------------------------
 def test_jit_matches_eager_with_traced_masks(x64):
     ctor, opts = CONFIGS[2][1], CONFIGS[2][2]
@@ -328,6 +349,20 @@ def test_unbatched_equals_batch_of_one(x64):
     assert out.shape == (4, E) and w.shape == (H, 4, 7)
     _close(out, np.asarray(outb)[:, 0], 1e-13, 1e-14, "unbatched output")
     _close(w, np.asarray(wb)[0], 1e-13, 1e-14, "unbatched weights")
+
+
+def test_vmap_over_unbatched_inputs_equals_batched_call(x64):
+    """vmap over (L, E) examples with per-example padding masks = one batch_first call."""
+    ctor = dict(kdim=5, vdim=3, add_bias_kv=True, add_zero_attn=True, batch_first=True)
+    sd, (q, k, v), kw = _inputs(ctor, dict(kpm="bool", attn_mask="float2"))
+    m = _fg_module(ctor, sd)
+    out, w = m(q, k, v, **kw)
+    am = kw["attn_mask"]
+    vout, vw = funcgrad.vmap(
+        lambda q, k, v, kpm: m(q, k, v, key_padding_mask=kpm, attn_mask=am))(
+            q, k, v, kw["key_padding_mask"])
+    _close(vout, out, 1e-12, 1e-14, "vmap output")
+    _close(vw, w, 1e-12, 1e-14, "vmap weights")
 
 
 def test_attention_dropout_training_and_eval():
