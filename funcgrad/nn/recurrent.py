@@ -18,7 +18,12 @@ from funcgrad.nn.module import Module, Parameter, host_ones, host_zeros
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 
-def _lstm_step(w_hh, b_hh, carry, xw):
+def _per_gate(xw, gates):
+    """The input projection as one array per gate (what the step functions take)."""
+    return tuple(jnp.split(xw, gates, axis=-1))
+
+
+def _lstm_step(w_hh, b_hh, carry, xw, w_hr=None):
     h, c = carry
     hw = jnp.matmul(h, w_hh.T)
     if b_hh is not None:
@@ -26,6 +31,8 @@ def _lstm_step(w_hh, b_hh, carry, xw):
     i, f, g, o = (x + y for x, y in zip(xw, jnp.split(hw, 4, axis=-1)))
     c = sigmoid(f) * c + sigmoid(i) * jnp.tanh(g)
     h = sigmoid(o) * jnp.tanh(c)
+    if w_hr is not None:                       # LSTM with projections: h = W_hr (o * tanh(c))
+        h = jnp.matmul(h, w_hr.T)
     return (h, c), h
 
 
@@ -54,8 +61,14 @@ class RNNBase(Module):
     """Shared machinery of RNN, LSTM and GRU (see the module docstring)."""
 
     def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True,
-                 batch_first=False, dropout=0.0, bidirectional=False, device=None, dtype=None):
+                 batch_first=False, dropout=0.0, bidirectional=False, device=None, dtype=None,
+                 proj_size=0):
         super().__init__()
+        proj_size = int(proj_size)
+        if proj_size < 0 or (proj_size and proj_size >= hidden_size):
+            raise ValueError(f"{mode}: proj_size must be 0 or in [1, hidden_size), got "
+                             f"proj_size={proj_size}, hidden_size={hidden_size}")
+        self.proj_size = proj_size
         self.mode = mode
         self.input_size, self.hidden_size = int(input_size), int(hidden_size)
         self.num_layers, self.bias = int(num_layers), bool(bias)
@@ -63,16 +76,20 @@ class RNNBase(Module):
         self.bidirectional = bool(bidirectional)
         dirs = 2 if bidirectional else 1
         g = _GATES[mode] * hidden_size
+        out_size = proj_size or hidden_size       # size of h (and of each direction's output)
         dt = dtype or "float32"
         for layer in range(num_layers):
-            in_size = input_size if layer == 0 else hidden_size * dirs
+            in_size = input_size if layer == 0 else out_size * dirs
             for d in range(dirs):
                 sfx = f"_l{layer}" + ("_reverse" if d else "")
                 setattr(self, "weight_ih" + sfx, Parameter(host_zeros((g, in_size), dt)))
-                setattr(self, "weight_hh" + sfx, Parameter(host_zeros((g, hidden_size), dt)))
+                setattr(self, "weight_hh" + sfx, Parameter(host_zeros((g, out_size), dt)))
                 if bias:
                     setattr(self, "bias_ih" + sfx, Parameter(host_zeros((g,), dt)))
                     setattr(self, "bias_hh" + sfx, Parameter(host_zeros((g,), dt)))
+                if proj_size:
+                    setattr(self, "weight_hr" + sfx,
+                            Parameter(host_zeros((proj_size, hidden_size), dt)))
         if self.dropout > 0 and num_layers > 1:
             from funcgrad.nn import init as _init
             start = float(_init.generator().integers(0, 1 << 23))
@@ -85,9 +102,9 @@ class RNNBase(Module):
         for p in self.parameters():
             init.uniform_(p, -stdv, stdv)
 
-    def _step_fn(self, w_hh, b_hh):
+    def _step_fn(self, w_hh, b_hh, w_hr=None):
         if self.mode == "LSTM":
-            return lambda carry, xw: _lstm_step(w_hh, b_hh, carry, xw)
+            return lambda carry, xw: _lstm_step(w_hh, b_hh, carry, xw, w_hr)
         if self.mode == "GRU":
             return lambda carry, xw: _gru_step(w_hh, b_hh, carry, xw)
         act = jnp.tanh if self.mode == "RNN_TANH" else F.relu
@@ -111,8 +128,8 @@ class RNNBase(Module):
         H = self.hidden_size
         lstm = self.mode == "LSTM"
         if hx is None:
-            h0 = jnp.zeros((self.num_layers * dirs, N, H), x.dtype)
-            c0 = h0 if lstm else None
+            h0 = jnp.zeros((self.num_layers * dirs, N, self.proj_size or H), x.dtype)
+            c0 = jnp.zeros((self.num_layers * dirs, N, H), x.dtype) if lstm else None
         else:
             if lstm:
                 h0, c0 = hx
@@ -131,13 +148,15 @@ class RNNBase(Module):
                 w_hh = getattr(self, "weight_hh" + sfx)
                 b_ih = getattr(self, "bias_ih" + sfx) if self.bias else None
                 b_hh = getattr(self, "bias_hh" + sfx) if self.bias else None
+                w_hr = getattr(self, "weight_hr" + sfx) if self.proj_size else None
                 xw = F.linear(layer_in, w_ih, b_ih)              # (L, N, G*H) in one matmul
                 # one scanned array per gate: XLA's CPU loop fusions are slow when they read
                 # one dynamically sliced array at several offsets
-                xw = tuple(jnp.split(xw, _GATES[self.mode], axis=-1))
+                xw = _per_gate(xw, _GATES[self.mode])
                 k = layer * dirs + d
                 carry = (h0[k], c0[k]) if lstm else h0[k]
-                carry, ys = lax.scan(self._step_fn(w_hh, b_hh), carry, xw, reverse=bool(d))
+                carry, ys = lax.scan(self._step_fn(w_hh, b_hh, w_hr), carry, xw,
+                                     reverse=bool(d))
                 if lstm:
                     hs.append(carry[0])
                     cs.append(carry[1])
@@ -175,6 +194,8 @@ class RNNBase(Module):
             s += f", dropout={self.dropout}"
         if self.bidirectional:
             s += ", bidirectional=True"
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
         return s
 
 
@@ -213,11 +234,8 @@ class LSTM(RNNBase):
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
                  dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None):
-        if proj_size:
-            raise ValueError("LSTM: proj_size is not supported by funcgrad (use a Linear on "
-                             "the outputs)")
         super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first,
-                         dropout, bidirectional, device, dtype)
+                         dropout, bidirectional, device, dtype, proj_size=proj_size)
 
 
 class GRU(RNNBase):
@@ -261,7 +279,7 @@ class LSTMCell(_CellBase):
             z = jnp.zeros(tuple(x.shape[:-1]) + (self.hidden_size,), x.dtype)
             hx = (z, z)
         (h, c), _ = _lstm_step(self.weight_hh, self.bias_hh, hx,
-                               F.linear(x, self.weight_ih, self.bias_ih))
+                               _per_gate(F.linear(x, self.weight_ih, self.bias_ih), 4))
         return h, c
 
 
@@ -275,7 +293,7 @@ class GRUCell(_CellBase):
         if hx is None:
             hx = jnp.zeros(tuple(x.shape[:-1]) + (self.hidden_size,), x.dtype)
         h, _ = _gru_step(self.weight_hh, self.bias_hh, hx,
-                         F.linear(x, self.weight_ih, self.bias_ih))
+                         _per_gate(F.linear(x, self.weight_ih, self.bias_ih), 3))
         return h
 
 
@@ -292,5 +310,5 @@ class RNNCell(_CellBase):
             hx = jnp.zeros(tuple(x.shape[:-1]) + (self.hidden_size,), x.dtype)
         act = jnp.tanh if self.nonlinearity == "tanh" else F.relu
         h, _ = _rnn_step(act, self.weight_hh, self.bias_hh, hx,
-                         F.linear(x, self.weight_ih, self.bias_ih))
+                         _per_gate(F.linear(x, self.weight_ih, self.bias_ih), 1))
         return h
