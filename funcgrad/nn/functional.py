@@ -625,13 +625,21 @@ def _keep_mask(x, p, key, channel_axes):
     return jnp.reshape(u >= p, lead + (1,) * (x.ndim - channel_axes))
 
 
-def _channel_dropout(x, p, training, key, channel_axes, name):
+def _trivial_dropout(x, p, training, name):
+    """``x`` itself (eval mode, p == 0) or zeros (p == 1); None when a mask must be drawn."""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"F.{name}: p must be in [0, 1], got {p}")
     if not training or p == 0.0:
         return x
     if p == 1.0:
         return jnp.zeros_like(x)
+    return None
+
+
+def _channel_dropout(x, p, training, key, channel_axes, name):
+    done = _trivial_dropout(x, p, training, name)
+    if done is not None:
+        return done
     keep = _keep_mask(x, p, key, channel_axes)
     return jnp.where(keep, x / (1.0 - p), jnp.zeros((), x.dtype))
 
@@ -694,12 +702,9 @@ _SELU_NEG = 1.7580993408473766          # -SELU(-inf) = scale * alpha
 
 
 def _alpha_dropout(x, p, training, key, channel_axes, name):
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"F.{name}: p must be in [0, 1], got {p}")
-    if not training or p == 0.0:
-        return x
-    if p == 1.0:
-        return jnp.zeros_like(x)
+    done = _trivial_dropout(x, p, training, name)
+    if done is not None:
+        return done
     # dropped units take SELU's negative saturation value, then an affine map restores zero
     # mean and unit variance: kept -> a*x + a*s*p, dropped -> a*s*(p - 1), s = _SELU_NEG.
     a = 1.0 / math.sqrt((_SELU_NEG * _SELU_NEG * p + 1.0) * (1.0 - p))
