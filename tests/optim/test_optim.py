@@ -106,6 +106,65 @@ def test_optimizer_matches_numpy_formula(case, rng):
     np.testing.assert_allclose(np.asarray(param.data), ref(p0, gs), rtol=2e-5, atol=2e-6)
 
 
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c[0].__name__ if isinstance(c, tuple)
+                         else None)
+def test_optimizer_float64_is_exact(case, rng, x64):
+    """A float64 parameter is updated entirely in float64 (the float32 step counter included):
+    the result equals the float64 formula to rounding."""
+    cls, kw, ref = case
+    p0 = rng.standard_normal((3, 2))
+    gs = [rng.standard_normal((3, 2)) for _ in range(4)]
+    param = nn.Parameter(jnp.asarray(p0))
+    param._name = "w"
+    opt = cls([param], **kw)
+    for g in gs:
+        opt.step({"w": jnp.asarray(g)})
+    got, want = np.asarray(param.data), ref(p0, gs)
+    assert got.dtype == np.float64
+    # relative to the distance moved (a float32 step counter made Adagrad's error 2e-8 and
+    # Adam's bias corrections 7e-6 of it)
+    assert np.max(np.abs(got - want)) <= 1e-12 * np.max(np.abs(want - p0))
+
+
+@pytest.mark.parametrize("cls", [optim.Adam, optim.AdamW])
+def test_adam_float32_bias_correction_has_no_cancellation(cls, rng):
+    """1 - 0.999**t in float32 loses three digits (pow's rounding against ~2e-3); Adam computes
+    it as -expm1(t log beta). From p = 0 (so p's own rounding is tiny) three float32 steps match
+    the float64 formula to 2e-7 of the result (1 - beta**t gave 1.8e-6)."""
+    gs = [rng.standard_normal(50).astype(np.float32) for _ in range(3)]
+    param = nn.Parameter(jnp.zeros((50,), "float32"))
+    param._name = "w"
+    opt = cls([param], lr=1e-3, weight_decay=0.0)
+    want = np.zeros(50)
+    m = v = 0.0
+    for t, g in enumerate(gs, 1):
+        opt.step({"w": jnp.asarray(g)})
+        g = g.astype(np.float64)
+        m = 0.9 * m + 0.1 * g
+        v = 0.999 * v + 0.001 * g * g
+        want = want - 1e-3 / (1 - 0.9 ** t) * m / (np.sqrt(v) / np.sqrt(1 - 0.999 ** t) + 1e-8)
+        err = np.max(np.abs(np.asarray(param.data, np.float64) - want)) / np.max(np.abs(want))
+        assert err <= 6e-7, (t, err)
+
+
+def test_adam_beta1_zero_and_python_step(rng):
+    """beta1 = 0 (log 0 = -inf in the bias correction) and a plain-number step restored from a
+    state dict both work."""
+    p = nn.Parameter(jnp.ones(3))
+    p._name = "w"
+    opt = optim.Adam([p], lr=0.1, betas=(0.0, 0.9))
+    g = np.array([1.0, -2.0, 0.5], np.float32)
+    opt.step({"w": jnp.asarray(g)})
+    np.testing.assert_allclose(np.asarray(p.data), 1 - 0.1 * np.sign(g), rtol=1e-6)
+    sd = opt.state_dict()
+    sd["state"][0]["step"] = 1.0
+    opt.load_state_dict(sd)
+    opt.step({"w": jnp.asarray(g)})
+    v = 0.9 * 0.1 * g * g + 0.1 * g * g
+    want = 1 - 0.1 * np.sign(g) - 0.1 * g / (np.sqrt(v) / np.sqrt(1 - 0.81) + 1e-8)
+    np.testing.assert_allclose(np.asarray(p.data), want, rtol=1e-6)
+
+
 def test_pure_init_update_in_jit_matches_stateful(rng):
     p0 = {"a": jnp.asarray(rng.standard_normal(4).astype(np.float32)),
           "b": jnp.asarray(rng.standard_normal((2, 2)).astype(np.float32))}
