@@ -26,26 +26,40 @@ def compute():
             out[f"{prefix}/{k}"] = v.detach().numpy().copy()
 
 
-    def run_model(name, model, x, target, loss_fn, tol_steps=True):
-        put(f"{name}/init", model.state_dict())
+    def run_model(name, model, x, target, loss_fn, dtype=torch.float32):
+        """Outputs, loss, gradients, BatchNorm statistics and three SGD-momentum and Adam steps
+        of ``model`` in ``dtype``. float32 keys are "{name}/...", float64 keys "f64/{name}/..."
+        (the float64 model starts from the float32 initial weights, cast exactly)."""
+        pre = name if dtype == torch.float32 else f"f64/{name}"
+        if dtype == torch.float32:
+            put(f"{name}/init", model.state_dict())
+        init = {k: torch.as_tensor(out[f"{name}/init/{k}"]) for k in model.state_dict()}
+        model.to(dtype)
+        model.load_state_dict(init)
         xt = torch.as_tensor(x)
+        xt = xt.to(dtype) if xt.is_floating_point() else xt
         tt = torch.as_tensor(target)
+        tt = tt.to(dtype) if tt.is_floating_point() else tt
         model.train()
+        model.zero_grad()
         y = model(xt)
         loss = loss_fn(y, tt)
         loss.backward()
-        out[f"{name}/out"] = y.detach().numpy()
-        out[f"{name}/loss"] = np.asarray(loss.item(), np.float32)
+        out[f"{pre}/out"] = y.detach().numpy()
+        out[f"{pre}/loss"] = np.asarray(loss.item(), y.detach().numpy().dtype)
         for k, p in model.named_parameters():
-            out[f"{name}/grad/{k}"] = p.grad.detach().numpy().copy()
-        put(f"{name}/after_forward", model.state_dict())
+            out[f"{pre}/grad/{k}"] = p.grad.detach().numpy().copy()
+        if dtype == torch.float32:
+            put(f"{pre}/after_forward", model.state_dict())
+        else:   # float64: only what the forward changed (BatchNorm buffers); the rest is init
+            put(f"{pre}/after_forward", {k: v for k, v in model.state_dict().items()
+                                         if not torch.equal(v, init[k].to(v.dtype))})
         model.eval()
-        out[f"{name}/eval_out"] = model(xt).detach().numpy()
+        out[f"{pre}/eval_out"] = model(xt).detach().numpy()
         for oname, make in (("sgd", lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9,
                                                                  dampening=0.1, weight_decay=1e-3)),
                             ("adam", lambda ps: torch.optim.Adam(ps, lr=1e-3, weight_decay=1e-3))):
-            model.load_state_dict({k: torch.as_tensor(out[f"{name}/init/{k}"])
-                                   for k in model.state_dict()})
+            model.load_state_dict(init)
             model.train()
             opt = make(model.parameters())
             losses = []
@@ -55,27 +69,31 @@ def compute():
                 loss.backward()
                 opt.step()
                 losses.append(loss.item())
-            out[f"{name}/{oname}/losses"] = np.asarray(losses, np.float32)
-            put(f"{name}/{oname}/final", model.state_dict())
+            out[f"{pre}/{oname}/losses"] = np.asarray(losses, y.detach().numpy().dtype)
+            put(f"{pre}/{oname}/final", model.state_dict())
+
+    def run_both(name, model, x, target, loss_fn):
+        run_model(name, model, x, target, loss_fn, torch.float32)
+        run_model(name, model, x, target, loss_fn, torch.float64)
 
 
     x = rng.standard_normal((4, 1, 28, 28)).astype(np.float32)
     y = rng.integers(0, 10, 4)
     out["lenet/x"], out["lenet/y"] = x, y
-    run_model("lenet", shared_models.lenet(torch.nn), x, y,
+    run_both("lenet", shared_models.lenet(torch.nn), x, y,
               lambda o, t: torch.nn.functional.cross_entropy(o, t, label_smoothing=0.1))
 
     idx = rng.integers(0, 20, (3, 7))
     idx[0, :2] = 0
     tgt = rng.integers(0, 20, (3, 7))
     out["lm/x"], out["lm/y"] = idx, tgt
-    run_model("lm", shared_models.lstm_lm(torch.nn), idx, tgt,
+    run_both("lm", shared_models.lstm_lm(torch.nn), idx, tgt,
               lambda o, t: torch.nn.functional.nll_loss(o.reshape(-1, 20), t.reshape(-1)))
 
     xa = rng.standard_normal((2, 5, 16)).astype(np.float32)
     ya = rng.standard_normal((2, 5, 16)).astype(np.float32)
     out["attn/x"], out["attn/y"] = xa, ya
-    run_model("attn", shared_models.attention_block(torch.nn), xa, ya,
+    run_both("attn", shared_models.attention_block(torch.nn), xa, ya,
               lambda o, t: torch.nn.functional.smooth_l1_loss(o, t, beta=0.5))
 
     # losses

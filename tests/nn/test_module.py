@@ -255,3 +255,31 @@ def test_jit_dispatch_module_traces_once():
     m[0].weight = m[0].weight * 2.0             # new values, same structure: no retrace
     f(m, x)
     assert f.trace_count == 1
+
+
+def test_double_and_float_cast_parameters_and_buffers(x64):
+    """``Module.double()`` / ``.float()`` (as PyTorch's) cast every floating parameter and
+    buffer; a float64 model computes in float64 and loads float32 state dicts exactly."""
+    funcgrad.manual_seed(0)
+    m = MLP()
+    sd32 = {k: np.asarray(v) for k, v in m.state_dict().items()}
+    assert m.double() is m
+    assert all(p.dtype == np.float64 for p in m.parameters())
+    assert all(b.dtype == np.float64 for b in m.buffers())
+    x = np.random.default_rng(0).standard_normal((5, 3))
+    y = m(jnp.asarray(x))
+    assert y.dtype == np.float64
+    # BatchNorm's counter stays a counter and exports as PyTorch's int64
+    assert m.state_dict()["bn.num_batches_tracked"].dtype == np.int64
+    assert int(m.state_dict()["bn.num_batches_tracked"]) == 1
+    m.load_state_dict(sd32)
+    assert m.fc1.weight.dtype == np.float64
+    np.testing.assert_array_equal(np.asarray(m.fc1.weight), sd32["fc1.weight"])
+    # float64 forward in NumPy: Linear -> BatchNorm (batch statistics) -> ReLU -> Linear
+    h = x @ sd32["fc1.weight"].astype(np.float64).T + sd32["fc1.bias"]
+    h = (h - h.mean(0)) / np.sqrt(h.var(0) + 1e-5)
+    want = np.maximum(h, 0) @ sd32["fc2.weight"].astype(np.float64).T
+    np.testing.assert_allclose(np.asarray(m(jnp.asarray(x))), want, rtol=1e-12, atol=1e-14)
+    assert m.float() is m
+    assert all(p.dtype == np.float32 for p in m.parameters())
+    assert all(b.dtype == np.float32 for b in m.buffers())
