@@ -12,7 +12,7 @@ from funcgrad.lax.elementwise import (
     shift_right_logical, sign, sin, sinh, sqrt, square, sub, tan, tanh)
 from funcgrad.lax.shapes import (
     broadcast, broadcast_in_dim, broadcast_to_rank, broadcasted_iota, concatenate,
-    expand_dims, full, index_in_dim, iota, pad, reshape, rev, slice, slice_in_dim, squeeze,
+    expand_dims, full, index_in_dim, iota, pad, reshape, rev, slice, slice_in_dim, split, squeeze,
     transpose)
 from funcgrad.lax.reductions import (
     argmax, argmin, cummax, cummin, cumprod, cumsum, reduce_and, reduce_max, reduce_min,

@@ -321,6 +321,55 @@ def slice(x, start_indices, limit_indices, strides=None):
     return slice_p.bind(x, start_indices=start, limit_indices=limit, strides=strides)
 
 
+# --- split --------------------------------------------------------------------------------
+# One primitive for cutting an axis into consecutive pieces: its transpose is a concatenate
+# (the pieces' cotangents side by side), where separate slices would transpose to a sum of
+# zero-padded arrays that XLA evaluates in full for every output element.
+split_p = Primitive("split", multiple_results=True)
+
+
+@split_p.def_abstract_eval
+def _split_abstract(x, sizes, axis):
+    if not 0 <= axis < x.ndim:
+        raise TypeError(f"lax.split: axis {axis} is out of range for {x.str_short()}")
+    if builtins.any(n < 0 for n in sizes) or builtins.sum(sizes) != x.shape[axis]:
+        raise TypeError(f"lax.split: sizes {tuple(sizes)} must be >= 0 and sum to the size "
+                        f"{x.shape[axis]} of axis {axis} of {x.str_short()}")
+    return [ShapedArray(x.shape[:axis] + (n,) + x.shape[axis + 1:], x.dtype, x.weak_type)
+            for n in sizes]
+
+
+def _split_lowering(ctx, x, sizes, axis):
+    shape = ctx.avals_in[0].shape
+    outs, start = [], 0
+    for n in sizes:
+        lo = [0] * len(shape)
+        hi = list(shape)
+        lo[axis], hi[axis] = start, start + n
+        outs.append(stablehlo.slice(x, lo, hi, [1] * len(shape)))
+        start += n
+    return outs
+
+
+split_p.def_lowering(_split_lowering)
+
+
+def split(x, sizes, axis=0):
+    """Cut ``axis`` of ``x`` into consecutive pieces of the given ``sizes`` (summing to its
+    length); returns a list of arrays.
+
+    Example:
+        >>> [p.shape for p in lax.split(jnp.ones((2, 7)), (3, 4), axis=1)]
+        [(2, 3), (2, 4)]
+    """
+    sizes = _ints(sizes)
+    ndim = aval_of(x).ndim
+    axis = int(axis)
+    if -ndim <= axis < 0:
+        axis += ndim
+    return list(split_p.bind(x, sizes=sizes, axis=axis))
+
+
 def slice_in_dim(x, start, limit, stride=1, axis=0):
     """Slice along one axis. Example: ``lax.slice_in_dim(x, 1, 3, axis=1)``."""
     aval = aval_of(x)
@@ -447,6 +496,11 @@ def _slice_batch(args, dims, start_indices, limit_indices, strides):
                         strides=(1,) + tuple(strides)), 0
 
 
+def _split_batch(args, dims, sizes, axis):
+    x = _bu.bdim_to_front(args[0], dims[0])
+    return split_p.bind(x, sizes=sizes, axis=axis + 1), [0] * len(sizes)
+
+
 def _rev_batch(args, dims, dimensions):
     d = dims[0]
     return rev_p.bind(args[0], dimensions=tuple(a + (a >= d) for a in dimensions)), d
@@ -461,6 +515,7 @@ concatenate_p.def_batch(_concatenate_batch)
 pad_p.def_batch(_pad_batch)
 iota_p.def_batch(_iota_batch)
 slice_p.def_batch(_slice_batch)
+split_p.def_batch(_split_batch)
 rev_p.def_batch(_rev_batch)
 
 
@@ -518,6 +573,13 @@ def _def_shapes_ad():
 
     deflinear(concatenate_p, _concatenate_t)
 
+    def _split_t(cts, x, sizes, axis):
+        if builtins.all(type(c) is Zero for c in cts):
+            return [Zero(x.aval)]
+        return [concatenate([instantiate(c) for c in cts], axis)]
+
+    deflinear(split_p, _split_t)
+
     def _pad_t(ct, x, padding_value, padding_config):
         if type(ct) is Zero:
             return [Zero(x.aval) if is_undefined_primal(x) else None,
@@ -539,7 +601,6 @@ def _def_shapes_ad():
 
     deflinear(pad_p, _pad_t)
     defjvp_zero(iota_p)
-    del instantiate
 
 
 _def_shapes_ad()

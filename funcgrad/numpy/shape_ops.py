@@ -323,6 +323,9 @@ def split(ary, indices_or_sections, axis=0):
 
 def _split_at(ary, points, ax, n):
     bounds = [0] + [builtins.min(builtins.max(p, 0), n) for p in points] + [n]
+    if all(lo <= hi for lo, hi in zip(bounds[:-1], bounds[1:])):
+        # consecutive pieces: one split (whose transpose is a concatenate)
+        return lax.split(ary, [hi - lo for lo, hi in zip(bounds[:-1], bounds[1:])], ax)
     return [lax.slice_in_dim(ary, lo, builtins.max(lo, hi), axis=ax)
             for lo, hi in zip(bounds[:-1], bounds[1:])]
 

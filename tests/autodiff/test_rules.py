@@ -53,6 +53,9 @@ SHAPES = {
     "pad": lambda x: lax.pad(x, 0.5, [(1, -1, 1), (0, 2, 0)]),
     "pad_value": lambda x: lax.pad(x, x[0, 0], [(1, 1, 0), (2, 0, 1)]),
     "slice": lambda x: lax.slice(x, (0, 1), (2, 3), (1, 2)),
+    "split": lambda x: (lambda a, b, c: a * 2.0 + lax.sin(c) * b[:, :1])(
+        *lax.split(x, (1, 1, 1), 1)),
+    "split_unused_piece": lambda x: lax.split(x, (2, 1), 1)[1] ** 2,
     "rev": lambda x: lax.rev(x, (0, 1)),
 }
 
@@ -164,7 +167,7 @@ def _all_lax_primitives():
 LINEAR = {
     "neg", "add", "sub", "mul", "div", "convert_element_type", "real", "imag", "conj",
     "complex", "select_n", "dot_general", "broadcast_in_dim", "reshape", "transpose",
-    "squeeze", "expand_dims", "concatenate", "pad", "slice", "rev", "reduce_sum", "cumsum",
+    "squeeze", "expand_dims", "concatenate", "pad", "slice", "split", "rev", "reduce_sum", "cumsum",
     "dynamic_slice", "dynamic_update_slice", "gather", "scatter_add", "scatter_mul", "jit",
     "remat", "custom_lin",
 }

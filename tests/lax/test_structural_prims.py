@@ -45,6 +45,27 @@ def test_concatenate(rng):
     check(lambda *xs: lax.concatenate(xs, 1), lambda *xs: np.concatenate(xs, 1), [d, e])
 
 
+def test_split(rng):
+    x = rand(rng, (3, 7, 2), "float32")
+    i = rand(rng, (4, 2), "int32")
+    for arr, sizes, axis, want in ((x, (2, 0, 5), 1, np.split(x, [2, 2], 1)),
+                                   (x, (3,), 0, [x]), (i, (1, 3), -2, np.split(i, [1], 0))):
+        for fn in (lax.split, funcgrad.jit(lax.split, static_argnums=(1, 2))):
+            got = fn(arr, sizes, axis)
+            assert len(got) == len(want)
+            for g, w in zip(got, want):
+                assert g.dtype == w.dtype and g.shape == w.shape
+                np.testing.assert_array_equal(np.asarray(g), w)
+    # under vmap each example is split; the batch axis stays in front
+    got = funcgrad.vmap(lambda r: lax.split(r, (3, 4), 0))(x)
+    for g, w in zip(got, np.split(x, [3], 1)):
+        np.testing.assert_array_equal(np.asarray(g), w)
+    with pytest.raises(TypeError, match="sum to the size 7"):
+        lax.split(x, (2, 2), 1)
+    with pytest.raises(TypeError, match="out of range"):
+        lax.split(x, (3,), 5)
+
+
 def _np_pad(x, value, config):
     for axis, (lo, hi, interior) in enumerate(config):
         n = x.shape[axis]

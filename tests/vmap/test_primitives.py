@@ -90,6 +90,8 @@ case("pad", [lsh.pad_p], lambda x, v: lax.pad(x, v, [(1, 2, 1), (-1, 0, 0)]), f3
      np.float32(5.0))
 case("iota", [lsh.iota_p], lambda x: x + lax.broadcasted_iota("float32", (2, 3), 1), f32(2, 3))
 case("slice", [lsh.slice_p], lambda x: lax.slice(x, (0, 1), (2, 5), (1, 2)), f32(2, 5))
+case("split", [lsh.split_p], lambda x: (lambda a, b, c: lax.concatenate([c, a * 2.0, b], 1))(
+    *lax.split(x, (1, 3, 1), 1)), f32(2, 5))
 case("rev", [lsh.rev_p], lambda x: lax.rev(x, (0, 2)), f32(2, 3, 2))
 
 # --- reductions ----------------------------------------------------------------------------
