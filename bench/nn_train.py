@@ -1,10 +1,12 @@
 """Training-step and dispatch benchmarks for funcgrad.nn.
 
 1. LeNet (batch 64, MNIST shapes): one training step (forward, backward, SGD momentum update
-   written back to the model), funcgrad ``jit`` vs PyTorch eager vs JAX ``jit`` (when installed).
+   written back to the model), funcgrad ``jit`` vs PyTorch eager, JAX ``jit``, Flax NNX
+   (``nnx.jit``) and Equinox (``eqx.filter_jit``), each when installed.
 2. LSTM language model (embedding 64, LSTM 128, vocab 96, batch 32, seq 35): same comparison.
 3. Module dispatch: a jitted function taking a 3-Linear model vs the same jit over a plain list
-   of its arrays (target: within 1.2x).
+   of its arrays (target: within 1.2x), for funcgrad and, for reference, Flax NNX and Equinox
+   (each against ``jax.jit`` over a list).
 
 Every framework runs in its own process (so that two XLA runtimes or thread pools never share
 one), the processes alternate round by round, and each number is the median over the rounds of
@@ -207,13 +209,135 @@ def run_jax(case, steps):
     return median_step_ms(step, steps)
 
 
+def _optax_sgd():
+    import optax
+    return optax.sgd(0.01, momentum=0.9)
+
+
+def _xent(logits, y):
+    import jax
+    import jax.numpy as jnp
+    logp = jax.nn.log_softmax(logits.reshape(-1, logits.shape[-1]))
+    return -jnp.mean(jnp.take_along_axis(logp, y.reshape(-1, 1), 1))
+
+
+def run_equinox(case, steps):
+    """Equinox modules (eqx.nn layers, eqx.filter_jit / filter_value_and_grad, optax SGD)."""
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+    import optax
+    keys = iter(jax.random.split(jax.random.PRNGKey(0), 8))
+    if case == "lenet":
+        class Model(eqx.Module):
+            c1: eqx.nn.Conv2d
+            c2: eqx.nn.Conv2d
+            f1: eqx.nn.Linear
+            f2: eqx.nn.Linear
+            f3: eqx.nn.Linear
+
+            def __init__(self):
+                self.c1 = eqx.nn.Conv2d(1, 6, 5, padding=2, key=next(keys))
+                self.c2 = eqx.nn.Conv2d(6, 16, 5, key=next(keys))
+                self.f1 = eqx.nn.Linear(400, 120, key=next(keys))
+                self.f2 = eqx.nn.Linear(120, 84, key=next(keys))
+                self.f3 = eqx.nn.Linear(84, 10, key=next(keys))
+
+            def __call__(self, x):                      # one example (1, 28, 28)
+                pool = eqx.nn.MaxPool2d(2, 2)
+                x = pool(jax.nn.relu(self.c1(x)))
+                x = pool(jax.nn.relu(self.c2(x))).reshape(-1)
+                return self.f3(jax.nn.relu(self.f2(jax.nn.relu(self.f1(x)))))
+    else:
+        class Model(eqx.Module):
+            emb: eqx.nn.Embedding
+            cell: eqx.nn.LSTMCell
+            head: eqx.nn.Linear
+
+            def __init__(self):
+                self.emb = eqx.nn.Embedding(VOCAB, EMB, key=next(keys))
+                self.cell = eqx.nn.LSTMCell(EMB, HIDDEN, key=next(keys))
+                self.head = eqx.nn.Linear(HIDDEN, VOCAB, key=next(keys))
+
+            def __call__(self, idx):                    # one sequence (SEQ,)
+                xs = jax.vmap(self.emb)(idx)
+                zeros = jnp.zeros(HIDDEN)
+                _, hs = jax.lax.scan(lambda c, x: (lambda hc: (hc, hc[0]))(self.cell(x, c)),
+                                     (zeros, zeros), xs)
+                return jax.vmap(self.head)(hs)
+    model = Model()
+    tx = _optax_sgd()
+    opt_state = tx.init(eqx.filter(model, eqx.is_array))
+
+    @eqx.filter_jit
+    def train_step(model, opt_state, x, y):
+        value, grads = eqx.filter_value_and_grad(
+            lambda m: _xent(jax.vmap(m)(x), y))(model)
+        updates, opt_state = tx.update(grads, opt_state)
+        return eqx.apply_updates(model, updates), opt_state, value
+    x, y = (jnp.asarray(a) for a in data(case))
+    state = [model, opt_state]
+
+    def step():
+        state[0], state[1], value = train_step(state[0], state[1], x, y)
+        value.block_until_ready()
+    del optax
+    return median_step_ms(step, steps)
+
+
+def run_flax(case, steps):
+    """Flax NNX modules (nnx layers, nnx.jit / nnx.value_and_grad, nnx.Optimizer, NHWC)."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+    rngs = nnx.Rngs(0)
+    if case == "lenet":
+        class Model(nnx.Module):
+            def __init__(self):
+                self.c1 = nnx.Conv(1, 6, (5, 5), padding=2, rngs=rngs)
+                self.c2 = nnx.Conv(6, 16, (5, 5), padding="VALID", rngs=rngs)
+                self.f1 = nnx.Linear(400, 120, rngs=rngs)
+                self.f2 = nnx.Linear(120, 84, rngs=rngs)
+                self.f3 = nnx.Linear(84, 10, rngs=rngs)
+
+            def __call__(self, x):                      # (N, 28, 28, 1)
+                x = nnx.max_pool(jax.nn.relu(self.c1(x)), (2, 2), (2, 2))
+                x = nnx.max_pool(jax.nn.relu(self.c2(x)), (2, 2), (2, 2))
+                x = x.reshape(x.shape[0], -1)
+                return self.f3(jax.nn.relu(self.f2(jax.nn.relu(self.f1(x)))))
+    else:
+        class Model(nnx.Module):
+            def __init__(self):
+                self.emb = nnx.Embed(VOCAB, EMB, rngs=rngs)
+                self.rnn = nnx.RNN(nnx.OptimizedLSTMCell(EMB, HIDDEN, rngs=rngs))
+                self.head = nnx.Linear(HIDDEN, VOCAB, rngs=rngs)
+
+            def __call__(self, idx):                    # (N, SEQ), batch major
+                return self.head(self.rnn(self.emb(idx)))
+    model = Model()
+    opt = nnx.Optimizer(model, _optax_sgd(), wrt=nnx.Param)
+
+    @nnx.jit
+    def train_step(model, opt, x, y):
+        value, grads = nnx.value_and_grad(lambda m: _xent(m(x), y))(model)
+        opt.update(model, grads)
+        return value
+    x, y = data(case)
+    x = jnp.asarray(x.transpose(0, 2, 3, 1) if case == "lenet" else x)
+    y = jnp.asarray(y)
+    return median_step_ms(lambda: train_step(model, opt, x, y).block_until_ready(), steps)
+
+
 FRAMEWORKS = {
     "funcgrad": lambda case, steps: run_funcgrad(case, steps),
     "torch": lambda case, steps: run_torch(case, steps, 0),
     "torch-1thread": lambda case, steps: run_torch(case, steps, 1),
     "jax": lambda case, steps: run_jax(case, steps),
+    "flax-nnx": lambda case, steps: run_flax(case, steps),
+    "equinox": lambda case, steps: run_equinox(case, steps),
 }
-REQUIRES = {"torch": "torch", "torch-1thread": "torch", "jax": "jax"}
+REQUIRES = {"torch": "torch", "torch-1thread": "torch", "jax": "jax", "flax-nnx": "flax",
+            "equinox": "equinox"}
 
 
 def available(name):
@@ -232,8 +356,24 @@ def in_subprocess(framework, case, steps):
 
 
 # --- dispatch ----------------------------------------------------------------------------------
-def bench_dispatch(number=2000, repeat=7):
-    """(us per call with a 3-Linear module argument, us per call with a list of its arrays)."""
+def _per_call_us(calls, number=2000, repeat=7):
+    """{name: median over rounds of process CPU time per call}; rounds alternate between the
+    callables so drifting load hits them alike."""
+    for fn in calls.values():
+        for _ in range(200):
+            fn()
+    times = {name: [] for name in calls}
+    for _ in range(repeat):
+        for name, fn in calls.items():
+            t0 = time.process_time()
+            for _ in range(number):
+                fn()
+            times[name].append((time.process_time() - t0) / number * 1e6)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def dispatch_funcgrad():
+    """A jitted call taking a 3-Linear nn.Sequential vs the same jit over a list of arrays."""
     import funcgrad
     import funcgrad.nn as nn
     import funcgrad.numpy as jnp
@@ -253,18 +393,64 @@ def bench_dispatch(number=2000, repeat=7):
     f_list = funcgrad.jit(plain)
     np.testing.assert_allclose(np.asarray(f_mod(model, x)), np.asarray(f_list(arrays, x)),
                                rtol=1e-5)
-    times = {"module": [], "list": []}
-    calls = {"module": lambda: f_mod(model, x), "list": lambda: f_list(arrays, x)}
-    for fn in calls.values():
-        for _ in range(200):
-            fn()
-    for _ in range(repeat):
-        for name, fn in calls.items():       # alternate so drifting load hits both alike
-            t0 = time.process_time()
-            for _ in range(number):
-                fn()
-            times[name].append((time.process_time() - t0) / number * 1e6)
-    return statistics.median(times["module"]), statistics.median(times["list"])
+    return _per_call_us({"module": lambda: f_mod(model, x), "list": lambda: f_list(arrays, x)})
+
+
+def _jax_list_fn():
+    import jax
+    import jax.numpy as jnp
+
+    def plain(ps, x):
+        for i in range(0, 6, 2):
+            x = x @ ps[i] + ps[i + 1]
+            if i < 4:
+                x = jnp.maximum(x, 0.0)
+        return x
+    return jax.jit(plain)
+
+
+def dispatch_flax():
+    """nnx.jit over a 3-Linear nnx.Sequential vs jax.jit over a list of its arrays."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+    rngs = nnx.Rngs(0)
+    model = nnx.Sequential(nnx.Linear(8, 8, rngs=rngs), jax.nn.relu,
+                           nnx.Linear(8, 8, rngs=rngs), jax.nn.relu,
+                           nnx.Linear(8, 8, rngs=rngs))
+    arrays = [a for layer in (model.layers[0], model.layers[2], model.layers[4])
+              for a in (layer.kernel[...], layer.bias[...])]
+    x = jnp.ones((1, 8))
+    f_mod = nnx.jit(lambda m, x: m(x))
+    f_list = _jax_list_fn()
+    return _per_call_us({"module": lambda: f_mod(model, x), "list": lambda: f_list(arrays, x)})
+
+
+def dispatch_equinox():
+    """eqx.filter_jit over a 3-Linear eqx.nn.Sequential vs jax.jit over a list of arrays."""
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+    k = jax.random.split(jax.random.PRNGKey(0), 3)
+    model = eqx.nn.Sequential([eqx.nn.Linear(8, 8, key=k[0]), eqx.nn.Lambda(jax.nn.relu),
+                               eqx.nn.Linear(8, 8, key=k[1]), eqx.nn.Lambda(jax.nn.relu),
+                               eqx.nn.Linear(8, 8, key=k[2])])
+    arrays = [a for layer in (model.layers[0], model.layers[2], model.layers[4])
+              for a in (layer.weight.T, layer.bias)]
+    x = jnp.ones(8)
+    f_mod = eqx.filter_jit(lambda m, x: m(x))
+    f_list = _jax_list_fn()
+    return _per_call_us({"module": lambda: f_mod(model, x), "list": lambda: f_list(arrays, x)})
+
+
+DISPATCH = {"funcgrad": dispatch_funcgrad, "flax-nnx": dispatch_flax,
+            "equinox": dispatch_equinox}
+
+
+def dispatch_in_subprocess(framework):
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--dispatch", framework],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main():
@@ -272,7 +458,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--worker", nargs=2, metavar=("FRAMEWORK", "CASE"))
+    ap.add_argument("--dispatch", metavar="FRAMEWORK")
     args = ap.parse_args()
+    if args.dispatch:
+        print(json.dumps(DISPATCH[args.dispatch]()))
+        return
     if args.worker:
         framework, case = args.worker
         print(json.dumps({"ms": FRAMEWORKS[framework](case, args.steps)}))
@@ -295,17 +485,19 @@ def main():
         fg = med[case, "funcgrad"]
         print(f"| {title} | {fg:.2f} | " + " | ".join(f"{med[case, n]:.2f}" for n in others)
               + " | " + " | ".join(f"{fg / med[case, n]:.2f}x" for n in others) + " |")
-    missing = [n for n in ("flax", "equinox") if not available(n) and
-               __import__("importlib.util").util.find_spec(n) is None]
+    missing = [n for n in FRAMEWORKS if not available(n)]
     if missing:
         print(f"(not installed, so not measured: {', '.join(missing)})")
-    t_mod, t_list = bench_dispatch()
     print()
-    print("| dispatch of a jitted call (process CPU time) | us per call |")
-    print("| --- | --- |")
-    print(f"| 3-Linear nn.Sequential argument | {t_mod:.1f} |")
-    print(f"| plain list of its 6 arrays | {t_list:.1f} |")
-    print(f"| ratio | {t_mod / t_list:.2f}x (target <= 1.2x) |")
+    print("| jitted call taking a 3-Linear model vs the same jit over a list of its arrays "
+          "(process CPU time) | module (us) | list (us) | ratio |")
+    print("| --- | --- | --- | --- |")
+    for name in DISPATCH:
+        if available(name):
+            r = dispatch_in_subprocess(name)
+            target = " (target <= 1.2x)" if name == "funcgrad" else ""
+            print(f"| {name} | {r['module']:.1f} | {r['list']:.1f} | "
+                  f"{r['module'] / r['list']:.2f}x{target} |")
 
 
 if __name__ == "__main__":
