@@ -353,3 +353,35 @@ def test_deleted_input_errors_name_the_function():
         g(x)
     with pytest.raises(RuntimeError, match=r"add.*deleted"):
         x + x
+
+
+def test_pytree_arguments_repeat_calls_match_first_and_numpy():
+    # lists/dicts/modules of Arrays take a cached path after the first call: every call must
+    # still see its own leaves, write module state back, and fall back for non-Array leaves
+    f = funcgrad.jit(lambda p, x: {"y": p["w"] @ x + p["b"], "s": jnp.sum(p["w"])})
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        w, b, x = rng.standard_normal((3, 4)), rng.standard_normal(3), rng.standard_normal(4)
+        w, b, x = (np.asarray(a, np.float32) for a in (w, b, x))
+        out = f({"w": jnp.asarray(w), "b": jnp.asarray(b)}, jnp.asarray(x))
+        np.testing.assert_allclose(np.asarray(out["y"]), w @ x + b, rtol=1e-5)
+        np.testing.assert_allclose(float(out["s"]), w.sum(), rtol=1e-5)
+    assert f.trace_count == 1
+    assert f._fast_tree        # the repeat calls above went through the cached pytree path
+    out = f({"w": jnp.asarray(w), "b": 1.5}, jnp.asarray(x))     # a Python scalar leaf
+    np.testing.assert_allclose(np.asarray(out["y"]), w @ x + 1.5, rtol=1e-5)
+    out = f({"w": jnp.asarray(w[:2]), "b": jnp.asarray(b[:2])}, jnp.asarray(x))  # new shapes
+    np.testing.assert_allclose(np.asarray(out["y"]), w[:2] @ x + b[:2], rtol=1e-5)
+
+    import funcgrad.nn as nn
+    funcgrad.manual_seed(0)
+    eager, jitted = nn.BatchNorm1d(4), nn.BatchNorm1d(4)
+    step = funcgrad.jit(lambda m, x: m(x))
+    for k in range(3):
+        xb = jnp.asarray(rng.standard_normal((5, 4)).astype(np.float32) + k)
+        np.testing.assert_allclose(np.asarray(step(jitted, xb)), np.asarray(eager(xb)),
+                                   rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(jitted.running_mean),
+                                   np.asarray(eager.running_mean), rtol=1e-6)
+        assert int(jitted.num_batches_tracked) == k + 1
+    assert step.trace_count == 1 and step._fast_tree

@@ -138,6 +138,9 @@ class JitFunction:
         self._cache = {}
         self._fast = {}     # (aval keys of Array args..., sharding) -> compiled _CacheEntry
         self._fast_sole = {}   # one-device process, one Array argument: aval key -> entry.fast
+        # pytree arguments whose leaves are all Arrays on one device (lists/dicts of params,
+        # modules): (treedef, leaf aval keys..., sharding) -> compiled _CacheEntry
+        self._fast_tree = {}
         _all_jitted.add(self)
         self._simple = not (self._static_argnums or self._static_argnames
                             or self._donate_argnums)
@@ -307,7 +310,51 @@ class JitFunction:
                         return Array(entry.out_avals[0], outs[0])
                     return entry.out_tree.unflatten(
                         [Array(a, b) for a, b in zip(entry.out_avals, outs)])
+            if self._simple:
+                return self._call_tree(args)
         return self._call_slow(args, kwargs)
+
+    def _call_tree(self, args):
+        """Eager call with pytree arguments: one flatten and one dict lookup when every leaf is
+        an Array on one device; anything else (or a first call) takes the general path."""
+        leaves, treedef = tree_util.registry.flatten(args)
+        key = [treedef]
+        bufs = []
+        sharding = None
+        for leaf in leaves:
+            if type(leaf) is not Array:
+                return self._call_slow(args, {})
+            buf = leaf._buf
+            s = buf._sharding
+            if s is not sharding:
+                if sharding is not None:
+                    return self._call_slow(args, {})
+                sharding = s
+            key.append(leaf.aval.key)
+            bufs.append(buf)
+        key.append(sharding)
+        key = tuple(key)
+        entry = self._fast_tree.get(key)
+        if entry is None:
+            out = self._call_slow(args, {})
+            entry, _, device = self._entry(args, {})
+            # (an entry that closed over another transformation's tracers is not cached)
+            if entry.exe is not None and sharding is sharding_for(device) and \
+                    any(e is entry for e in self._cache.values()):
+                self._fast_tree[key] = entry
+            return out
+        if entry.consts_bufs:
+            bufs = entry.consts_bufs + bufs
+        try:
+            outs = entry.exe.loaded.execute_sharded(bufs).consume_with_handlers(
+                entry.exe._handlers)
+        except Exception as exc:
+            _raise_if_deleted(self.__name__, leaves, exc)
+            raise
+        outs = [Array(a, b) for a, b in zip(entry.out_avals, outs)]
+        if entry.writeback:
+            outs = _write_back(entry.writeback, outs)
+        return entry.out_tree.unflatten(outs)
 
     def _call_slow(self, args, kwargs):
         entry, leaves, device = self._entry(args, kwargs)
@@ -367,6 +414,7 @@ class JitFunction:
         self._cache.clear()
         self._fast.clear()
         self._fast_sole.clear()
+        self._fast_tree.clear()
 
     def __repr__(self):
         return f"<jit({self.__name__})>"
