@@ -1105,12 +1105,28 @@ def _scan_jvp_split(body, in_groups, out_groups, extra, consts, carry, xs, t_val
     px_set = set(px)
     xs_res = [v for v in residuals if v in px_set]
     iter_res = [v for v in residuals if v not in invariant and v not in px_set]
-    known = ClosedJaxpr(Jaxpr([], e + pc + pk + px, known_eqns, ok + oy + iter_res), [])
+    # A residual that is a carry's value entering each step (an RNN's previous hidden state)
+    # is the stacked carry leaving each step, shifted by one, when that is stacked anyway (a
+    # primal ys output or another residual): one copy after the loop, one per-step output less.
+    stacked_src = {v: ("y", i) for i, v in enumerate(oy) if type(v) is Var}
+    stacked_src.update((v, ("r", v)) for v in iter_res if v not in stacked_src)
+    shifted = {v: k for k, v in enumerate(pk)
+               if v in set(iter_res) and length > 0 and type(ok[k]) is Var
+               and ok[k] in stacked_src and ok[k] is not v}
+    shifted = {v: k for v, k in shifted.items() if ok[k] not in shifted}
+    scan_res = [v for v in iter_res if v not in shifted]
+    known = ClosedJaxpr(Jaxpr([], e + pc + pk + px, known_eqns, ok + oy + scan_res), [])
     outs = scan_p.bind(*extra, *consts, *carry, *xs, jaxpr=_intern(known),
                        num_consts=len(e) + len(pc), num_carry=len(pk), length=length,
                        reverse=reverse, unroll=unroll)
     n_p = len(ok) + len(oy)
-    p_out, stacked = outs[:n_p], outs[n_p:]
+    p_out = outs[:n_p]
+    env = dict(zip(scan_res, outs[n_p:]))
+    for v, k in shifted.items():
+        kind, where = stacked_src[ok[k]]
+        src = p_out[len(ok) + where] if kind == "y" else env[where]
+        env[v] = _carry_in_per_step(carry[k], src, length, reverse)
+    stacked = [env[v] for v in iter_res]
     const_vals = eval_jaxpr(Jaxpr([], e + pc, hoisted, const_res), [], *extra, *consts) \
         if const_res else []
     xs_env = dict(zip(px, xs))
@@ -1121,6 +1137,21 @@ def _scan_jvp_split(body, in_groups, out_groups, extra, consts, carry, xs, t_val
                         num_consts=len(const_res) + len(tc), num_carry=len(tk), length=length,
                         reverse=reverse, unroll=unroll)
     return list(p_out), list(t_out)
+
+
+def _carry_in_per_step(init, carry_outs, length, reverse):
+    """The carry entering each step, stacked, from its initial value and the stacked carry
+    leaving each step (step t starts from step t-1's result, or t+1's when reversed)."""
+    from funcgrad.lax import shapes
+    from funcgrad.lax.elementwise import convert_element_type
+    dtype = aval_of(carry_outs).dtype
+    first = shapes.expand_dims(init if aval_of(init).dtype == dtype
+                               else convert_element_type(init, dtype), (0,))
+    if length == 1:
+        return first
+    if reverse:
+        return shapes.concatenate([shapes.slice_in_dim(carry_outs, 1, length, axis=0), first], 0)
+    return shapes.concatenate([first, shapes.slice_in_dim(carry_outs, 0, length - 1, axis=0)], 0)
 
 
 def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, unroll):

@@ -212,6 +212,41 @@ def test_scan_pytrees_length_only_and_empty():
     assert ys.shape == (0,) and float(c) == 0.0
 
 
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("length", [1, 2, 5])
+def test_scan_grad_reads_previous_carries(reverse, length, x64, rng):
+    # the backward pass reads each step's incoming carries (h, c) and a swapped pair (a, b):
+    # under grad, the incoming h comes from the stacked outputs shifted by one step; it must
+    # match differentiating the same loop unrolled in Python
+    w = rng.standard_normal((3, 3)) * 0.5
+    xs = rng.standard_normal((length, 3))
+    init = (rng.standard_normal(3), rng.standard_normal(3), rng.standard_normal(3),
+            rng.standard_normal(3))
+
+    def step(w, carry, x):
+        h, c, a, b = carry
+        h2 = jnp.tanh(h @ w + x * c)
+        c2 = c * jnp.sin(h) + x
+        return (h2, c2, b * h, a), h2 * c
+
+    def scanned(w, init, xs):
+        carry, ys = lax.scan(lambda cr, x: step(w, cr, x), init, xs, reverse=reverse)
+        return jnp.sum(ys ** 2) + sum(jnp.sum(jnp.sin(v)) for v in carry)
+
+    def unrolled(w, init, xs):
+        carry, ys = init, [None] * length
+        order = range(length - 1, -1, -1) if reverse else range(length)
+        for t in order:
+            carry, ys[t] = step(w, carry, xs[t])
+        return jnp.sum(jnp.stack(ys) ** 2) + sum(jnp.sum(jnp.sin(v)) for v in carry)
+
+    got = funcgrad.jit(funcgrad.grad(scanned, argnums=(0, 1, 2)))(w, init, xs)
+    want = funcgrad.grad(unrolled, argnums=(0, 1, 2))(w, init, xs)
+    for g, r in zip(funcgrad.tree_util.tree_leaves(got), funcgrad.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-10, atol=1e-12)
+    check_grads(lambda w: scanned(w, init, xs), (w,), 1)
+
+
 def test_scan_errors():
     with pytest.raises(TypeError, match=r"carry.*f32\[\].*f32\[2\]"):
         lax.scan(lambda c, x: (jnp.ones(2), x), 0.0, np.ones(3, np.float32))
