@@ -348,6 +348,42 @@ def _scan_abstract(*args, jaxpr, num_consts, num_carry, length, reverse, unroll)
                                           for y in ys]
 
 
+def _pretranspose_invariant_dot_operands(j, num_consts, consts):
+    """Rewrite a loop body so that matrix products read loop constants in natural layout,
+    transposed once before the loop: a ``transpose`` of a constant moves out of the body, and a
+    product contracting a 2-d constant on its last axis (``x @ w.T`` as the autodiff transpose
+    writes it) reads a transposed copy. XLA:CPU's in-loop product is faster on natural-layout
+    operands, and it cannot fold a transpose made outside the loop back into the product.
+    Returns (body, consts) with the new constants appended."""
+    from funcgrad.core.jaxpr import Eqn
+    from funcgrad.lax.shapes import transpose
+    index = {v: i for i, v in enumerate(j.invars[:num_consts])}
+    hoisted = []                  # (new body invar, const position, permutation)
+    by_const = {}
+    eqns = []
+    for eqn in j.eqns:
+        if eqn.prim.name == "transpose" and type(eqn.invars[0]) is Var \
+                and eqn.invars[0] in index:
+            hoisted.append((eqn.outvars[0], index[eqn.invars[0]], eqn.params["permutation"]))
+            continue
+        if eqn.prim.name == "dot_general":
+            (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+            rhs = eqn.invars[1]
+            if type(rhs) is Var and rhs in index and not lb and len(rhs.aval.shape) == 2 \
+                    and tuple(rc) == (1,):
+                if rhs not in by_const:
+                    by_const[rhs] = Var(ShapedArray(rhs.aval.shape[::-1], rhs.aval.dtype))
+                    hoisted.append((by_const[rhs], index[rhs], (1, 0)))
+                params = dict(eqn.params, dimension_numbers=((tuple(lc), (0,)), ((), ())))
+                eqn = Eqn(eqn.prim, [eqn.invars[0], by_const[rhs]], params, eqn.outvars)
+        eqns.append(eqn)
+    if not hoisted:
+        return j, consts
+    body = Jaxpr(j.constvars, j.invars[:num_consts] + [v for v, _, _ in hoisted]
+                 + j.invars[num_consts:], eqns, j.outvars)
+    return body, consts + [transpose(consts[i], tuple(perm)) for _, i, perm in hoisted]
+
+
 def _scan_via_while(*args, jaxpr, num_consts, num_carry, length, reverse, unroll):
     """scan expressed with ``while`` and dynamic slices (traced to lower it).
 
@@ -364,10 +400,11 @@ def _scan_via_while(*args, jaxpr, num_consts, num_carry, length, reverse, unroll
     carry = list(args[num_consts:num_consts + num_carry])
     xs = list(args[num_consts + num_carry:])
     zero = np.int32(0)
+    body, consts = _pretranspose_invariant_dot_operands(jaxpr.jaxpr, num_consts, consts)
 
     def body_outputs(pos, carry):
         x_t = [indexing.dynamic_index_in_dim(x, pos, 0, keepdims=False) for x in xs]
-        outs = eval_jaxpr(jaxpr.jaxpr, [], *consts, *carry, *x_t)
+        outs = eval_jaxpr(body, [], *consts, *carry, *x_t)
         return outs[:num_carry], [shapes.expand_dims(v, (0,)) for v in outs[num_carry:]]
 
     def step(t, carry, ys):

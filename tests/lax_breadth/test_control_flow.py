@@ -247,6 +247,49 @@ def test_scan_grad_reads_previous_carries(reverse, length, x64, rng):
     check_grads(lambda w: scanned(w, init, xs), (w,), 1)
 
 
+def test_scan_body_products_with_transposed_constants(x64, rng):
+    # x @ w.T with w a loop constant reads w transposed once before the loop; the same w also
+    # used directly, a product with batch dims and a 3-d constant are left as they are
+    w = rng.standard_normal((4, 3))
+    v = rng.standard_normal((2, 3, 3))
+    xs = rng.standard_normal((5, 3))
+
+    def step(w, v, h, x):
+        a = h @ w.T                                 # rewritten: (3,) x (4, 3)^T
+        b = lax.dot_general(v, jnp.stack([h, x]), (((2,), (1,)), ((0,), (0,))))
+        h2 = jnp.tanh(a[:3] + jnp.sum(w, 0) + b[0] * b[1])
+        return h2, jnp.sum(a ** 2)
+
+    def scanned(w, v, h0, xs):
+        h, ys = lax.scan(lambda h, x: step(w, v, h, x), h0, xs)
+        return jnp.sum(h) + jnp.sum(ys)
+
+    def unrolled(w, v, h0, xs):
+        h, total = h0, 0.0
+        for t in range(xs.shape[0]):
+            h, y = step(w, v, h, xs[t])
+            total = total + y
+        return jnp.sum(h) + total
+
+    h0 = rng.standard_normal(3)
+    np.testing.assert_allclose(float(funcgrad.jit(scanned)(w, v, h0, xs)),
+                               float(unrolled(w, v, h0, xs)), rtol=1e-12)
+    got = funcgrad.jit(funcgrad.grad(scanned, argnums=(0, 1, 2)))(w, v, h0, xs)
+    want = funcgrad.grad(unrolled, argnums=(0, 1, 2))(w, v, h0, xs)
+    for g, r in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-10, atol=1e-12)
+    from funcgrad.lax import control_flow as cf
+    closed = funcgrad.make_jaxpr(lambda w, h0, xs: lax.scan(
+        lambda h, x: step(w, v, h, x), h0, xs))(w, h0, xs)
+    scan_eqn = [e for e in closed.jaxpr.eqns if e.prim.name == "scan"][0]
+    n = scan_eqn.params["num_consts"]
+    placeholders = [np.zeros(a.aval.shape, a.aval.dtype) for a in scan_eqn.invars[:n]]
+    body, consts = cf._pretranspose_invariant_dot_operands(scan_eqn.params["jaxpr"].jaxpr, n,
+                                                           placeholders)
+    assert len(consts) == n + 1          # exactly one constant (w) gained a transposed copy
+    assert [e.prim.name for e in body.eqns].count("transpose") == 0
+
+
 def test_scan_errors():
     with pytest.raises(TypeError, match=r"carry.*f32\[\].*f32\[2\]"):
         lax.scan(lambda c, x: (jnp.ones(2), x), 0.0, np.ones(3, np.float32))
