@@ -30,16 +30,14 @@ class Dropout(Module):
         start = float(init.generator().integers(0, 1 << 23))
         self.register_buffer("rng_counter", jnp.asarray(start, "float32"), persistent=False)
 
-    @staticmethod
-    def _drop(x, p, key):
-        return F.dropout(x, p, True, key=key)
+    _functional = "dropout"        # the nn.functional form this module applies
 
     def forward(self, x):
         if not self.training or self.p == 0.0:
             return x
         counter = self.rng_counter
         self.update_buffer("rng_counter", counter + 1.0)
-        return self._drop(x, self.p, counter)
+        return getattr(F, self._functional)(x, self.p, True, key=counter)
 
     def extra_repr(self):
         return f"p={self.p}, inplace=False"
@@ -54,9 +52,7 @@ class Dropout1d(Dropout):
         (4, 16, 32)
     """
 
-    @staticmethod
-    def _drop(x, p, key):
-        return F.dropout1d(x, p, True, key=key)
+    _functional = "dropout1d"
 
 
 class Dropout2d(Dropout):
@@ -69,9 +65,7 @@ class Dropout2d(Dropout):
         (4, 16, 8, 8)
     """
 
-    @staticmethod
-    def _drop(x, p, key):
-        return F.dropout2d(x, p, True, key=key)
+    _functional = "dropout2d"
 
 
 class Dropout3d(Dropout):
@@ -83,9 +77,7 @@ class Dropout3d(Dropout):
         (2, 4, 3, 8, 8)
     """
 
-    @staticmethod
-    def _drop(x, p, key):
-        return F.dropout3d(x, p, True, key=key)
+    _functional = "dropout3d"
 
 
 class AlphaDropout(Dropout):
@@ -96,9 +88,7 @@ class AlphaDropout(Dropout):
         >>> nn.Sequential(nn.Linear(8, 8), nn.SELU(), nn.AlphaDropout(0.1))
     """
 
-    @staticmethod
-    def _drop(x, p, key):
-        return F.alpha_dropout(x, p, True, key=key)
+    _functional = "alpha_dropout"
 
 
 class FeatureAlphaDropout(Dropout):
@@ -109,6 +99,4 @@ class FeatureAlphaDropout(Dropout):
         (2, 8, 5)
     """
 
-    @staticmethod
-    def _drop(x, p, key):
-        return F.feature_alpha_dropout(x, p, True, key=key)
+    _functional = "feature_alpha_dropout"
