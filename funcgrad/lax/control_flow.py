@@ -1104,6 +1104,20 @@ def _apply_hoisted(h, env):
     return val
 
 
+def _split_known_linear(eqns, linear_inputs):
+    """(equations not reading linear values, equations that do, the set of linear vars):
+    a value is linear when it depends on one of ``linear_inputs``."""
+    lin_vars = set(linear_inputs)
+    known_eqns, lin_eqns = [], []
+    for eqn in eqns:
+        if any(type(a) is Var and a in lin_vars for a in eqn.invars):
+            lin_eqns.append(eqn)
+            lin_vars.update(eqn.outvars)
+        else:
+            known_eqns.append(eqn)
+    return known_eqns, lin_eqns, lin_vars
+
+
 def _scan_jvp_split(body, in_groups, out_groups, extra, consts, carry, xs, t_vals, length,
                     reverse, unroll):
     """Under linearize, split the jvp body into a known scan (primal outputs and the per-step
@@ -1116,14 +1130,7 @@ def _scan_jvp_split(body, in_groups, out_groups, extra, consts, carry, xs, t_val
         return None
     e, pc, tc, pk, tk, px, tx = [[bj.invars[i] for i in g] for g in in_groups]
     ok, otk, oy, oty = [[bj.outvars[i] for i in g] for g in out_groups]
-    lin_vars = set(tc + tk + tx)
-    known_eqns, lin_eqns = [], []
-    for eqn in bj.eqns:
-        if any(type(a) is Var and a in lin_vars for a in eqn.invars):
-            lin_eqns.append(eqn)
-            lin_vars.update(eqn.outvars)
-        else:
-            known_eqns.append(eqn)
+    known_eqns, lin_eqns, lin_vars = _split_known_linear(bj.eqns, tc + tk + tx)
     if any(type(v) is Var and v in lin_vars for v in ok + oy):
         return None
     invariant, hoisted = set(e + pc), []
@@ -1207,14 +1214,8 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, u
     # Which body values depend on linear inputs. A carry whose update depends on them is linear
     # too, even when its initial value is known (an instantiated zero tangent): fixed point.
     while True:
-        lin_vars = {v for v, lin in zip(j.invars, lin_in) if lin}
-        known_eqns, lin_eqns = [], []
-        for eqn in j.eqns:
-            if any(type(a) is Var and a in lin_vars for a in eqn.invars):
-                lin_eqns.append(eqn)
-                lin_vars.update(eqn.outvars)
-            else:
-                known_eqns.append(eqn)
+        known_eqns, lin_eqns, lin_vars = _split_known_linear(
+            j.eqns, [v for v, lin in zip(j.invars, lin_in) if lin])
         changed = False
         for k in range(n_k):
             if type(carry_out[k]) is Var and carry_out[k] in lin_vars and not lin_in[n_c + k]:
