@@ -116,3 +116,21 @@ def scalar_region(op, arg_avals, body):
         results = body(*block.arguments)
         stablehlo.return_(list(results) if isinstance(results, (list, tuple)) else [results])
     return op
+
+
+def cumulative(x, aval, axis, reverse, init_value, combine):
+    """Inclusive scan of ``x`` along ``axis`` as one reduce-window whose window covers the
+    whole axis (padded on the side the scan comes from); ``combine(a, b)`` builds the scalar
+    combination of the region."""
+    from funcgrad.core.avals import ShapedArray
+    n = aval.shape[axis]
+    window = [1] * aval.ndim
+    window[axis] = max(n, 1)
+    padding = np.zeros((aval.ndim, 2), np.int64)
+    padding[axis] = [0, n - 1] if reverse else [n - 1, 0]
+    pad_attr = ir.DenseIntElementsAttr.get(padding, shape=[aval.ndim, 2])
+    op = stablehlo.ReduceWindowOp([ir_type(aval)], [x], [constant(init_value, aval.dtype)],
+                                  window, window_strides=[1] * aval.ndim, padding=pad_attr)
+    scalar = ShapedArray((), aval.dtype)
+    scalar_region(op, [scalar, scalar], combine)
+    return op.result

@@ -448,11 +448,7 @@ def _scan_via_while(*args, jaxpr, num_consts, num_carry, length, reverse, unroll
 
 
 def _scan_lowering(ctx, *args, **params):
-    closed, _ = trace_to_jaxpr(lambda *a: _scan_via_while(*a, **params), ctx.avals_in,
-                               debug_name="scan")
-    j, consts = consts_as_args(closed)
-    return ctx.lower_jaxpr(j, [], [_hlo.constant(np.asarray(c), aval_of(c).dtype)
-                                   for c in consts] + list(args))
+    return ctx.lower_fun(lambda *a: _scan_via_while(*a, **params), args, "scan")
 
 
 scan_p.def_lowering(_scan_lowering)

@@ -229,18 +229,13 @@ def _conv_lowering(ctx, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_
                    preferred_element_type):
     if _tap_sum_applies(ctx, ctx.avals_in[0], ctx.avals_in[1], dimension_numbers,
                         batch_group_count, preferred_element_type):
-        from funcgrad.core.jaxpr import consts_as_args
-        from funcgrad.core.staging import trace_to_jaxpr
-        closed, _ = trace_to_jaxpr(
+        return ctx.lower_fun(
             lambda a, b: [_conv_by_tap_sum(
                 a, b, window_strides=window_strides, padding=padding,
                 lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
                 dimension_numbers=dimension_numbers, feature_group_count=feature_group_count,
                 out_shape=ctx.avals_out[0].shape)],
-            list(ctx.avals_in), debug_name="conv_tap_sum")
-        j, consts = consts_as_args(closed)
-        return ctx.lower_jaxpr(j, [], [_hlo.constant(np.asarray(c), aval_of(c).dtype)
-                                       for c in consts] + [lhs, rhs])[0]
+            (lhs, rhs), "conv_tap_sum")[0]
     lhs_spec, rhs_spec, out_spec = dimension_numbers
     dnums = stablehlo.ConvDimensionNumbers.get(
         input_batch_dimension=lhs_spec[0], input_feature_dimension=lhs_spec[1],

@@ -187,20 +187,8 @@ def _cumulative(kind):
 
     def _lowering(ctx, x, axis, reverse):
         aval = ctx.avals_in[0]
-        n = aval.shape[axis]
-        window = [1] * aval.ndim
-        window[axis] = max(n, 1)
-        padding = [[0, 0] for _ in range(aval.ndim)]
-        padding[axis] = [0, n - 1] if reverse else [n - 1, 0]
-        init = _hlo.constant(identity_value(kind, aval.dtype), aval.dtype)
-        from jaxlib.mlir import ir
-        pad_attr = ir.DenseIntElementsAttr.get(np.asarray(padding, np.int64),
-                                               shape=[aval.ndim, 2])
-        op = stablehlo.ReduceWindowOp([_hlo.ir_type(aval)], [x], [init], window,
-                                      window_strides=[1] * aval.ndim, padding=pad_attr)
-        scalar = ShapedArray((), aval.dtype)
-        _hlo.scalar_region(op, [scalar, scalar], _MONOID_HLO[kind])
-        return op.result
+        return _hlo.cumulative(x, aval, axis, reverse, identity_value(kind, aval.dtype),
+                               _MONOID_HLO[kind])
 
     prim.def_lowering(_lowering)
     return prim

@@ -10,7 +10,6 @@ Example:
 import math
 
 import numpy as np
-from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import chlo, stablehlo
 
 from funcgrad.core import dtypes
@@ -36,7 +35,8 @@ def _float_unary(name, hlo_fn):
     return prim
 
 
-def _float_binary(name, hlo_fn):
+def _float_binary_prim(name):
+    """A primitive of two floating-point operands of one shape and dtype (its abstract eval)."""
     prim = Primitive(name)
 
     @prim.def_abstract_eval
@@ -46,6 +46,11 @@ def _float_binary(name, hlo_fn):
                             f"and dtype, got {x.str_short()}, {y.str_short()}")
         return ShapedArray(x.shape, x.dtype, x.weak_type and y.weak_type)
 
+    return prim
+
+
+def _float_binary(name, hlo_fn):
+    prim = _float_binary_prim(name)
     prim.def_lowering(lambda ctx, x, y: hlo_fn(x, y))
     return prim
 
@@ -228,23 +233,10 @@ def _igamma_impl(a, x, upper):
 
 
 def _igamma_prim(name, upper):
-    prim = Primitive(name)
-
-    @prim.def_abstract_eval
-    def _abstract(a, x):
-        if a.shape != x.shape or a.dtype != x.dtype or not dtypes.is_float(a.dtype):
-            raise TypeError(f"lax.{name}: expected two floating-point operands of one shape "
-                            f"and dtype, got {a.str_short()}, {x.str_short()}")
-        return ShapedArray(a.shape, a.dtype, a.weak_type and x.weak_type)
+    prim = _float_binary_prim(name)
 
     def _lowering(ctx, a, x):
-        from funcgrad.core.staging import trace_to_jaxpr
-        from funcgrad.core.jaxpr import consts_as_args
-        closed, _ = trace_to_jaxpr(lambda a, x: [_igamma_impl(a, x, upper)], ctx.avals_in,
-                                   debug_name=name)
-        j, consts = consts_as_args(closed)
-        return ctx.lower_jaxpr(j, [], [_hlo.constant(np.asarray(v), aval_of(v).dtype)
-                                       for v in consts] + [a, x])[0]
+        return ctx.lower_fun(lambda a, x: [_igamma_impl(a, x, upper)], (a, x), name)[0]
 
     prim.def_lowering(_lowering)
     return prim
@@ -339,18 +331,8 @@ def _logaddexp_hlo(a, b, dtype):
 
 def _cumlogsumexp_lowering(ctx, x, axis, reverse):
     aval = ctx.avals_in[0]
-    n = aval.shape[axis]
-    window = [1] * aval.ndim
-    window[axis] = max(n, 1)
-    padding = [[0, 0] for _ in range(aval.ndim)]
-    padding[axis] = [0, n - 1] if reverse else [n - 1, 0]
-    init = _hlo.constant(-np.inf, aval.dtype)
-    pad_attr = ir.DenseIntElementsAttr.get(np.asarray(padding, np.int64), shape=[aval.ndim, 2])
-    op = stablehlo.ReduceWindowOp([_hlo.ir_type(aval)], [x], [init], window,
-                                  window_strides=[1] * aval.ndim, padding=pad_attr)
-    scalar = ShapedArray((), aval.dtype)
-    _hlo.scalar_region(op, [scalar, scalar], lambda a, b: _logaddexp_hlo(a, b, aval.dtype))
-    return op.result
+    return _hlo.cumulative(x, aval, axis, reverse, -np.inf,
+                           lambda a, b: _logaddexp_hlo(a, b, aval.dtype))
 
 
 cumlogsumexp_p.def_lowering(_cumlogsumexp_lowering)

@@ -1,6 +1,8 @@
 """Jaxpr -> StableHLO module, with each equation lowered by its primitive's lowering rule."""
 import threading
 
+import numpy as np
+
 from jaxlib.mlir import ir
 from jaxlib.mlir._mlir_libs import _chlo, _jax_mlir_ext, _stablehlo
 from jaxlib.mlir.dialects import func as func_dialect
@@ -45,6 +47,16 @@ class LoweringRuleContext:
         if isinstance(jaxpr, ClosedJaxpr):
             jaxpr = jaxpr.jaxpr
         return lower_jaxpr_inline(self.module, jaxpr, consts, args, self.platform, self.axis_env)
+
+    def lower_fun(self, fn, args, name="lowered"):
+        """Lower lax code in place of the rule's operation: ``fn`` takes values of
+        ``avals_in`` and returns a list of outputs; values it closes over become constants.
+        Returns the output values."""
+        from funcgrad.core.staging import trace_to_jaxpr
+        from funcgrad.core.values import aval_of
+        closed, _ = trace_to_jaxpr(fn, list(self.avals_in), debug_name=name)
+        consts = [_hlo.constant(np.asarray(c), aval_of(c).dtype) for c in closed.consts]
+        return self.lower_jaxpr(closed.jaxpr, consts, list(args))
 
 
 def _literal_value(lit):

@@ -23,12 +23,9 @@ def _per_gate(xw, gates):
     return tuple(jnp.split(xw, gates, axis=-1))
 
 
-# The step functions take the recurrent weight already transposed, (in, gates * hidden): the
-# transpose then happens once outside the scanned loop, and XLA:CPU's matrix product in the
-# loop runs with its operands in their natural layout (~4% faster for an LSTM step).
-def _lstm_step(w_hh_t, b_hh, carry, xw, w_hr=None):
+def _lstm_step(w_hh, b_hh, carry, xw, w_hr=None):
     h, c = carry
-    hw = jnp.matmul(h, w_hh_t)
+    hw = jnp.matmul(h, w_hh.T)
     if b_hh is not None:
         hw = hw + b_hh
     i, f, g, o = (x + y for x, y in zip(xw, jnp.split(hw, 4, axis=-1)))
@@ -39,8 +36,8 @@ def _lstm_step(w_hh_t, b_hh, carry, xw, w_hr=None):
     return (h, c), h
 
 
-def _gru_step(w_hh_t, b_hh, h, xw):
-    hw = jnp.matmul(h, w_hh_t)
+def _gru_step(w_hh, b_hh, h, xw):
+    hw = jnp.matmul(h, w_hh.T)
     if b_hh is not None:
         hw = hw + b_hh
     xr, xz, xn = xw
@@ -52,8 +49,8 @@ def _gru_step(w_hh_t, b_hh, h, xw):
     return h, h
 
 
-def _rnn_step(act, w_hh_t, b_hh, h, xw):
-    z = xw[0] + jnp.matmul(h, w_hh_t)
+def _rnn_step(act, w_hh, b_hh, h, xw):
+    z = xw[0] + jnp.matmul(h, w_hh.T)
     if b_hh is not None:
         z = z + b_hh
     h = act(z)
@@ -105,13 +102,13 @@ class RNNBase(Module):
         for p in self.parameters():
             init.uniform_(p, -stdv, stdv)
 
-    def _step_fn(self, w_hh_t, b_hh, w_hr=None):
+    def _step_fn(self, w_hh, b_hh, w_hr=None):
         if self.mode == "LSTM":
-            return lambda carry, xw: _lstm_step(w_hh_t, b_hh, carry, xw, w_hr)
+            return lambda carry, xw: _lstm_step(w_hh, b_hh, carry, xw, w_hr)
         if self.mode == "GRU":
-            return lambda carry, xw: _gru_step(w_hh_t, b_hh, carry, xw)
+            return lambda carry, xw: _gru_step(w_hh, b_hh, carry, xw)
         act = jnp.tanh if self.mode == "RNN_TANH" else F.relu
-        return lambda carry, xw: _rnn_step(act, w_hh_t, b_hh, carry, xw)
+        return lambda carry, xw: _rnn_step(act, w_hh, b_hh, carry, xw)
 
     def forward(self, x, hx=None):
         x = jnp.asarray(x)
@@ -158,7 +155,7 @@ class RNNBase(Module):
                 xw = _per_gate(xw, _GATES[self.mode])
                 k = layer * dirs + d
                 carry = (h0[k], c0[k]) if lstm else h0[k]
-                step = self._step_fn(jnp.transpose(w_hh), b_hh, w_hr)
+                step = self._step_fn(w_hh, b_hh, w_hr)
                 carry, ys = lax.scan(step, carry, xw, reverse=bool(d))
                 if lstm:
                     hs.append(carry[0])
@@ -281,7 +278,7 @@ class LSTMCell(_CellBase):
         if hx is None:
             z = jnp.zeros(tuple(x.shape[:-1]) + (self.hidden_size,), x.dtype)
             hx = (z, z)
-        (h, c), _ = _lstm_step(jnp.transpose(self.weight_hh), self.bias_hh, hx,
+        (h, c), _ = _lstm_step(self.weight_hh, self.bias_hh, hx,
                                _per_gate(F.linear(x, self.weight_ih, self.bias_ih), 4))
         return h, c
 
@@ -295,7 +292,7 @@ class GRUCell(_CellBase):
     def forward(self, x, hx=None):
         if hx is None:
             hx = jnp.zeros(tuple(x.shape[:-1]) + (self.hidden_size,), x.dtype)
-        h, _ = _gru_step(jnp.transpose(self.weight_hh), self.bias_hh, hx,
+        h, _ = _gru_step(self.weight_hh, self.bias_hh, hx,
                          _per_gate(F.linear(x, self.weight_ih, self.bias_ih), 3))
         return h
 
@@ -312,6 +309,6 @@ class RNNCell(_CellBase):
         if hx is None:
             hx = jnp.zeros(tuple(x.shape[:-1]) + (self.hidden_size,), x.dtype)
         act = jnp.tanh if self.nonlinearity == "tanh" else F.relu
-        h, _ = _rnn_step(act, jnp.transpose(self.weight_hh), self.bias_hh, hx,
+        h, _ = _rnn_step(act, self.weight_hh, self.bias_hh, hx,
                          _per_gate(F.linear(x, self.weight_ih, self.bias_ih), 1))
         return h

@@ -338,11 +338,15 @@ class JitFunction:
         if entry is None:
             out = self._call_slow(args, {})
             entry, _, device = self._entry(args, {})
-            # (an entry that closed over another transformation's tracers is not cached)
-            if entry.exe is not None and sharding is sharding_for(device) and \
-                    any(e is entry for e in self._cache.values()):
-                self._fast_tree[key] = entry
+            # Only a cached entry for arrays on the device's own sharding can be reused (one
+            # that closed over another transformation's tracers is not cached); others are
+            # remembered as False, so later calls go straight to the general path.
+            usable = entry.exe is not None and sharding is sharding_for(device) and \
+                any(e is entry for e in self._cache.values())
+            self._fast_tree[key] = entry if usable else False
             return out
+        if entry is False:
+            return self._call_slow(args, {})
         if entry.consts_bufs:
             bufs = entry.consts_bufs + bufs
         try:
