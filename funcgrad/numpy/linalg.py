@@ -519,9 +519,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
         >>> jnp.linalg.norm(a, ord="nuc", axis=(-2, -1))
     """
     jnp = _jnp()
-    x = jnp.asarray(x)
-    if not dtypes.is_inexact(aval_of(x).dtype):
-        x = x.astype(dtypes.default_float())
+    x = _inexact(x)
     nd = aval_of(x).ndim
     if axis is None:
         if ord is None:
@@ -548,6 +546,12 @@ def norm(x, ord=None, axis=None, keepdims=False):
     raise ValueError(f"numpy.linalg.norm: axis must be an int or a pair, got {axis}")
 
 
+def _inexact(x):
+    """``x`` as an array of an inexact dtype (integers and bools become default floats)."""
+    x = _jnp().asarray(x)
+    return x if dtypes.is_inexact(aval_of(x).dtype) else x.astype(dtypes.default_float())
+
+
 def _bad_axis(a, nd):
     raise ValueError(f"numpy.linalg.norm: axis {a} out of range for a {nd}-D array")
 
@@ -559,9 +563,7 @@ def vector_norm(x, *, axis=None, keepdims=False, ord=2):
         >>> jnp.linalg.vector_norm(jnp.ones((2, 2)))        # 2
     """
     jnp = _jnp()
-    x = jnp.asarray(x)
-    if not dtypes.is_inexact(aval_of(x).dtype):
-        x = x.astype(dtypes.default_float())
+    x = _inexact(x)
     nd = aval_of(x).ndim
     if axis is None:
         out = _vector_norm(jnp.reshape(x, (-1,)), ord, 0, False)
