@@ -62,36 +62,33 @@ def time_calls(fn, args, iters, block):
     return (time.perf_counter() - t0) / iters
 
 
+def _jitted_setup(jit, grad, np_mod, tree_util, put, params_np, x_np, y_np):
+    """setup() for a framework with jit/grad (funcgrad or JAX)."""
+    leaves = tree_util.tree_leaves
+    params = tree_util.tree_map(put, params_np)
+    x, y = put(x_np), put(y_np)
+
+    def compile_once():
+        f = jit(grad(make_loss(np_mod)))
+        t0 = time.perf_counter()
+        _block(f(params, x, y), leaves)
+        return time.perf_counter() - t0
+    return (jit(grad(make_loss(np_mod))), (params, x, y), lambda t: _block(t, leaves),
+            compile_once)
+
+
 def setup(name, batch, width, layers):
     """(step function, args, block function, fresh-compile timer) for one framework."""
     params_np, x_np, y_np = make_data(batch, width, layers)
     if name == "funcgrad":
-        leaves = funcgrad.tree_util.tree_leaves
-        params = funcgrad.tree_util.tree_map(funcgrad.device_put, params_np)
-        x, y = funcgrad.device_put(x_np), funcgrad.device_put(y_np)
-
-        def compile_once():
-            f = funcgrad.jit(funcgrad.grad(make_loss(fnp)))
-            t0 = time.perf_counter()
-            _block(f(params, x, y), leaves)
-            return time.perf_counter() - t0
-        return (funcgrad.jit(funcgrad.grad(make_loss(fnp))), (params, x, y),
-                lambda t: _block(t, leaves), compile_once)
+        return _jitted_setup(funcgrad.jit, funcgrad.grad, fnp, funcgrad.tree_util,
+                             funcgrad.device_put, params_np, x_np, y_np)
     if name == "jax":
         import jax
         import jax.numpy as jnp_
         jax.config.update("jax_platforms", "cpu")
-        leaves = jax.tree_util.tree_leaves
-        params = jax.tree_util.tree_map(jnp_.asarray, params_np)
-        x, y = jnp_.asarray(x_np), jnp_.asarray(y_np)
-
-        def compile_once():
-            f = jax.jit(jax.grad(make_loss(jnp_)))
-            t0 = time.perf_counter()
-            _block(f(params, x, y), leaves)
-            return time.perf_counter() - t0
-        return (jax.jit(jax.grad(make_loss(jnp_))), (params, x, y), lambda t: _block(t, leaves),
-                compile_once)
+        return _jitted_setup(jax.jit, jax.grad, jnp_, jax.tree_util, jnp_.asarray, params_np,
+                             x_np, y_np)
     import torch
     # One intra-op thread by default: on a small, loaded machine OpenMP's spinning barriers
     # make multi-threaded PyTorch erratic (100x slower when a thread gets descheduled).
