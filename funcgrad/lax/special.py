@@ -397,30 +397,24 @@ def _no_tangent(name, what, t):
                         f"(only the second argument); hold it constant")
 
 
-def _polygamma_jvp(primals, tangents):
-    from funcgrad.core.ad_util import Zero
-    n, x = primals
-    tn, tx = tangents
-    _no_tangent("polygamma", "the order n", tn)
-    y = polygamma_p.bind(n, x)
-    if type(tx) is Zero:
-        return y, tx
-    return y, ew.mul(tx, polygamma_p.bind(ew.add(n, _c(n, 1.0)), x))
+def _jvp_in_second(prim, what, derivative):
+    """jvp of a primitive differentiable in its second operand only; ``derivative(a, x)`` is
+    d prim(a, x) / dx."""
+    def rule(primals, tangents):
+        from funcgrad.core.ad_util import Zero
+        a, x = primals
+        ta, tx = tangents
+        _no_tangent(prim.name, what, ta)
+        y = prim.bind(a, x)
+        return (y, tx) if type(tx) is Zero else (y, ew.mul(tx, derivative(a, x)))
+    prim.def_jvp(rule)
 
 
-def _zeta_jvp(primals, tangents):
-    from funcgrad.core.ad_util import Zero
-    s, q = primals
-    ts, tq = tangents
-    _no_tangent("zeta", "the exponent x", ts)
-    y = zeta_p.bind(s, q)
-    if type(tq) is Zero:
-        return y, tq
-    return y, ew.mul(tq, ew.mul(ew.neg(s), zeta_p.bind(ew.add(s, _c(s, 1.0)), q)))
-
-
-polygamma_p.def_jvp(_polygamma_jvp)
-zeta_p.def_jvp(_zeta_jvp)
+# d/dx polygamma(n, x) = polygamma(n + 1, x); d/dq zeta(s, q) = -s zeta(s + 1, q)
+_jvp_in_second(polygamma_p, "the order n",
+               lambda n, x: polygamma_p.bind(ew.add(n, _c(n, 1.0)), x))
+_jvp_in_second(zeta_p, "the exponent x",
+               lambda s, q: ew.mul(ew.neg(s), zeta_p.bind(ew.add(s, _c(s, 1.0)), q)))
 
 
 def _igamma_jvp_rule(prim, upper):
