@@ -384,14 +384,73 @@ def _pretranspose_invariant_dot_operands(j, num_consts, consts):
     return body, consts + [transpose(consts[i], tuple(perm)) for _, i, perm in hoisted]
 
 
+def _reuse_xs_buffers(body, num_consts, num_carry, xs, length):
+    """{ys index: xs index} pairing a per-step output y with an xs input x of the same stacked
+    shape and dtype (each input at most once) when everything the body computes from x[t]
+    goes into y[t] (or reads it only through y[t]). Step t then reads x[t] before it writes y[t] into the same buffer, and
+    XLA sees that order from the data flow alone (whichever fusions it copies the read into),
+    so the write is in place: no zero-filled buffer for the output and no copy per step.
+    (Any pairing is correct, as XLA copies a buffer whose reads it cannot order; this rule
+    picks the ones where it does not need to.)"""
+    x_vars = body.invars[num_consts + num_carry:]
+    producer = {v: e for e in body.eqns for v in e.outvars}
+    readers = {}
+    for e in body.eqns:
+        for a in e.invars:
+            if type(a) is Var:
+                readers.setdefault(a, []).append(e)
+
+    def reach(v, edges):
+        seen, stack = {}, [v]
+        while stack:
+            for e in edges(stack.pop()):
+                if id(e) not in seen:
+                    seen[id(e)] = e
+                    stack.extend(a for a in (e.invars if edges is inputs_of else e.outvars)
+                                 if type(a) is Var)
+        return seen
+
+    def inputs_of(v):
+        return [producer[v]] if v in producer else []
+
+    def readers_of(v):
+        return readers.get(v, [])
+
+    outs = {v for v in body.outvars if type(v) is Var}
+    pairs, used = {}, set()
+    for j, y in enumerate(body.outvars[num_carry:]):
+        if type(y) is not Var or y not in producer:
+            continue
+        before_y = reach(y, inputs_of)
+        after_y = reach(y, readers_of)
+        from_y = {y} | {v for e in after_y.values() for v in e.outvars}
+        for i, (xv, x) in enumerate(zip(x_vars, xs)):
+            a = aval_of(x)
+            if i in used or xv not in readers or xv in outs \
+                    or a.shape != (length,) + y.aval.shape or a.dtype != y.aval.dtype:
+                continue
+            from_x = reach(xv, readers_of)
+            x_vals = {xv} | {v for e in from_x.values() for v in e.outvars}
+            # each use of x[t] is on the way to y[t], or after it and reading x[t] only
+            # through y[t]
+            if all(k in before_y or (k in after_y and all(
+                    a in from_y for a in e.invars if type(a) is Var and a in x_vals))
+                   for k, e in from_x.items()):
+                pairs[j] = i
+                used.add(i)
+                break
+    return pairs
+
+
 def _scan_via_while(*args, jaxpr, num_consts, num_carry, length, reverse, unroll):
     """scan expressed with ``while`` and dynamic slices (traced to lower it).
 
-    When several ys share a shape and dtype, the first step runs before the loop and each ys
-    buffer starts as that step's output padded with zeros: distinct initial values, so XLA
-    does not copy one shared zero broadcast into every loop-carried buffer (on CPU those
-    copies can cost more than the loop). Otherwise the buffers start as zeros and the body is
-    compiled once.
+    A per-step output with the stacked shape and dtype of an xs input is written into that
+    input's buffer (``_reuse_xs_buffers``). When several other ys share a shape and dtype, the
+    first step runs before the loop and each of their buffers starts as that step's output
+    padded with zeros: distinct initial values, so XLA does not copy one shared zero broadcast
+    into every loop-carried buffer (on CPU those copies can cost more than the loop).
+    Otherwise the buffers start as zeros and the body is compiled once.
     """
     from funcgrad.core.jaxpr import eval_jaxpr
     from funcgrad.lax import elementwise as ew
@@ -401,31 +460,40 @@ def _scan_via_while(*args, jaxpr, num_consts, num_carry, length, reverse, unroll
     xs = list(args[num_consts + num_carry:])
     zero = np.int32(0)
     body, consts = _pretranspose_invariant_dot_operands(jaxpr.jaxpr, num_consts, consts)
+    y_avals = jaxpr.out_avals[num_carry:]
+    reuse = _reuse_xs_buffers(body, len(consts), num_carry, xs, length) if length > 0 else {}
+    x_from_y = {i: j for j, i in reuse.items()}
 
-    def body_outputs(pos, carry):
-        x_t = [indexing.dynamic_index_in_dim(x, pos, 0, keepdims=False) for x in xs]
+    def body_outputs(pos, carry, ys):
+        x_t = [indexing.dynamic_index_in_dim(ys[x_from_y[i]] if i in x_from_y else x, pos, 0,
+                                             keepdims=False) for i, x in enumerate(xs)]
         outs = eval_jaxpr(body, [], *consts, *carry, *x_t)
         return outs[:num_carry], [shapes.expand_dims(v, (0,)) for v in outs[num_carry:]]
+
+    def write(ys, y_t, pos):
+        return [indexing.dynamic_update_slice(y, v, [pos] + [zero] * (aval_of(v).ndim - 1))
+                for y, v in zip(ys, y_t)]
 
     def step(t, carry, ys):
         # t: int32 step number (traced or static); reads xs[t'] and writes ys[t'].
         pos = ew.sub(np.int32(length - 1), t) if reverse else t
-        carry, y_t = body_outputs(pos, carry)
-        ys = [indexing.dynamic_update_slice(y, v, [pos] + [zero] * (aval_of(v).ndim - 1))
-              for y, v in zip(ys, y_t)]
-        return carry, ys
+        carry, y_t = body_outputs(pos, carry, ys)
+        return carry, write(ys, y_t, pos)
 
-    y_avals = jaxpr.out_avals[num_carry:]
-    kinds = [(a.shape, a.dtype) for a in y_avals]
+    kinds = [(a.shape, a.dtype) for j, a in enumerate(y_avals) if j not in reuse]
     peel = length > 0 and len(set(kinds)) < len(kinds)
+    ys = [xs[reuse[j]] if j in reuse else None for j in range(len(y_avals))]
     if peel:
         first = length - 1 if reverse else 0
-        carry, y_0 = body_outputs(np.int32(first), carry)
-        ys = [shapes.pad(v, np.zeros((), aval_of(v).dtype),
+        carry, y_0 = body_outputs(np.int32(first), carry, ys)
+        ys = [write([y], [v], np.int32(first))[0] if y is not None else
+              shapes.pad(v, np.zeros((), aval_of(v).dtype),
                          [(first, length - 1 - first, 0)] + [(0, 0, 0)] * (aval_of(v).ndim - 1))
-              for v in y_0]
+              for y, v in zip(ys, y_0)]
     else:
-        ys = [shapes.full((length,) + a.shape, np.zeros((), a.dtype), a.dtype) for a in y_avals]
+        ys = [y if y is not None else shapes.full((length,) + a.shape, np.zeros((), a.dtype),
+                                                  a.dtype)
+              for y, a in zip(ys, y_avals)]
     start = int(peel)
     u = builtins.max(1, builtins.min(int(unroll), builtins.max(length - start, 1)))
     n_iter = (length - start) // u
@@ -1040,6 +1108,40 @@ def _remat_residuals(residuals, known_eqns, invariant):
     return residuals, [e for e in known_eqns if id(e) in moved]
 
 
+def _recompute_carry_free(residuals, known_eqns, invariant, known_xs):
+    """Residuals computed from known xs and loop invariants alone (no known carry) are
+    recomputed in the reverse loop from those xs: the same work per step, but no forward scan
+    and no stacked copy for them (e.g. the derivative coefficients a hand-written tangent scan
+    derives from saved activations). Returns (residuals, equations to move, in order)."""
+    free = set(known_xs) | set(invariant)
+    free_eqns = []
+    for eqn in known_eqns:
+        if all(type(a) is not Var or a in free for a in eqn.invars):
+            free.update(eqn.outvars)
+            free_eqns.append(eqn)
+    targets = [r for r in residuals if r in free and r not in invariant and r not in known_xs]
+    if not targets:
+        return residuals, []
+    producer = {v: e for e in free_eqns for v in e.outvars}
+    needed, stack = set(), list(targets)
+    while stack:
+        eqn = producer.get(stack.pop())
+        if eqn is None or id(eqn) in needed:
+            continue
+        needed.add(id(eqn))
+        stack.extend(a for a in eqn.invars
+                     if type(a) is Var and a not in invariant and a not in known_xs)
+    moved = [e for e in free_eqns if id(e) in needed]
+    inputs = [a for e in moved for a in e.invars
+              if type(a) is Var and (a in invariant or a in known_xs)]
+    drop = set(targets)
+    out = [r for r in residuals if r not in drop]
+    for a in inputs:
+        if a not in out:
+            out.append(a)
+    return out, moved
+
+
 def _hoist_const_cts(jt, n_lc, n_lk, stacked_in):
     """For the backward body ``jt``: {const cotangent index: (eqn, operand vars, tail eqns)}
     for each const cotangent made by dot_general (no batch dims) or reduce_sum of per-step
@@ -1244,7 +1346,11 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, u
             hoisted.append(eqn)
             invariant.update(eqn.outvars)
     residuals, remat = _remat_residuals(residuals, known_eqns, invariant)
-    lin_eqns = remat + lin_eqns
+    residuals, carry_free = _recompute_carry_free(
+        residuals, known_eqns, invariant,
+        set(v for v, lin in zip(j.invars[n_c + n_k:], lin_in[n_c + n_k:]) if not lin))
+    moved = {id(e) for e in remat + carry_free}
+    lin_eqns = [e for e in known_eqns if id(e) in moved] + lin_eqns
     const_res = [v for v in residuals if v in invariant]
     iter_res = [v for v in residuals if v not in invariant]
     # Forward scan of the known part: known carry -> known carry, residuals per step.

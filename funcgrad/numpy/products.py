@@ -36,6 +36,18 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
                          f"{'(' + str(sb[-2]) + ',)' if b_vec else sb}")
     batch = broadcast_shapes("matmul", sa[:-2], sb[:-2])
     nb = len(batch)
+    if len(sb) == 2 and nb:
+        # (..., m, k) @ (k, n): contract directly; broadcasting b to a batch would make the
+        # transpose (b's gradient) a batched product summed over the batch.
+        out = lax.dot_general(a, b, (((len(sa) - 1,), (0,)), ((), ())),
+                              preferred_element_type=preferred_element_type)
+        return _unpromote(out, a_vec, b_vec, nb)
+    if len(sa) == 2 and nb:
+        # (m, k) @ (..., k, n): the product of b's matrices with a, then (n, m) -> (m, n).
+        out = lax.dot_general(b, a, (((len(sb) - 2,), (1,)), ((), ())),
+                              preferred_element_type=preferred_element_type)
+        out = lax.transpose(out, tuple(range(nb)) + (nb + 1, nb))
+        return _unpromote(out, a_vec, b_vec, nb)
     if sa[:-2] != batch:
         a = broadcast_to_shape(a, batch + sa[-2:])
     if sb[:-2] != batch:
@@ -43,6 +55,11 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
     bdims = tuple(range(nb))
     out = lax.dot_general(a, b, (((nb + 1,), (nb,)), (bdims, bdims)),
                           preferred_element_type=preferred_element_type)
+    return _unpromote(out, a_vec, b_vec, nb)
+
+
+def _unpromote(out, a_vec, b_vec, nb):
+    """Drop the unit axes matmul added to 1-d operands."""
     if a_vec:
         out = lax.squeeze(out, (nb,))
     if b_vec:

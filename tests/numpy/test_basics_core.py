@@ -141,3 +141,42 @@ def test_numpy_errors_name_function_and_shapes():
         jnp.sum(jnp.ones((2, 3)), axis=3)
     with pytest.raises((TypeError, ValueError), match=r"reshape.*\(2, 3\)|size 6"):
         jnp.reshape(jnp.ones((2, 3)), (4, 2))
+
+
+@pytest.mark.parametrize("sa,sb", [((3, 4, 5), (5, 6)), ((2, 1, 3, 4), (4, 2)), ((3, 4), (2, 4, 6)),
+                                   ((3, 4), (7, 2, 4, 6)), ((5,), (2, 5, 6)), ((2, 3, 4), (4,)),
+                                   ((2, 3, 4), (2, 4, 5)), ((1, 3, 4), (2, 4, 5))])
+def test_matmul_broadcast_shapes_values_and_grads(x64, sa, sb):
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal(sa), rng.standard_normal(sb)
+    np.testing.assert_allclose(np.asarray(jnp.matmul(a, b)), np.matmul(a, b), rtol=1e-12)
+    # gradient of sum(w * (a @ b)) is (w @ b^T, a^T @ w) summed over broadcast axes
+    w = rng.standard_normal(np.matmul(a, b).shape)
+    ga, gb = funcgrad.grad(lambda p, q: jnp.sum(jnp.asarray(w) * jnp.matmul(p, q)),
+                           argnums=(0, 1))(a, b)
+    eps = 1e-6
+    for g, x, k in ((ga, a, 0), (gb, b, 1)):
+        flat = x.reshape(-1)
+        for i in range(0, flat.size, max(1, flat.size // 5)):
+            d = np.zeros_like(flat)
+            d[i] = eps
+            args = [a, b]
+            args[k] = (flat + d).reshape(x.shape)
+            hi = np.sum(w * np.matmul(*args))
+            args[k] = (flat - d).reshape(x.shape)
+            lo = np.sum(w * np.matmul(*args))
+            np.testing.assert_allclose(np.asarray(g).reshape(-1)[i], (hi - lo) / (2 * eps),
+                                       rtol=1e-6, atol=1e-8)
+
+
+def test_matmul_with_a_matrix_does_not_broadcast_it():
+    # (..., m, k) @ (k, n): the matrix is contracted as it is, so its gradient is one product
+    # over all leading axes, not a batched product summed over a broadcast copy.
+    x = jnp.ones((35, 32, 64))
+    w = jnp.ones((64, 16))
+    jaxpr = funcgrad.make_jaxpr(funcgrad.grad(lambda w: jnp.sum(jnp.matmul(x, w))))(w)
+    names = [e.prim.name for e in jaxpr.jaxpr.eqns]
+    assert "broadcast_in_dim" not in [e.prim.name for e in jaxpr.jaxpr.eqns
+                                      if e.outvars[0].aval.shape == (35, 64, 16)], names
+    dots = [e for e in jaxpr.jaxpr.eqns if e.prim.name == "dot_general"]
+    assert dots and all(e.params["dimension_numbers"][1] == ((), ()) for e in dots), names
