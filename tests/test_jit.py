@@ -385,3 +385,29 @@ def test_pytree_arguments_repeat_calls_match_first_and_numpy():
                                    np.asarray(eager.running_mean), rtol=1e-6)
         assert int(jitted.num_batches_tracked) == k + 1
     assert step.trace_count == 1 and step._fast_tree
+
+
+def test_pytree_call_with_python_scalar_leaves_uses_current_values():
+    # A (params, hyperparameters) pytree with Python scalars, as an optimizer passes its
+    # learning rate: later calls take the cached path, and a changed value is used, not a
+    # stale device copy of the earlier one.
+    calls = []
+
+    @funcgrad.jit
+    def step(tree, x):
+        calls.append(1)
+        p, h = tree
+        return p["w"] * h["lr"] + x * h["n"] + jnp.where(h["flag"], 1.0, 0.0)
+
+    p = {"w": jnp.asarray(np.arange(3.0, dtype=np.float32))}
+    x = jnp.ones(3)
+    for lr, n, flag in [(0.5, 2, True), (0.25, 3, False), (-0.0, 1, True), (0.0, 1, True),
+                        (0.5, 2, True)]:
+        got = step((p, {"lr": lr, "n": n, "flag": flag}), x)
+        want = np.arange(3.0) * lr + n + (1.0 if flag else 0.0)
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
+    assert len(calls) == 1 and step.trace_count == 1
+    # -0.0 and 0.0 are different arguments: the sign reaches the computation
+    sign = funcgrad.jit(lambda t: jnp.copysign(1.0, t[1]) + t[0])
+    one = jnp.asarray(0.0)
+    assert float(sign((one, 0.0))) == 1.0 and float(sign((one, -0.0))) == -1.0

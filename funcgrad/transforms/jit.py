@@ -316,14 +316,22 @@ class JitFunction:
 
     def _call_tree(self, args):
         """Eager call with pytree arguments: one flatten and one dict lookup when every leaf is
-        an Array on one device; anything else (or a first call) takes the general path."""
+        an Array on one device or a Python scalar (an optimizer's learning rate); anything
+        else (or a first call) takes the general path."""
         leaves, treedef = tree_util.registry.flatten(args)
         key = [treedef]
         bufs = []
+        scalars = []
         sharding = None
         for leaf in leaves:
-            if type(leaf) is not Array:
-                return self._call_slow(args, {})
+            t = type(leaf)
+            if t is not Array:
+                if t not in _PY_SCALARS:
+                    return self._call_slow(args, {})
+                key.append(t)
+                scalars.append(len(bufs))
+                bufs.append(leaf)
+                continue
             buf = leaf._buf
             s = buf._sharding
             if s is not sharding:
@@ -332,6 +340,8 @@ class JitFunction:
                 sharding = s
             key.append(leaf.aval.key)
             bufs.append(buf)
+        if sharding is None:
+            return self._call_slow(args, {})
         key.append(sharding)
         key = tuple(key)
         entry = self._fast_tree.get(key)
@@ -347,6 +357,10 @@ class JitFunction:
             return out
         if entry is False:
             return self._call_slow(args, {})
+        if scalars:
+            in_avals, device = entry.closed.in_avals, sharding._device
+            for i in scalars:
+                bufs[i] = _scalar_buffer(bufs[i], in_avals[i], device)
         if entry.consts_bufs:
             bufs = entry.consts_bufs + bufs
         try:
@@ -422,6 +436,22 @@ class JitFunction:
 
     def __repr__(self):
         return f"<jit({self.__name__})>"
+
+
+_PY_SCALARS = (float, int, bool)
+_scalar_buffers = {}          # (type, value, dtype, device) -> device buffer
+
+
+def _scalar_buffer(value, aval, device):
+    """The device buffer of a Python scalar argument, cached by value: hyperparameters passed
+    on every call (a learning rate) are copied to the device once, not per call."""
+    k = (type(value), value.hex() if type(value) is float else value, aval.dtype, device)
+    buf = _scalar_buffers.get(k)
+    if buf is None:
+        if len(_scalar_buffers) >= 512:
+            _scalar_buffers.clear()
+        buf = _scalar_buffers[k] = to_buffer(value, device, aval)
+    return buf
 
 
 def _write_back(writeback, outs):
