@@ -150,6 +150,11 @@ class RNNBase(Module):
                 b_hh = getattr(self, "bias_hh" + sfx) if self.bias else None
                 w_hr = getattr(self, "weight_hr" + sfx) if self.proj_size else None
                 xw = F.linear(layer_in, w_ih, b_ih)              # (L, N, G*H) in one matmul
+                if b_hh is not None and self.mode != "GRU":
+                    # outside the loop (one fused add), so both biases' gradients are one
+                    # reduction of the same values; GRU's n gate needs b_hn inside r * (...)
+                    xw = xw + b_hh
+                    b_hh = None
                 # one scanned array per gate: XLA's CPU loop fusions are slow when they read
                 # one dynamically sliced array at several offsets
                 xw = _per_gate(xw, _GATES[self.mode])
