@@ -1,0 +1,163 @@
+"""Which XLA:CPU kernels run convolutions: 2-d convolutions forward and backward (input and
+weight gradients, under ``jit(value_and_grad(...))``) for LeNet and ResNet shapes, with
+funcgrad's CPU compile options (XLA's own convolution kernels, YNNPACK for matrix products and
+reductions) against the same program compiled with YNNPACK convolutions (XLA's default), and
+against PyTorch eager and JAX ``jit`` when installed.
+
+funcgrad's two variants are compiled in this process and timed in turns, round by round; the
+table shows medians in ms and the ratio default/YNNPACK (< 1.0: the default is faster). PyTorch
+and JAX run in their own processes (``--worker``), as in ``bench/nn_train.py``.
+
+Run: python bench/conv_kernels.py [--rounds 7] [--iters 5]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+
+# (name, x shape NCHW, weight shape OIHW, stride, padding)
+CASES = [
+    ("LeNet conv2 5x5 6->16, 14x14, batch 64", (64, 6, 14, 14), (16, 6, 5, 5), 1, 0),
+    ("ResNet 3x3 64->64, 56x56, batch 8", (8, 64, 56, 56), (64, 64, 3, 3), 1, 1),
+    ("ResNet 3x3 256->256, 14x14, batch 8", (8, 256, 14, 14), (256, 256, 3, 3), 1, 1),
+    ("ResNet 1x1 64->256, 56x56, batch 8", (8, 64, 56, 56), (256, 64, 1, 1), 1, 0),
+    ("ResNet stem 7x7/2 3->64, 112x112, batch 8", (8, 3, 112, 112), (64, 3, 7, 7), 2, 3),
+    ("3x3/2 64->128, 56x56, batch 8", (8, 64, 56, 56), (128, 64, 3, 3), 2, 1),
+]
+YNN_ALL = ("LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_INDIVIDUAL_CONVOLUTION,"
+           "LIBRARY_FUSION_TYPE_REDUCE")
+
+
+def inputs(case):
+    _, xs, ws, _, _ = case
+    rng = np.random.default_rng(0)
+    return (rng.standard_normal(xs).astype(np.float32),
+            (rng.standard_normal(ws) * 0.1).astype(np.float32))
+
+
+def timed(fn, rounds, iters):
+    """Median over rounds of the mean time of ``iters`` calls of ``fn`` (which blocks)."""
+    fn()
+    out = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        out.append((time.perf_counter() - t) / iters * 1e3)
+    return statistics.median(out)
+
+
+def funcgrad_variants(case, rounds, iters):
+    """{variant: (forward ms, grad ms)} for funcgrad's options and for YNNPACK convolutions."""
+    import funcgrad
+    import funcgrad.nn.functional as F
+    import funcgrad.numpy as jnp
+    from funcgrad.lowering import executable
+    _, _, _, stride, pad = case
+    x, w = (jnp.asarray(a) for a in inputs(case))
+    key = "xla_cpu_experimental_ynn_fusion_type"
+    default = executable.CPU_COMPILE_OPTIONS[key]
+    fns = {}
+    for name, value in (("funcgrad", default), ("ynn conv", YNN_ALL)):
+        executable.CPU_COMPILE_OPTIONS[key] = value
+        fwd = funcgrad.jit(lambda x, w: F.conv2d(x, w, stride=stride, padding=pad))
+        grad = funcgrad.jit(funcgrad.value_and_grad(
+            lambda x, w: jnp.sum(F.conv2d(x, w, stride=stride, padding=pad) ** 2),
+            argnums=(0, 1)))
+        fwd(x, w).block_until_ready()
+        grad(x, w)[0].block_until_ready()      # compiled now, with this option
+        fns[name] = (lambda f=fwd: f(x, w).block_until_ready(),
+                     lambda g=grad: g(x, w)[0].block_until_ready())
+    executable.CPU_COMPILE_OPTIONS[key] = default
+    res = {n: ([], []) for n in fns}
+    for _ in range(rounds):
+        for n, (f, g) in fns.items():
+            res[n][0].append(timed(f, 1, iters))
+            res[n][1].append(timed(g, 1, iters))
+    return {n: (statistics.median(a), statistics.median(b)) for n, (a, b) in res.items()}
+
+
+def torch_times(case, rounds, iters):
+    import torch
+    _, _, _, stride, pad = case
+    x, w = (torch.tensor(a) for a in inputs(case))
+    x.requires_grad_(True)
+    w.requires_grad_(True)
+
+    def fwd():
+        with torch.no_grad():
+            torch.nn.functional.conv2d(x, w, stride=stride, padding=pad)
+
+    def grad():
+        x.grad = w.grad = None
+        (torch.nn.functional.conv2d(x, w, stride=stride, padding=pad) ** 2).sum().backward()
+    return timed(fwd, rounds, iters), timed(grad, rounds, iters)
+
+
+def jax_times(case, rounds, iters):
+    import jax
+    import jax.numpy as jnp
+    _, _, _, stride, pad = case
+    x, w = (jnp.asarray(a) for a in inputs(case))
+
+    def conv(x, w):
+        return jax.lax.conv_general_dilated(x, w, (stride, stride), [(pad, pad)] * 2,
+                                            dimension_numbers=("NCHW", "OIHW", "NCHW"))
+    fwd = jax.jit(conv)
+    grad = jax.jit(jax.value_and_grad(lambda x, w: jnp.sum(conv(x, w) ** 2), argnums=(0, 1)))
+    return (timed(lambda: fwd(x, w).block_until_ready(), rounds, iters),
+            timed(lambda: grad(x, w)[0].block_until_ready(), rounds, iters))
+
+
+WORKERS = {"torch": torch_times, "jax": jax_times}
+
+
+def available(name):
+    try:
+        __import__(name)
+        return True
+    except ImportError:
+        return False
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--worker", nargs=2, metavar=("FRAMEWORK", "CASE"))
+    args = ap.parse_args()
+    if args.worker:
+        name, i = args.worker
+        print(json.dumps(WORKERS[name](CASES[int(i)], args.rounds, args.iters)))
+        return
+    others = [n for n in WORKERS if available(n)]
+    cols = ["funcgrad", "ynn conv"] + others
+    print(f"ms per call, median of {args.rounds} rounds of {args.iters} calls "
+          f"(fwd: forward; grad: value_and_grad w.r.t. input and weight)")
+    print("| convolution | " + " | ".join(f"{c} fwd | {c} grad" for c in cols)
+          + " | funcgrad / ynn conv (grad) |")
+    print("| --- " * (2 + 2 * len(cols)) + "|")
+    for i, case in enumerate(CASES):
+        t = funcgrad_variants(case, args.rounds, args.iters)
+        for n in others:
+            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", n,
+                                  str(i), "--rounds", str(args.rounds), "--iters",
+                                  str(args.iters)], capture_output=True, text=True, check=True)
+            t[n] = tuple(json.loads(out.stdout.strip().splitlines()[-1]))
+        print(f"| {case[0]} | " + " | ".join(f"{t[c][0]:.2f} | {t[c][1]:.2f}" for c in cols)
+              + f" | {t['funcgrad'][1] / t['ynn conv'][1]:.2f}x |", flush=True)
+    missing = [n for n in WORKERS if not available(n)]
+    if missing:
+        print(f"(not installed, so not measured: {', '.join(missing)})")
+
+
+if __name__ == "__main__":
+    main()
