@@ -1,8 +1,9 @@
 """Which XLA:CPU kernels run convolutions: 2-d convolutions forward and backward (input and
 weight gradients, under ``jit(value_and_grad(...))``) for LeNet and ResNet shapes, with
 funcgrad's CPU compile options (XLA's own convolution kernels, YNNPACK for matrix products and
-reductions) against the same program compiled with YNNPACK convolutions (XLA's default), and
-against PyTorch eager and JAX ``jit`` when installed.
+reductions; 1x1 convolutions with at least 256 output positions per example as matrix
+products, ``F._conv_pointwise``) against the same program compiled with YNNPACK convolutions
+(XLA's default), and against PyTorch eager and JAX ``jit`` when installed.
 
 funcgrad's two variants are compiled in this process and timed in turns, round by round; the
 table shows medians in ms and the ratio default/YNNPACK (< 1.0: the default is faster). PyTorch
@@ -31,6 +32,8 @@ CASES = [
     ("ResNet 1x1 64->256, 56x56, batch 8", (8, 64, 56, 56), (256, 64, 1, 1), 1, 0),
     ("ResNet stem 7x7/2 3->64, 112x112, batch 8", (8, 3, 112, 112), (64, 3, 7, 7), 2, 3),
     ("3x3/2 64->128, 56x56, batch 8", (8, 64, 56, 56), (128, 64, 3, 3), 2, 1),
+    ("ResNet downsample 1x1/2 64->128, 56x56, batch 8", (8, 64, 56, 56), (128, 64, 1, 1), 2, 0),
+    ("1x1/2 256->512, 14x14, batch 8", (8, 256, 14, 14), (512, 256, 1, 1), 2, 0),
 ]
 YNN_ALL = ("LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_INDIVIDUAL_CONVOLUTION,"
            "LIBRARY_FUSION_TYPE_REDUCE")

@@ -404,3 +404,35 @@ def test_conv_vmap_matches_loop(rng):
     out = np.asarray(funcgrad.vmap(f)(x, w))
     for b in range(3):
         np.testing.assert_allclose(out[b], np.asarray(f(x[b], w[b])), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("n,spatial,stride", [(1, (300,), 1), (1, (600,), 2), (2, (20, 16), 1),
+                                              (2, (33, 34), 2), (3, (8, 8, 6), 1),
+                                              (2, (6, 6), 1)])
+def test_pointwise_conv_values_and_grads(x64, n, spatial, stride, rng):
+    # 1x1 convolutions with at least 256 output positions per example run as per-example
+    # matrix products (F._conv_pointwise); (6, 6) takes the convolution path. Both must match
+    # a NumPy reference and the convolution primitive's gradients.
+    import funcgrad.nn.functional as F
+    conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[n]
+    x = rng.standard_normal((3, 5) + spatial)
+    w = rng.standard_normal((7, 5) + (1,) * n)
+    b = rng.standard_normal(7)
+    sub = x[(slice(None), slice(None)) + (slice(None, None, stride),) * n]
+    want = np.einsum("oc,nc...->no...", w.reshape(7, 5), sub) + b.reshape((1, 7) + (1,) * n)
+    got = conv(jnp.asarray(x), jnp.asarray(w), jnp.asarray(b), stride=stride)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-12, atol=1e-12)
+    unbatched = conv(jnp.asarray(x[0]), jnp.asarray(w), jnp.asarray(b), stride=stride)
+    np.testing.assert_allclose(np.asarray(unbatched), want[0], rtol=1e-12, atol=1e-12)
+
+    def ref(x, w):
+        dn = lax.conv_dimension_numbers(x.shape, w.shape, None)
+        return lax.conv_general_dilated(x, w, (stride,) * n, [(0, 0)] * n,
+                                        dimension_numbers=dn)
+    ct = rng.standard_normal(want.shape)
+    loss = lambda f: lambda x, w: jnp.sum(jnp.asarray(ct) * f(x, w))
+    g = funcgrad.jit(funcgrad.grad(loss(lambda x, w: conv(x, w, stride=stride)),
+                                   argnums=(0, 1)))(x, w)
+    g_ref = funcgrad.grad(loss(ref), argnums=(0, 1))(x, w)
+    for a, r in zip(g, g_ref):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(r), rtol=1e-11, atol=1e-12)
