@@ -387,12 +387,11 @@ def _pretranspose_invariant_dot_operands(j, num_consts, consts):
 def _reuse_xs_buffers(body, num_consts, num_carry, xs, length):
     """{ys index: xs index} pairing a per-step output y with an xs input x of the same stacked
     shape and dtype (each input at most once) when everything the body computes from x[t]
-    goes into y[t] (or reads it only through y[t]). Step t then reads x[t] before it writes y[t] into the same buffer, and
-    XLA sees that order from the data flow alone (whichever fusions it copies the read into),
-    so the write is in place: no zero-filled buffer for the output and no copy per step.
-    (Any pairing is correct, as XLA copies a buffer whose reads it cannot order; this rule
-    picks the ones where it does not need to.)"""
-    x_vars = body.invars[num_consts + num_carry:]
+    goes into y[t], or reads x[t] only through y[t]. Step t then reads x[t] before it writes
+    y[t] into the same buffer, and XLA sees that order from the data flow alone (whichever
+    fusions it copies the read into), so the write is in place: no zero-filled buffer for the
+    output and no copy per step. (Any pairing would be correct, as XLA copies a buffer whose
+    reads it cannot order before the write; this rule picks the pairings where it need not.)"""
     producer = {v: e for e in body.eqns for v in e.outvars}
     readers = {}
     for e in body.eqns:
@@ -400,41 +399,35 @@ def _reuse_xs_buffers(body, num_consts, num_carry, xs, length):
             if type(a) is Var:
                 readers.setdefault(a, []).append(e)
 
-    def reach(v, edges):
+    def walk(v, upstream):
+        """{id: eqn} of the equations v is computed from (upstream) or that use it."""
         seen, stack = {}, [v]
         while stack:
-            for e in edges(stack.pop()):
+            u = stack.pop()
+            nxt = ([producer[u]] if u in producer else []) if upstream else readers.get(u, [])
+            for e in nxt:
                 if id(e) not in seen:
                     seen[id(e)] = e
-                    stack.extend(a for a in (e.invars if edges is inputs_of else e.outvars)
+                    stack.extend(a for a in (e.invars if upstream else e.outvars)
                                  if type(a) is Var)
         return seen
-
-    def inputs_of(v):
-        return [producer[v]] if v in producer else []
-
-    def readers_of(v):
-        return readers.get(v, [])
 
     outs = {v for v in body.outvars if type(v) is Var}
     pairs, used = {}, set()
     for j, y in enumerate(body.outvars[num_carry:]):
         if type(y) is not Var or y not in producer:
             continue
-        before_y = reach(y, inputs_of)
-        after_y = reach(y, readers_of)
-        from_y = {y} | {v for e in after_y.values() for v in e.outvars}
-        for i, (xv, x) in enumerate(zip(x_vars, xs)):
-            a = aval_of(x)
+        before_y, after_y = walk(y, True), walk(y, False)
+        via_y = {y} | {v for e in after_y.values() for v in e.outvars}
+        for i, (xv, x) in enumerate(zip(body.invars[num_consts + num_carry:], xs)):
+            x_aval = aval_of(x)
             if i in used or xv not in readers or xv in outs \
-                    or a.shape != (length,) + y.aval.shape or a.dtype != y.aval.dtype:
+                    or x_aval.shape != (length,) + y.aval.shape or x_aval.dtype != y.aval.dtype:
                 continue
-            from_x = reach(xv, readers_of)
+            from_x = walk(xv, False)
             x_vals = {xv} | {v for e in from_x.values() for v in e.outvars}
-            # each use of x[t] is on the way to y[t], or after it and reading x[t] only
-            # through y[t]
             if all(k in before_y or (k in after_y and all(
-                    a in from_y for a in e.invars if type(a) is Var and a in x_vals))
+                    a in via_y for a in e.invars if type(a) is Var and a in x_vals))
                    for k, e in from_x.items()):
                 pairs[j] = i
                 used.add(i)
