@@ -34,6 +34,10 @@ CASES = [
     ("3x3/2 64->128, 56x56, batch 8", (8, 64, 56, 56), (128, 64, 3, 3), 2, 1),
     ("ResNet downsample 1x1/2 64->128, 56x56, batch 8", (8, 64, 56, 56), (128, 64, 1, 1), 2, 0),
     ("1x1/2 256->512, 14x14, batch 8", (8, 256, 14, 14), (512, 256, 1, 1), 2, 0),
+    ("ResNet-18 at 64x64: 3x3 512->512, 2x2, batch 8", (8, 512, 2, 2), (512, 512, 3, 3), 1, 1),
+    ("ResNet-18 at 64x64: 3x3/2 256->512, 4x4, batch 8", (8, 256, 4, 4), (512, 256, 3, 3), 2,
+     1),
+    ("MNIST-style 3x3 1->32, 28x28, batch 64", (64, 1, 28, 28), (32, 1, 3, 3), 1, 1),
 ]
 YNN_ALL = ("LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_INDIVIDUAL_CONVOLUTION,"
            "LIBRARY_FUSION_TYPE_REDUCE")

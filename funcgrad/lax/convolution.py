@@ -165,11 +165,17 @@ def _conv_abstract(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilat
 # lower on CPU to that sum of shifted, strided input slices times kernel columns: XLA fuses it
 # into one vectorized loop, several times faster than its CPU convolution for such shapes (a
 # 5x5 kernel on one input channel, 3x3 depthwise convolutions).
+# XLA copies the fused sum into the consumers of the convolution's output (the backward pass
+# reads it several times), so the sum must also be cheap per output pixel: terms x output
+# features per group at most CPU_TAP_SUM_MAX_WORK. Measured (value_and_grad, 2 cores): 1->32
+# channels 3x3 on 28x28 is 25% faster as a sum, 1->64 and 3->32 are 30-60% slower, and the
+# weight gradient of a 3x3 512-channel layer at 2x2 (32 terms, 512 features) 2.7x slower.
 CPU_TAP_SUM_MAX_TERMS = 32
+CPU_TAP_SUM_MAX_WORK = 320
 
 
-def _tap_sum_applies(ctx, lhs_aval, rhs_aval, dimension_numbers, batch_group_count,
-                     preferred_element_type):
+def _tap_sum_applies(ctx, lhs_aval, rhs_aval, dimension_numbers, feature_group_count,
+                     batch_group_count, preferred_element_type):
     if ctx.platform != "cpu" or batch_group_count != 1:
         return False
     if lhs_aval.dtype not in (np.dtype("float32"), np.dtype("float64")):
@@ -178,7 +184,9 @@ def _tap_sum_applies(ctx, lhs_aval, rhs_aval, dimension_numbers, batch_group_cou
         return False
     rhs_spec = dimension_numbers.rhs_spec
     terms = rhs_aval.shape[rhs_spec[1]] * int(np.prod([rhs_aval.shape[d] for d in rhs_spec[2:]]))
-    return 0 < terms <= CPU_TAP_SUM_MAX_TERMS and _size(ctx.avals_out[0]) > 0
+    per_group = rhs_aval.shape[rhs_spec[0]] // max(feature_group_count, 1)
+    return 0 < terms <= CPU_TAP_SUM_MAX_TERMS and terms * per_group <= CPU_TAP_SUM_MAX_WORK \
+        and _size(ctx.avals_out[0]) > 0
 
 
 def _size(aval):
@@ -224,11 +232,70 @@ def _conv_by_tap_sum(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dil
     return shapes.transpose(out, tuple(int(a) for a in np.argsort(out_spec)))
 
 
+def _kernel_exceeds_input(lhs_aval, rhs_aval, lhs_dilation, rhs_dilation, dimension_numbers):
+    """Whether a (dilated) kernel is larger than the (dilated, unpadded) input along some
+    spatial axis: XLA:CPU then swaps the operands into a layout its convolution kernels run
+    10-20x slower (a 3x3 kernel over ResNet's 2x2 last stage)."""
+    lhs_spec, rhs_spec, _ = dimension_numbers
+    for dl, dr, a, b in zip(lhs_spec[2:], rhs_spec[2:], lhs_dilation, rhs_dilation):
+        if (rhs_aval.shape[dr] - 1) * b + 1 > (lhs_aval.shape[dl] - 1) * a + 1:
+            return True
+    return False
+
+
+def _conv_padded_input(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
+                       dimension_numbers, feature_group_count, batch_group_count,
+                       preferred_element_type):
+    """The convolution with its padding and input dilation applied to the input first
+    (traced), so the convolution proper has no padding."""
+    from funcgrad.lax import shapes
+    dtype = aval_of(lhs).dtype
+    # Zeros are concatenated in rather than padded: XLA folds a pad of a convolution's input
+    # back into the convolution's padding and input dilation.
+    for d, a in zip(dimension_numbers.lhs_spec[2:], lhs_dilation):
+        if a > 1 and aval_of(lhs).shape[d] > 1:
+            shape = list(aval_of(lhs).shape)
+            n = shape[d]
+            col = shapes.expand_dims(lhs, (d + 1,))
+            zeros = shapes.full(tuple(shape[:d + 1]) + (a - 1,) + tuple(shape[d + 1:]),
+                                np.zeros((), dtype), dtype)
+            spread = shapes.concatenate([col, zeros], d + 1)            # (..., n, a, ...)
+            spread = shapes.reshape(spread, tuple(shape[:d]) + (n * a,) + tuple(shape[d + 1:]))
+            lhs = shapes.slice_in_dim(spread, 0, (n - 1) * a + 1, axis=d)
+    for d, (lo, hi) in zip(dimension_numbers.lhs_spec[2:], padding):
+        parts = []
+        for n in (lo, hi):
+            shape = list(aval_of(lhs).shape)
+            shape[d] = n
+            parts.append(shapes.full(tuple(shape), np.zeros((), dtype), dtype) if n else None)
+        pieces = [p for p in (parts[0], lhs, parts[1]) if p is not None]
+        if len(pieces) > 1:
+            lhs = shapes.concatenate(pieces, d)
+    nsp = len(padding)
+    return conv_general_dilated_p.bind(
+        lhs, rhs, window_strides=tuple(window_strides), padding=((0, 0),) * nsp,
+        lhs_dilation=(1,) * nsp, rhs_dilation=tuple(rhs_dilation),
+        dimension_numbers=dimension_numbers, feature_group_count=feature_group_count,
+        batch_group_count=batch_group_count, preferred_element_type=preferred_element_type)
+
+
 def _conv_lowering(ctx, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
                    dimension_numbers, feature_group_count, batch_group_count,
                    preferred_element_type):
+    if ctx.platform == "cpu" and all(lo >= 0 and hi >= 0 for lo, hi in padding) and (
+            any(a > 1 for a in lhs_dilation) or _kernel_exceeds_input(
+                ctx.avals_in[0], ctx.avals_in[1], lhs_dilation, rhs_dilation,
+                dimension_numbers)):
+        params = dict(window_strides=window_strides, padding=padding,
+                      lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
+                      dimension_numbers=dimension_numbers,
+                      feature_group_count=feature_group_count,
+                      batch_group_count=batch_group_count,
+                      preferred_element_type=preferred_element_type)
+        return ctx.lower_fun(lambda a, b: [_conv_padded_input(a, b, **params)], (lhs, rhs),
+                             "conv_padded_input")[0]
     if _tap_sum_applies(ctx, ctx.avals_in[0], ctx.avals_in[1], dimension_numbers,
-                        batch_group_count, preferred_element_type):
+                        feature_group_count, batch_group_count, preferred_element_type):
         return ctx.lower_fun(
             lambda a, b: [_conv_by_tap_sum(
                 a, b, window_strides=window_strides, padding=padding,

@@ -154,12 +154,18 @@ def _conv_channels_last(x, w, stride, pads, lhs_dilation, rhs_dilation, groups):
     return jnp.transpose(y, (0, n + 1) + sp)
 
 
+# 1x1 convolutions with at least this many output positions per example run as matrix
+# products (``_conv_pointwise``); below it the per-example weight-gradient products lose.
+POINTWISE_MIN_POSITIONS = 256
+
+
 def _conv_pointwise(x, w, stride):
     """A 1x1 convolution (no padding, one group) as a matrix product per example over the
     channel axis, in NC* layout: no layout transposes, and XLA's matrix product kernels run
     it and its gradients 1.5-6x faster than its convolution kernels when each example has at
-    least 256 output positions (with fewer, the weight gradient's per-example products lose:
-    ``_convnd`` then uses the convolution). Measured in ``bench/conv_kernels.py``."""
+    least ``POINTWISE_MIN_POSITIONS`` output positions (with fewer, the weight gradient's
+    per-example products lose: ``_convnd`` then uses the convolution). Measured in
+    ``bench/conv_kernels.py``."""
     n = x.ndim - 2
     if any(s != 1 for s in stride):
         x = x[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in stride)]
@@ -187,7 +193,8 @@ def _convnd(n, fname, x, weight, bias, stride, padding, dilation, groups):
                          f"with groups={groups} expects {weight.shape[1] * groups}")
     pads = _conv_padding(padding, k, dilation, stride, n, fname)
     if all(kk == 1 for kk in k) and groups == 1 and all(p == (0, 0) for p in pads) \
-            and np.prod([-(-d // s) for d, s in zip(x.shape[2:], stride)]) >= 256:
+            and np.prod([-(-d // s) for d, s in zip(x.shape[2:], stride)]) \
+            >= POINTWISE_MIN_POSITIONS:
         y = _conv_pointwise(x, weight, stride)
     else:
         y = _conv_channels_last(x, weight, stride, pads, (1,) * n, dilation, groups)

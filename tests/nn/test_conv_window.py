@@ -436,3 +436,51 @@ def test_pointwise_conv_values_and_grads(x64, n, spatial, stride, rng):
     g_ref = funcgrad.grad(loss(ref), argnums=(0, 1))(x, w)
     for a, r in zip(g, g_ref):
         np.testing.assert_allclose(np.asarray(a), np.asarray(r), rtol=1e-11, atol=1e-12)
+
+
+PADDED_INPUT_CASES = [
+    # on CPU these lower with the padding (and input dilation) applied to the input first, then
+    # XLA's convolution (more than CPU_TAP_SUM_MAX_TERMS products per output pixel): a kernel
+    # larger than the input, and input dilation (transposed convolutions)
+    ((2, 6, 2, 2), (3, 6, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), (1, 1), 1, 1),
+    ((2, 12, 2, 3), (6, 6, 3, 3), (1, 1), ((2, 1), (1, 1)), (1, 1), (2, 1), 2, 1),
+    ((2, 5, 3, 3), (4, 5, 3, 3), (2, 1), ((1, 2), (2, 1)), (2, 2), (1, 1), 1, 1),
+    ((2, 9, 4), (2, 9, 5), (1,), ((2, 2),), (3,), (1,), 1, 1),
+    ((4, 9, 3, 3), (4, 9, 2, 2), (1, 1), ((1, 1), (1, 1)), (2, 1), (1, 1), 1, 2),
+]
+
+
+@pytest.mark.parametrize("case", PADDED_INPUT_CASES)
+def test_conv_padded_input_lowering_values_and_grads(case, x64, rng):
+    xs, ws, st, pads, ld, rd, fgc, bgc = case
+    x = rng.standard_normal(xs)
+    w = rng.standard_normal(ws)
+
+    def conv(a, b):
+        return lax.conv_general_dilated(a, b, st, pads, ld, rd, feature_group_count=fgc,
+                                        batch_group_count=bgc)
+    want = ref_conv(x, w, st, pads, ld, rd, fgc, bgc)
+    np.testing.assert_allclose(np.asarray(funcgrad.jit(conv)(x, w)), want, rtol=1e-12,
+                               atol=1e-12)
+    import re
+    text = funcgrad.jit(conv).lower(x, w).as_text()
+    conv_lines = [ln for ln in text.splitlines() if "stablehlo.convolution" in ln]
+    assert conv_lines, text
+    for ln in conv_lines:       # XLA's convolution runs without padding or input dilation
+        dil = re.search(r"lhs_dilate = \[([0-9, ]+)\]", ln)
+        pad = re.search(r"pad = (\[\[.*?\]\])", ln)
+        assert dil is None or set(dil.group(1).replace(" ", "").split(",")) == {"1"}, ln
+        assert pad is None or set(re.findall(r"-?\d+", pad.group(1))) == {"0"}, ln
+    # gradients (whose convolutions take the same lowering) against finite differences
+    f = lambda a, b: jnp.sum(jnp.sin(conv(a, b)))
+    gx, gw = funcgrad.jit(funcgrad.grad(f, argnums=(0, 1)))(x, w)
+    eps = 1e-6
+    for arr, g, which in ((x, gx, 0), (w, gw, 1)):
+        for idx in itertools.islice(np.ndindex(arr.shape), 0, None, max(arr.size // 6, 1)):
+            d = np.zeros_like(arr)
+            d[idx] = eps
+            args_p, args_m = [x, w], [x, w]
+            args_p[which] = arr + d
+            args_m[which] = arr - d
+            fd = (float(f(*args_p)) - float(f(*args_m))) / (2 * eps)
+            np.testing.assert_allclose(np.asarray(g)[idx], fd, rtol=1e-6, atol=1e-8)
