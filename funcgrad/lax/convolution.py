@@ -232,13 +232,14 @@ def _conv_by_tap_sum(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dil
     return shapes.transpose(out, tuple(int(a) for a in np.argsort(out_spec)))
 
 
-def _kernel_exceeds_input(lhs_aval, rhs_aval, lhs_dilation, rhs_dilation, dimension_numbers):
-    """Whether a (dilated) kernel is larger than the (dilated, unpadded) input along some
-    spatial axis: XLA:CPU then swaps the operands into a layout its convolution kernels run
-    10-20x slower (a 3x3 kernel over ResNet's 2x2 last stage)."""
+def _kernel_exceeds_input(lhs_aval, rhs_aval, rhs_dilation, dimension_numbers):
+    """Whether a (dilated) kernel is larger than the input as stored (before padding and input
+    dilation) along some spatial axis: XLA:CPU then swaps the operands into a batch-minor
+    layout that it runs with its naive loop emitter, 10-20x slower (a 3x3 kernel over
+    ResNet's 2x2 last stage, or over the 2x2 input gradient of a stride-2 layer)."""
     lhs_spec, rhs_spec, _ = dimension_numbers
-    for dl, dr, a, b in zip(lhs_spec[2:], rhs_spec[2:], lhs_dilation, rhs_dilation):
-        if (rhs_aval.shape[dr] - 1) * b + 1 > (lhs_aval.shape[dl] - 1) * a + 1:
+    for dl, dr, b in zip(lhs_spec[2:], rhs_spec[2:], rhs_dilation):
+        if (rhs_aval.shape[dr] - 1) * b + 1 > lhs_aval.shape[dl]:
             return True
     return False
 
@@ -282,10 +283,9 @@ def _conv_padded_input(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_d
 def _conv_lowering(ctx, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
                    dimension_numbers, feature_group_count, batch_group_count,
                    preferred_element_type):
-    if ctx.platform == "cpu" and all(lo >= 0 and hi >= 0 for lo, hi in padding) and (
-            any(a > 1 for a in lhs_dilation) or _kernel_exceeds_input(
-                ctx.avals_in[0], ctx.avals_in[1], lhs_dilation, rhs_dilation,
-                dimension_numbers)):
+    if ctx.platform == "cpu" and all(lo >= 0 and hi >= 0 for lo, hi in padding) \
+            and _kernel_exceeds_input(ctx.avals_in[0], ctx.avals_in[1], rhs_dilation,
+                                      dimension_numbers):
         params = dict(window_strides=window_strides, padding=padding,
                       lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
                       dimension_numbers=dimension_numbers,
