@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 
-# (name, x shape NCHW, weight shape OIHW, stride, padding)
+# (name, x shape NCHW, weight shape OIHW, stride, padding[, groups])
 CASES = [
     ("LeNet conv2 5x5 6->16, 14x14, batch 64", (64, 6, 14, 14), (16, 6, 5, 5), 1, 0),
     ("ResNet 3x3 64->64, 56x56, batch 8", (8, 64, 56, 56), (64, 64, 3, 3), 1, 1),
@@ -38,13 +38,19 @@ CASES = [
     ("ResNet-18 at 64x64: 3x3/2 256->512, 4x4, batch 8", (8, 256, 4, 4), (512, 256, 3, 3), 2,
      1),
     ("MNIST-style 3x3 1->32, 28x28, batch 64", (64, 1, 28, 28), (32, 1, 3, 3), 1, 1),
+    ("depthwise 3x3 64ch, 56x56, batch 8", (8, 64, 56, 56), (64, 1, 3, 3), 1, 1, 64),
+    ("depthwise 3x3 x2 64->128ch, 28x28, batch 8", (8, 64, 28, 28), (128, 1, 3, 3), 1, 1, 64),
 ]
 YNN_ALL = ("LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_INDIVIDUAL_CONVOLUTION,"
            "LIBRARY_FUSION_TYPE_REDUCE")
 
 
+def groups(case):
+    return case[5] if len(case) > 5 else 1
+
+
 def inputs(case):
-    _, xs, ws, _, _ = case
+    xs, ws = case[1], case[2]
     rng = np.random.default_rng(0)
     return (rng.standard_normal(xs).astype(np.float32),
             (rng.standard_normal(ws) * 0.1).astype(np.float32))
@@ -68,16 +74,16 @@ def funcgrad_variants(case, rounds, iters):
     import funcgrad.nn.functional as F
     import funcgrad.numpy as jnp
     from funcgrad.lowering import executable
-    _, _, _, stride, pad = case
+    stride, pad, g = case[3], case[4], groups(case)
     x, w = (jnp.asarray(a) for a in inputs(case))
     key = "xla_cpu_experimental_ynn_fusion_type"
     default = executable.CPU_COMPILE_OPTIONS[key]
     fns = {}
     for name, value in (("funcgrad", default), ("ynn conv", YNN_ALL)):
         executable.CPU_COMPILE_OPTIONS[key] = value
-        fwd = funcgrad.jit(lambda x, w: F.conv2d(x, w, stride=stride, padding=pad))
+        fwd = funcgrad.jit(lambda x, w: F.conv2d(x, w, stride=stride, padding=pad, groups=g))
         grad = funcgrad.jit(funcgrad.value_and_grad(
-            lambda x, w: jnp.sum(F.conv2d(x, w, stride=stride, padding=pad) ** 2),
+            lambda x, w: jnp.sum(F.conv2d(x, w, stride=stride, padding=pad, groups=g) ** 2),
             argnums=(0, 1)))
         fwd(x, w).block_until_ready()
         grad(x, w)[0].block_until_ready()      # compiled now, with this option
@@ -94,30 +100,32 @@ def funcgrad_variants(case, rounds, iters):
 
 def torch_times(case, rounds, iters):
     import torch
-    _, _, _, stride, pad = case
+    stride, pad, g = case[3], case[4], groups(case)
     x, w = (torch.tensor(a) for a in inputs(case))
     x.requires_grad_(True)
     w.requires_grad_(True)
 
     def fwd():
         with torch.no_grad():
-            torch.nn.functional.conv2d(x, w, stride=stride, padding=pad)
+            torch.nn.functional.conv2d(x, w, stride=stride, padding=pad, groups=g)
 
     def grad():
         x.grad = w.grad = None
-        (torch.nn.functional.conv2d(x, w, stride=stride, padding=pad) ** 2).sum().backward()
+        (torch.nn.functional.conv2d(x, w, stride=stride, padding=pad, groups=g) ** 2).sum() \
+            .backward()
     return timed(fwd, rounds, iters), timed(grad, rounds, iters)
 
 
 def jax_times(case, rounds, iters):
     import jax
     import jax.numpy as jnp
-    _, _, _, stride, pad = case
+    stride, pad, g = case[3], case[4], groups(case)
     x, w = (jnp.asarray(a) for a in inputs(case))
 
     def conv(x, w):
         return jax.lax.conv_general_dilated(x, w, (stride, stride), [(pad, pad)] * 2,
-                                            dimension_numbers=("NCHW", "OIHW", "NCHW"))
+                                            dimension_numbers=("NCHW", "OIHW", "NCHW"),
+                                            feature_group_count=g)
     fwd = jax.jit(conv)
     grad = jax.jit(jax.value_and_grad(lambda x, w: jnp.sum(conv(x, w) ** 2), argnums=(0, 1)))
     return (timed(lambda: fwd(x, w).block_until_ready(), rounds, iters),
