@@ -17,12 +17,14 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
+
+from nn_train import median_step_ms  # noqa: E402
 
 # (name, x shape NCHW, weight shape OIHW, stride, padding[, groups])
 CASES = [
@@ -57,15 +59,8 @@ def inputs(case):
 
 
 def timed(fn, rounds, iters):
-    """Median over rounds of the mean time of ``iters`` calls of ``fn`` (which blocks)."""
-    fn()
-    out = []
-    for _ in range(rounds):
-        t = time.perf_counter()
-        for _ in range(iters):
-            fn()
-        out.append((time.perf_counter() - t) / iters * 1e3)
-    return statistics.median(out)
+    """Median over rounds of the mean ms of ``iters`` calls of ``fn`` (which blocks)."""
+    return median_step_ms(fn, iters, rounds=rounds, warmup=1)
 
 
 def funcgrad_variants(case, rounds, iters):
