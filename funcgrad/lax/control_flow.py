@@ -413,19 +413,23 @@ def _reuse_xs_buffers(body, num_consts, num_carry, xs, length):
         return seen
 
     outs = {v for v in body.outvars if type(v) is Var}
+    x_vars = body.invars[num_consts + num_carry:]
+    from_xs = {}                  # x var -> (equations computed from it, values they make)
     pairs, used = {}, set()
     for j, y in enumerate(body.outvars[num_carry:]):
         if type(y) is not Var or y not in producer:
             continue
         before_y, after_y = walk(y, True), walk(y, False)
         via_y = {y} | {v for e in after_y.values() for v in e.outvars}
-        for i, (xv, x) in enumerate(zip(body.invars[num_consts + num_carry:], xs)):
+        for i, (xv, x) in enumerate(zip(x_vars, xs)):
             x_aval = aval_of(x)
             if i in used or xv not in readers or xv in outs \
                     or x_aval.shape != (length,) + y.aval.shape or x_aval.dtype != y.aval.dtype:
                 continue
-            from_x = walk(xv, False)
-            x_vals = {xv} | {v for e in from_x.values() for v in e.outvars}
+            if xv not in from_xs:
+                down = walk(xv, False)
+                from_xs[xv] = (down, {xv} | {v for e in down.values() for v in e.outvars})
+            from_x, x_vals = from_xs[xv]
             if all(k in before_y or (k in after_y and all(
                     a in via_y for a in e.invars if type(a) is Var and a in x_vals))
                    for k, e in from_x.items()):
