@@ -61,7 +61,7 @@ def to_buffer(x, device, aval=None):
 
 # XLA:CPU compile options funcgrad sets unless XLA_FLAGS names them. YNNPACK runs matrix
 # products and reductions; convolutions stay with XLA's own (Eigen) kernels, which measured
-# 1.1-2.5x faster for LeNet and ResNet shapes, forward and backward (bench/conv_kernels.py).
+# 1.1-2.7x faster for LeNet and ResNet shapes, forward and backward (bench/conv_kernels.py).
 CPU_COMPILE_OPTIONS = {
     "xla_cpu_experimental_ynn_fusion_type":
         "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE",
