@@ -174,9 +174,9 @@ CPU_TAP_SUM_MAX_TERMS = 32
 CPU_TAP_SUM_MAX_WORK = 320
 
 
-def _tap_sum_applies(ctx, lhs_aval, rhs_aval, dimension_numbers, feature_group_count,
+def _tap_sum_applies(out_aval, lhs_aval, rhs_aval, dimension_numbers, feature_group_count,
                      batch_group_count, preferred_element_type):
-    if ctx.platform != "cpu" or batch_group_count != 1:
+    if batch_group_count != 1:
         return False
     if lhs_aval.dtype not in (np.dtype("float32"), np.dtype("float64")):
         return False
@@ -186,7 +186,7 @@ def _tap_sum_applies(ctx, lhs_aval, rhs_aval, dimension_numbers, feature_group_c
     terms = rhs_aval.shape[rhs_spec[1]] * int(np.prod([rhs_aval.shape[d] for d in rhs_spec[2:]]))
     per_group = rhs_aval.shape[rhs_spec[0]] // max(feature_group_count, 1)
     return 0 < terms <= CPU_TAP_SUM_MAX_TERMS and terms * per_group <= CPU_TAP_SUM_MAX_WORK \
-        and _size(ctx.avals_out[0]) > 0
+        and _size(out_aval) > 0
 
 
 def _size(aval):
@@ -321,8 +321,8 @@ def _cpu_rewrite(ctx, params):
     if all(lo >= 0 and hi >= 0 for lo, hi in params["padding"]) and _kernel_exceeds_input(
             lhs_aval, rhs_aval, params["rhs_dilation"], dn):
         return _conv_padded_input
-    if _tap_sum_applies(ctx, lhs_aval, rhs_aval, dn, params["feature_group_count"], groups,
-                        params["preferred_element_type"]):
+    if _tap_sum_applies(ctx.avals_out[0], lhs_aval, rhs_aval, dn,
+                        params["feature_group_count"], groups, params["preferred_element_type"]):
         return _conv_by_tap_sum
     return None
 
@@ -333,12 +333,7 @@ def _conv_lowering(ctx, lhs, rhs, **params):
         out_shape = ctx.avals_out[0].shape
         return ctx.lower_fun(lambda a, b: [rule(a, b, out_shape=out_shape, **params)],
                              (lhs, rhs), rule.__name__)[0]
-    dimension_numbers = params["dimension_numbers"]
-    padding, window_strides = params["padding"], params["window_strides"]
-    lhs_dilation, rhs_dilation = params["lhs_dilation"], params["rhs_dilation"]
-    feature_group_count = params["feature_group_count"]
-    batch_group_count = params["batch_group_count"]
-    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    lhs_spec, rhs_spec, out_spec = params["dimension_numbers"]
     dnums = stablehlo.ConvDimensionNumbers.get(
         input_batch_dimension=lhs_spec[0], input_feature_dimension=lhs_spec[1],
         input_spatial_dimensions=list(lhs_spec[2:]),
@@ -347,12 +342,13 @@ def _conv_lowering(ctx, lhs, rhs, **params):
         output_batch_dimension=out_spec[0], output_feature_dimension=out_spec[1],
         output_spatial_dimensions=list(out_spec[2:]))
     nsp = len(lhs_spec) - 2
-    pad_attr = ir.DenseIntElementsAttr.get(np.asarray(padding, np.int64).reshape(nsp, 2),
-                                           shape=[nsp, 2])
+    pad_attr = ir.DenseIntElementsAttr.get(
+        np.asarray(params["padding"], np.int64).reshape(nsp, 2), shape=[nsp, 2])
     return stablehlo.convolution(
-        _hlo.ir_type(ctx.avals_out[0]), lhs, rhs, dnums, feature_group_count, batch_group_count,
-        window_strides=list(window_strides), padding=pad_attr,
-        lhs_dilation=list(lhs_dilation), rhs_dilation=list(rhs_dilation))
+        _hlo.ir_type(ctx.avals_out[0]), lhs, rhs, dnums, params["feature_group_count"],
+        params["batch_group_count"], window_strides=list(params["window_strides"]),
+        padding=pad_attr, lhs_dilation=list(params["lhs_dilation"]),
+        rhs_dilation=list(params["rhs_dilation"]))
 
 
 conv_general_dilated_p.def_lowering(_conv_lowering)

@@ -166,7 +166,6 @@ def _conv_pointwise(x, w, stride):
     least ``POINTWISE_MIN_POSITIONS`` output positions (with fewer, the weight gradient's
     per-example products lose: ``_convnd`` then uses the convolution). Measured in
     ``bench/conv_kernels.py``."""
-    n = x.ndim - 2
     if any(s != 1 for s in stride):
         x = x[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in stride)]
     sp = x.shape[2:]
