@@ -1,19 +1,22 @@
 """Activation and normalization functions with JAX's ``jax.nn`` names and semantics.
 
 Every function is plain ``funcgrad.numpy``/``funcgrad.lax`` code, so it works eagerly and under
-``jit``, ``grad`` and ``vmap``.
+``jit``, ``grad`` and ``vmap``; ``relu`` and ``relu6`` also carry a ``custom_jvp`` whose
+derivative reads their output (see ``_masked_by_output``).
 
 Example:
     >>> import funcgrad.nn as nn
     >>> nn.relu(jnp.array([-1.0, 2.0]))
     Array([0., 2.], dtype=float32)
 """
+import functools
 import math
 
 import numpy as np
 
 import funcgrad.numpy as jnp
 from funcgrad import lax
+from funcgrad.transforms.custom_derivatives import custom_jvp
 
 
 def _stop(x):
@@ -29,17 +32,51 @@ def _axis(axis, ndim):
     return tuple(a % ndim for a in axis)
 
 
-def relu(x):
-    """max(x, 0) (derivative 0 at 0). Example: ``nn.relu(jnp.array([-1., 1.]))``."""
-    x = jnp.asarray(x)
-    # where, not maximum: the derivative at 0 is 0 (maximum would split it 0.5/0.5)
+def _masked_by_output(fun, keep):
+    """``fun`` (elementwise, piecewise identity or constant) with the derivative
+    ``where(keep(fun(x)), t, 0)``: the backward pass reads the activation's output, which the
+    next layer keeps anyway, instead of its input. Under ``jit`` this spares XLA recomputing a
+    fused producer (a convolution or a normalization) just to find where the input was
+    positive. Integer inputs take the plain function."""
+    custom = custom_jvp(fun)
+
+    @custom.defjvp
+    def _jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        y = custom(x)
+        return y, jnp.where(keep(y), t, jnp.zeros((), t.dtype))
+
+    @functools.wraps(fun)
+    def apply(x):
+        x = jnp.asarray(x)
+        return custom(x) if jnp.issubdtype(x.dtype, jnp.inexact) else fun(x)
+    return apply
+
+
+def _relu(x):
     return jnp.where(x > 0, x, jnp.zeros((), x.dtype))
 
 
+def _relu6(x):
+    return jnp.clip(x, jnp.zeros((), x.dtype), jnp.full((), 6, x.dtype))
+
+
+_relu_masked = _masked_by_output(_relu, lambda y: y > 0)
+_relu6_masked = _masked_by_output(_relu6, lambda y: (y > 0) & (y < 6))
+
+
+def relu(x):
+    """max(x, 0), with derivative 0 at 0 (as PyTorch and JAX).
+
+    Example: ``nn.relu(jnp.array([-1., 1.]))``."""
+    return _relu_masked(x)
+
+
 def relu6(x):
-    """min(max(x, 0), 6). Example: ``nn.relu6(x)``."""
-    x = jnp.asarray(x)
-    return jnp.minimum(jnp.maximum(x, 0.0), 6.0)
+    """min(max(x, 0), 6), with derivative 0 at 0 and at 6 (as PyTorch).
+
+    Example: ``nn.relu6(x)``."""
+    return _relu6_masked(x)
 
 
 def leaky_relu(x, negative_slope=0.01):

@@ -83,6 +83,48 @@ def test_relu_gradient_at_zero_and_softplus_large():
     np.testing.assert_allclose(np.asarray(nn.softplus(jnp.asarray([100.0]))), [100.0])
 
 
+@pytest.mark.parametrize("fn, lo, hi", [(nn.relu, 0.0, None), (nn.relu6, 0.0, 6.0)])
+def test_relu_family_derivative_reads_output(fn, lo, hi):
+    """Derivative 0 at the kinks (PyTorch's convention), the same through jvp, vjp, jit and
+    vmap, and in float64 against central differences away from the kinks."""
+    pts = [-2.0, lo, 0.5, 3.0, 7.5] + ([hi] if hi is not None else [])
+    x = jnp.asarray(pts)
+    want = np.array([0.0 if (p <= lo or (hi is not None and p >= hi)) else 1.0 for p in pts],
+                    np.float32)
+    g = funcgrad.grad(lambda v: jnp.sum(fn(v)))(x)
+    np.testing.assert_array_equal(np.asarray(g), want)
+    _, t = funcgrad.jvp(fn, (x,), (jnp.ones_like(x),))
+    np.testing.assert_array_equal(np.asarray(t), want)
+    np.testing.assert_array_equal(np.asarray(funcgrad.jit(funcgrad.vmap(funcgrad.grad(fn)))(x)),
+                                  want)
+    assert float(funcgrad.grad(funcgrad.grad(lambda v: fn(v) * v))(jnp.asarray(0.5))) == 2.0
+    ints = fn(jnp.asarray([-2, 3, 9]))
+    assert ints.dtype == jnp.int32
+    np.testing.assert_array_equal(np.asarray(ints), np.clip([-2, 3, 9], 0, hi))
+
+
+@pytest.mark.parametrize("fn", [nn.relu, nn.relu6])
+def test_relu_family_gradient_matches_central_differences(fn, x64):
+    z = np.array([-1.3, 0.4, 2.2, 5.1, 8.0])
+    g = funcgrad.grad(lambda v: jnp.sum(fn(v) ** 2))(jnp.asarray(z))
+    assert g.dtype == jnp.float64
+    eps = 1e-6
+    fd = [(float(jnp.sum(fn(jnp.asarray(z + eps * e)) ** 2))
+           - float(jnp.sum(fn(jnp.asarray(z - eps * e)) ** 2))) / (2 * eps) for e in np.eye(5)]
+    np.testing.assert_allclose(np.asarray(g), fd, rtol=1e-7, atol=1e-9)
+
+
+def test_relu_backward_masks_with_the_output():
+    """The backward pass compares relu's output, not its input, so XLA need not recompute a
+    fused producer (a convolution) to find the mask."""
+    x = jnp.asarray(np.linspace(-1, 1, 6, dtype=np.float32))
+    closed = funcgrad.make_jaxpr(funcgrad.grad(lambda v: jnp.sum(nn.relu(v * 2.0) * v)))(x)
+    eqns = closed.jaxpr.eqns
+    relu_out = next(e.outvars[0] for e in eqns if e.prim.name == "custom_jvp_call")
+    masks = [e for e in eqns if e.prim.name == "gt"]
+    assert masks and all(e.invars[0] is relu_out for e in masks)
+
+
 def test_lstm_matches_numpy_loop(rng):
     funcgrad.manual_seed(0)
     lstm = nn.LSTM(3, 4, batch_first=True)
