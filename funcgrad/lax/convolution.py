@@ -309,6 +309,69 @@ def _conv_split_batch_groups(lhs, rhs, *, dimension_numbers, batch_group_count,
     return shapes.reshape(both, tuple(shape))
 
 
+# XLA:CPU's convolution vectorizes over output features, so with few of them (LeNet's
+# second convolution has 6 input channels, so its input gradient has 6 output features) most
+# of each vector is idle. Splitting every output axis into its 2 phases (even and odd
+# positions) makes 2**d times more output features at a stride of 2, computed from a kernel
+# one tap larger per axis; the phases are interleaved back after.
+CPU_PHASES_MAX_FEATURES = 8
+
+
+def _phases_apply(out_aval, lhs_aval, rhs_aval, params):
+    dn = params["dimension_numbers"]
+    if params["feature_group_count"] != 1 or params["batch_group_count"] != 1:
+        return False
+    if lhs_aval.dtype not in (np.dtype("float32"), np.dtype("float64")):
+        return False
+    if any(s != 1 for s in tuple(params["window_strides"]) + tuple(params["lhs_dilation"])
+           + tuple(params["rhs_dilation"])):
+        return False
+    if any(lo < 0 or hi < 0 for lo, hi in params["padding"]):
+        return False
+    out_sp = [out_aval.shape[d] for d in dn.out_spec[2:]]
+    taps = [rhs_aval.shape[d] for d in dn.rhs_spec[2:]]
+    # Axes with 2 or more outputs are split, and their kernel must not be larger than the
+    # output: a weight gradient's "kernel" is the incoming gradient, whose 2**d padded copies
+    # cost more than the split saves (LeNet's conv1 weight gradient got slower).
+    split = [(t, n) for t, n in zip(taps, out_sp) if n >= 2]
+    return rhs_aval.shape[dn.rhs_spec[0]] <= CPU_PHASES_MAX_FEATURES and bool(split) and \
+        all(t <= n for t, n in split) and _size(out_aval) > 0
+
+
+def _conv_by_output_phases(lhs, rhs, *, padding, dimension_numbers, preferred_element_type,
+                           out_shape, **_):
+    """A stride-1 convolution with few output features as a stride-2 convolution with
+    2**d times as many, one per output phase, interleaved back (traced)."""
+    import itertools
+    from funcgrad.lax import shapes
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    out_sp = [out_shape[d] for d in out_spec[2:]]
+    split = [2 if n >= 2 else 1 for n in out_sp]                 # phases per output axis
+    n_ph = [-(-n // s) for n, s in zip(out_sp, split)]           # outputs per phase
+    kernels = []
+    for phase in itertools.product(*[range(s) for s in split]):
+        cfg = [(0, 0, 0)] * aval_of(rhs).ndim
+        for d, p, s in zip(rhs_spec[2:], phase, split):
+            cfg[d] = (p, s - 1 - p, 0)
+        kernels.append(shapes.pad(rhs, np.zeros((), aval_of(rhs).dtype), cfg))
+    kernel = shapes.concatenate(kernels, rhs_spec[0])            # phase-major features
+    # one more zero at the high end of an axis with an odd number of outputs
+    pads = [(lo, hi + s * m - n) for (lo, hi), s, m, n in zip(padding, split, n_ph, out_sp)]
+    nsp = len(out_sp)
+    y = conv_general_dilated_p.bind(
+        lhs, kernel, window_strides=tuple(split), padding=tuple(pads),
+        lhs_dilation=(1,) * nsp, rhs_dilation=(1,) * nsp, dimension_numbers=dimension_numbers,
+        feature_group_count=1, batch_group_count=1, preferred_element_type=preferred_element_type)
+    y = shapes.transpose(y, out_spec)                            # (N, phases*O, *n_ph)
+    n, o = aval_of(y).shape[0], out_shape[out_spec[1]]
+    y = shapes.reshape(y, (n,) + tuple(split) + (o,) + tuple(n_ph))
+    perm = [0, 1 + nsp] + [a for k in range(nsp) for a in (2 + nsp + k, 1 + k)]
+    y = shapes.reshape(shapes.transpose(y, perm),
+                       (n, o) + tuple(m * s for m, s in zip(n_ph, split)))
+    y = shapes.slice(y, [0] * (nsp + 2), [n, o] + out_sp)
+    return shapes.transpose(y, tuple(int(a) for a in np.argsort(out_spec)))
+
+
 def _cpu_rewrite(ctx, params):
     """The lax-level rewrite (traced, then inlined) a convolution lowers through on CPU, or
     None for XLA's own convolution."""
@@ -324,6 +387,8 @@ def _cpu_rewrite(ctx, params):
     if _tap_sum_applies(ctx.avals_out[0], lhs_aval, rhs_aval, dn,
                         params["feature_group_count"], groups, params["preferred_element_type"]):
         return _conv_by_tap_sum
+    if _phases_apply(ctx.avals_out[0], lhs_aval, rhs_aval, params):
+        return _conv_by_output_phases
     return None
 
 

@@ -1,6 +1,7 @@
 """conv_general_dilated and reduce_window against NumPy references; their transpose and batch
 rules against the adjoint identity and a loop; jvp/grad/vmap once those transforms exist."""
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -452,7 +453,8 @@ PADDED_INPUT_CASES = [
 
 
 @pytest.mark.parametrize("case", PADDED_INPUT_CASES)
-def test_conv_padded_input_lowering_values_and_grads(case, x64, rng):
+def test_conv_padded_input_lowering_values_and_grads(case, x64, rng, monkeypatch):
+    monkeypatch.setattr(C, "CPU_PHASES_MAX_FEATURES", 0)     # only this rewrite
     xs, ws, st, pads, ld, rd, fgc, bgc = case
     x = rng.standard_normal(xs)
     w = rng.standard_normal(ws)
@@ -473,6 +475,57 @@ def test_conv_padded_input_lowering_values_and_grads(case, x64, rng):
         assert dil is None or set(dil.group(1).replace(" ", "").split(",")) == {"1"}, ln
         assert pad is None or set(re.findall(r"-?\d+", pad.group(1))) == {"0"}, ln
     # gradients (whose convolutions take the same lowering) against finite differences
+    f = lambda a, b: jnp.sum(jnp.sin(conv(a, b)))
+    gx, gw = funcgrad.jit(funcgrad.grad(f, argnums=(0, 1)))(x, w)
+    eps = 1e-6
+    for arr, g, which in ((x, gx, 0), (w, gw, 1)):
+        for idx in itertools.islice(np.ndindex(arr.shape), 0, None, max(arr.size // 6, 1)):
+            d = np.zeros_like(arr)
+            d[idx] = eps
+            args_p, args_m = [x, w], [x, w]
+            args_p[which] = arr + d
+            args_m[which] = arr - d
+            fd = (float(f(*args_p)) - float(f(*args_m))) / (2 * eps)
+            np.testing.assert_allclose(np.asarray(g)[idx], fd, rtol=1e-6, atol=1e-8)
+
+
+PHASES_CASES = [
+    # stride-1 convolutions with at most CPU_PHASES_MAX_FEATURES output features (and more
+    # than CPU_TAP_SUM_MAX_TERMS products per pixel) lower on CPU as one stride-2 convolution
+    # per output phase: LeNet's conv2 input gradient, odd output sizes, 1-d, 3-d with an axis
+    # of one output (not split), channels-last
+    ((3, 16, 6, 6), (6, 16, 5, 5), ((4, 4), (4, 4)), None),
+    ((2, 10, 7, 5), (3, 10, 3, 2), ((1, 1), (0, 2)), None),
+    ((2, 12, 9), (2, 12, 4), ((2, 1),), None),
+    ((1, 4, 4, 5, 3), (2, 4, 2, 3, 3), ((1, 0), (1, 1), (0, 0)), None),
+    ((2, 7, 6, 9), (3, 3, 9, 5), ((1, 1), (1, 1)), ("NHWC", "HWIO", "NHWC")),
+]
+
+
+@pytest.mark.parametrize("case", PHASES_CASES)
+def test_conv_output_phases_lowering_values_and_grads(case, x64, rng, monkeypatch):
+    xs, ws, pads, dn = case
+    x = rng.standard_normal(xs)
+    w = rng.standard_normal(ws)
+    nsp = len(xs) - 2
+
+    def conv(a, b):
+        return lax.conv_general_dilated(a, b, (1,) * nsp, pads, dimension_numbers=dn)
+    if dn is None:
+        want = ref_conv(x, w, (1,) * nsp, pads, (1,) * nsp, (1,) * nsp, 1, 1)
+    else:       # the same convolution in NCHW/OIHW, transposed back
+        want = ref_conv(x.transpose(0, 3, 1, 2), w.transpose(3, 2, 0, 1), (1, 1), pads,
+                        (1, 1), (1, 1), 1, 1).transpose(0, 2, 3, 1)
+    text = funcgrad.jit(conv).lower(x, w).as_text()
+    strides = re.findall(r"stride = \[([0-9, ]+)\]", text)
+    assert strides and all("2" in s for s in strides), text
+    np.testing.assert_allclose(np.asarray(funcgrad.jit(conv)(x, w)), want, rtol=1e-12,
+                               atol=1e-12)
+    monkeypatch.setattr(C, "CPU_PHASES_MAX_FEATURES", 0)     # XLA's convolution as it is
+    assert "stride = [2" not in funcgrad.jit(conv).lower(x, w).as_text()
+    np.testing.assert_allclose(np.asarray(funcgrad.jit(conv)(x, w)), want, rtol=1e-12,
+                               atol=1e-12)
+    monkeypatch.undo()
     f = lambda a, b: jnp.sum(jnp.sin(conv(a, b)))
     gx, gw = funcgrad.jit(funcgrad.grad(f, argnums=(0, 1)))(x, w)
     eps = 1e-6
