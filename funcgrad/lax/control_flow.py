@@ -1416,6 +1416,15 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, u
     x_out_pos = {v: k for k, v in enumerate(jt.outvars[n_lc + n_lk:]) if type(v) is Var}
     extra = [v for v in dict.fromkeys(v for h in hoist.values() for v in h[1])
              if v not in stacked_in and v not in x_out_pos]
+    # An operand concatenated in the body from values stacked anyway (the per-gate input
+    # cotangents of an LSTM, joined for the recurrent weight's gradient) is joined once after
+    # the loop instead of being stacked a second time.
+    producer = {o: e for e in jt.eqns for o in e.outvars}
+    joined = {v: producer[v] for v in extra
+              if v in producer and producer[v].prim.name == "concatenate"
+              and all(type(a) is Var and (a in stacked_in or a in x_out_pos)
+                      for a in producer[v].invars)}
+    extra = [v for v in extra if v not in joined]
     jt_run = Jaxpr(jt.constvars, jt.invars, jt.eqns, jt.outvars + extra) if extra else jt
     acc_idx = [i for i in range(n_lc) if i not in hoist]
     n_xo = len(jt.outvars) - n_lc - n_lk
@@ -1435,6 +1444,9 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, u
     stacked_env = dict(stacked_in)
     stacked_env.update(zip(extra, ct_xs[n_xo:]))
     stacked_env.update((v, ct_xs[k]) for v, k in x_out_pos.items())
+    for v, e in joined.items():
+        stacked_env[v] = shapes.concatenate([stacked_env[a] for a in e.invars],
+                                            e.params["dimension"] + 1)
     ct_xs = ct_xs[:n_xo]
     acc, acc_l = [None] * n_lc, iter(acc_l)
     for i in range(n_lc):

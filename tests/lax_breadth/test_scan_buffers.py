@@ -130,3 +130,40 @@ def test_custom_tangent_scan_reverse_mode_has_no_extra_forward_loop(x64):
     # the primal loop and the backward loop; sin(x_t) and cos(x_t) * c_{t-1} are recomputed
     # from the saved xs in the backward loop, not stacked by a third (forward) loop
     assert len(scans) == 2, [e.prim.name for e in jaxpr.jaxpr.eqns]
+
+
+def test_concatenated_cotangent_for_a_weight_gradient_is_joined_after_the_loop(x64):
+    """A recurrence with per-gate inputs (as nn.LSTM scans them): the reverse loop stacks each
+    gate's input cotangent once; the recurrent weight's gradient joins those stacks after the
+    loop instead of stacking their concatenation a second time."""
+    rng = np.random.default_rng(5)
+    h0 = rng.standard_normal((2, 3))
+    w = rng.standard_normal((6, 3)) * 0.5
+    xa, xb = rng.standard_normal((5, 2, 3)), rng.standard_normal((5, 2, 3))
+
+    def run(h0, w, xa, xb):
+        def step(h, x):
+            a, b = jnp.split(h @ w.T, 2, axis=-1)
+            h = jnp.tanh(a + x[0]) * lax.logistic(b + x[1])
+            return h, h
+        return jnp.sum(lax.scan(step, h0, (xa, xb))[1] ** 2)
+
+    def loop(h0, w, xa, xb):          # the same recurrence, unrolled in Python
+        h, total = h0, 0.0
+        for t in range(5):
+            a, b = jnp.split(h @ w.T, 2, axis=-1)
+            h = jnp.tanh(a + xa[t]) * lax.logistic(b + xb[t])
+            total = total + jnp.sum(h ** 2)
+        return total
+
+    got = funcgrad.grad(run, argnums=(0, 1, 2, 3))(h0, w, xa, xb)
+    want = funcgrad.grad(loop, argnums=(0, 1, 2, 3))(h0, w, xa, xb)
+    for g, r in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-11, atol=1e-12)
+    jaxpr = funcgrad.make_jaxpr(funcgrad.grad(run, argnums=(1, 2, 3)))(h0, w, xa, xb).jaxpr
+    back = [e for e in jaxpr.eqns if e.prim.name == "scan"][-1]
+    stacked = [v.aval.shape for v in back.outvars[back.params["num_carry"]:]]
+    # the two per-gate cotangents (5, 2, 3), not also their (5, 2, 6) concatenation
+    assert (5, 2, 6) not in stacked and stacked.count((5, 2, 3)) == 2, stacked
+    assert any(e.prim.name == "concatenate" and e.outvars[0].aval.shape == (5, 2, 6)
+               for e in jaxpr.eqns)
