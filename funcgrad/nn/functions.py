@@ -44,7 +44,7 @@ def _masked_by_output(fun, keep):
     def _jvp(primals, tangents):
         (x,), (t,) = primals, tangents
         y = custom(x)
-        return y, jnp.where(keep(y), t, jnp.zeros((), t.dtype))
+        return y, jnp.where(keep(y), t, 0)
 
     @functools.wraps(fun)
     def apply(x):
@@ -54,11 +54,11 @@ def _masked_by_output(fun, keep):
 
 
 def _relu(x):
-    return jnp.where(x > 0, x, jnp.zeros((), x.dtype))
+    return jnp.where(x > 0, x, 0)          # a Python 0 is weakly typed: x's dtype
 
 
 def _relu6(x):
-    return jnp.clip(x, jnp.zeros((), x.dtype), jnp.full((), 6, x.dtype))
+    return jnp.clip(x, 0, 6)
 
 
 _relu_masked = _masked_by_output(_relu, lambda y: y > 0)

@@ -1,13 +1,15 @@
-"""Elementwise functions with NumPy broadcasting and JAX's dtype promotion."""
+"""Elementwise functions with NumPy broadcasting and JAX's dtype promotion.
+
+Eagerly, a function that must promote, convert or broadcast its operands runs as one compiled
+call (``_util.one_dispatch_when_eager``); under transformations it traces as usual."""
 import numpy as np
 
 from funcgrad import lax
 from funcgrad.core import dtypes
 from funcgrad.core.interpreters import Value
-from funcgrad.core.interpreters import Value
 from funcgrad.core.values import aval_of
-from funcgrad.numpy._util import (check_arraylike, promote_and_broadcast, promote_dtypes,
-                                  to_inexact)
+from funcgrad.numpy._util import (check_arraylike, one_dispatch_when_eager,
+                                  promote_and_broadcast, promote_dtypes, to_inexact)
 
 
 def _doc(name, what, example):
@@ -38,17 +40,22 @@ def _unary(name, lax_fn, what, inexact=False):
 def _binary(name, lax_fn, what, inexact=False):
     prim = getattr(lax_fn, "prim", None)
 
+    def general(x1, x2, /):
+        check_arraylike(name, x1, x2)
+        a, b = promote_and_broadcast(name, x1, x2)
+        if inexact:
+            a, b = to_inexact(a), to_inexact(b)
+        return lax_fn(a, b)
+    general.__name__ = general.__qualname__ = name
+    general = one_dispatch_when_eager(general)
+
     def fn(x1, x2, /):
         if prim is not None and isinstance(x1, Value) and isinstance(x2, Value):
             # Fast path: operands of one aval need no promotion or broadcasting.
             a1, a2 = x1.aval, x2.aval
             if (a1 is a2 or a1 == a2) and (not inexact or a1.dtype in _INEXACT):
                 return prim.bind(x1, x2)
-        check_arraylike(name, x1, x2)
-        a, b = promote_and_broadcast(name, x1, x2)
-        if inexact:
-            a, b = to_inexact(a), to_inexact(b)
-        return lax_fn(a, b)
+        return general(x1, x2)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = _doc(name, what, "x, y")
     return fn
@@ -148,6 +155,7 @@ def reciprocal(x, /):
     return lax.integer_pow(to_inexact(promote_dtypes(x)[0]), -1)
 
 
+@one_dispatch_when_eager
 def right_shift(x1, x2, /):
     """Elementwise ``x >> y`` (arithmetic for signed, logical for unsigned).
 
@@ -173,6 +181,11 @@ def power(x1, x2, /):
         x = promote_dtypes(x1)[0]
         if x2 >= 0 or dtypes.is_inexact(aval_of(x).dtype):
             return lax.integer_pow(x, x2)
+    return _power(x1, x2)
+
+
+@one_dispatch_when_eager
+def _power(x1, x2, /):
     a, b = promote_and_broadcast("power", x1, x2)
     dt = aval_of(a).dtype
     if dtypes.is_integer(dt):
@@ -198,6 +211,7 @@ def _integer_power(x, y):
 pow = power
 
 
+@one_dispatch_when_eager
 def float_power(x1, x2, /):
     """``x ** y`` computed in the widest float type. Example: ``jnp.float_power(x, 0.5)``."""
     a, b = promote_and_broadcast("float_power", x1, x2)
@@ -207,6 +221,7 @@ def float_power(x1, x2, /):
     return lax.pow(a, b)
 
 
+@one_dispatch_when_eager
 def floor_divide(x1, x2, /):
     """Elementwise ``x // y`` (rounding towards -inf, as NumPy).
 
@@ -230,6 +245,7 @@ def floor_divide(x1, x2, /):
     return lax.floor(lax.div(a, b))
 
 
+@one_dispatch_when_eager
 def remainder(x1, x2, /):
     """Elementwise ``x % y`` with the sign of ``y`` (NumPy's mod).
 
@@ -256,6 +272,7 @@ def remainder(x1, x2, /):
 mod = remainder
 
 
+@one_dispatch_when_eager
 def fmod(x1, x2, /):
     """Remainder with the sign of ``x`` (C's fmod). Example: ``jnp.fmod(x, 3)``."""
     a, b = promote_and_broadcast("fmod", x1, x2)
@@ -290,9 +307,9 @@ def _logical(name, lax_fn, symbol):
         check_arraylike(name, x1, x2)
         a, b = promote_and_broadcast(name, x1, x2)
         return lax_fn(_to_bool(a), _to_bool(b))
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = _doc(name, f"Elementwise logical {symbol} (truthiness of each element).", "x, y")
-    return fn
+    return one_dispatch_when_eager(fn)
 
 
 logical_and = _logical("logical_and", lax.bitwise_and, "AND")
@@ -352,6 +369,7 @@ def signbit(x, /):
     return lax.lt(bitcast_convert_type(x, int_dt), np.zeros((), int_dt))
 
 
+@one_dispatch_when_eager
 def copysign(x1, x2, /):
     """``|x|`` with the sign of ``y``. Example: ``jnp.copysign(x, -1.0)``."""
     a, b = promote_and_broadcast("copysign", x1, x2)
@@ -372,6 +390,7 @@ def fmin(x1, x2, /):
     return lax.select(isnan(a), b, lax.select(isnan(b), a, lax.min(a, b)))
 
 
+@one_dispatch_when_eager
 def hypot(x1, x2, /):
     """``sqrt(x**2 + y**2)`` without overflow. Example: ``jnp.hypot(3.0, 4.0)``."""
     a, b = promote_and_broadcast("hypot", x1, x2)
@@ -387,6 +406,7 @@ def hypot(x1, x2, /):
                       lax.full(aval_of(out).shape, inf, dt), out)
 
 
+@one_dispatch_when_eager
 def logaddexp(x1, x2, /):
     """``log(exp(x) + exp(y))`` computed stably. Example: ``jnp.logaddexp(x, y)``."""
     a, b = promote_and_broadcast("logaddexp", x1, x2)
@@ -483,6 +503,11 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
         return nonzero(condition, size=size, fill_value=fill_value)
     if x is None or y is None:
         raise ValueError("funcgrad.numpy.where: give both x and y, or neither")
+    return _where3(condition, x, y)
+
+
+@one_dispatch_when_eager
+def _where3(condition, x, y):
     check_arraylike("where", condition, x, y)
     from funcgrad.numpy._util import broadcast_shapes, broadcast_to_shape, shape_of
     x, y = promote_dtypes(x, y)
@@ -492,6 +517,7 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
                       broadcast_to_shape(y, shape))
 
 
+@one_dispatch_when_eager
 def heaviside(x1, x2, /):
     """0 for x < 0, x2 for x == 0, 1 for x > 0. Example: ``jnp.heaviside(x, 0.5)``."""
     a, b = promote_and_broadcast("heaviside", x1, x2)
