@@ -6,8 +6,8 @@ import numpy as np
 from funcgrad import lax
 from funcgrad.core import dtypes, interpreters
 from funcgrad.core.interpreters import Value
-from funcgrad.lowering.array import Array
 from funcgrad.core.values import PYTHON_SCALARS, aval_of
+from funcgrad.lowering.array import Array
 
 
 def check_arraylike(fname, *args):
