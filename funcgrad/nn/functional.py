@@ -833,6 +833,17 @@ def _class_axis_last(x):
     return jnp.moveaxis(x, 1, -1)
 
 
+def _check_class_targets(name, t, input_shape, logp):
+    """Class-index targets have the input's shape without its class axis (axis 1, or 0 for
+    one unbatched example)."""
+    if tuple(t.shape) != tuple(logp.shape[:-1]):
+        want = tuple(input_shape[:1]) + tuple(input_shape[2:]) if len(input_shape) > 1 else ()
+        raise ValueError(f"{name}: class-index target of shape {tuple(t.shape)} does not match "
+                         f"input {tuple(input_shape)} (expected target shape {want})")
+    if not jnp.issubdtype(t.dtype, jnp.integer):
+        raise TypeError(f"{name}: class-index targets must be integers, got {t.dtype}")
+
+
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     """Negative log-likelihood of log-probabilities ``input`` (N, C, ...) at class ``target``.
 
@@ -843,6 +854,7 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     """
     logp = _class_axis_last(jnp.asarray(input))
     t = jnp.asarray(target)
+    _check_class_targets("F.nll_loss", t, jnp.shape(input), logp)
     c = logp.shape[-1]
     valid = t != ignore_index
     safe_t = jnp.where(valid, t, 0)
@@ -887,6 +899,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
         if reduction == "mean":
             return jnp.sum(loss) / (loss.size if loss.ndim else 1)
         return _reduce(loss, reduction, "F.cross_entropy")
+    _check_class_targets("F.cross_entropy", t, x.shape, logp)
     valid = t != ignore_index
     safe_t = jnp.where(valid, t, 0)
     picked = jnp.take_along_axis(logp, jnp.expand_dims(safe_t, -1), axis=-1)[..., 0]
@@ -1023,3 +1036,28 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if dropout_p > 0.0:
         w = dropout(w, dropout_p, True, key=dropout_key)
     return jnp.matmul(w, v)
+
+
+# --- eager calls as one executable -------------------------------------------------------------
+# Called eagerly (outside any transformation), these multi-primitive functions compile once per
+# (shapes, dtypes, options) and run as one executable: F.cross_entropy on (64, 100) logits takes
+# about 25 us instead of 800 us of per-primitive dispatches. Every non-array option is static.
+_EAGER_STATIC = {
+    "softmax": ("dim", "dtype"), "log_softmax": ("dim", "dtype"),
+    "nll_loss": ("ignore_index", "reduction"),
+    "cross_entropy": ("ignore_index", "reduction", "label_smoothing"),
+    "mse_loss": ("reduction",), "l1_loss": ("reduction",),
+    "smooth_l1_loss": ("reduction", "beta"), "huber_loss": ("reduction", "delta"),
+    "binary_cross_entropy": ("reduction",),
+    "binary_cross_entropy_with_logits": ("reduction",),
+    "kl_div": ("reduction", "log_target"),
+}
+
+
+def _compile_when_eager():
+    from funcgrad.transforms.eager_jit import jit_when_eager
+    for name, static in _EAGER_STATIC.items():
+        globals()[name] = jit_when_eager(globals()[name], static)
+
+
+_compile_when_eager()

@@ -299,3 +299,22 @@ def sparse_plus(x):
     """0 for x <= -1, (x+1)^2/4 for |x| < 1, x for x >= 1. Example: ``nn.sparse_plus(x)``."""
     x = jnp.asarray(x)
     return jnp.where(x <= -1, 0.0, jnp.where(x >= 1, x, (x + 1) ** 2 / 4))
+
+
+# --- eager calls as one executable -------------------------------------------------------------
+# As in nn.functional: eagerly, these compile once per (shapes, dtypes, options) and run as
+# one executable instead of one dispatch per primitive. Every non-array option is static.
+_EAGER_STATIC = {
+    "softmax": ("axis", "initial"), "log_softmax": ("axis", "initial"),
+    "logsumexp": ("axis", "keepdims", "return_sign"), "gelu": ("approximate",),
+    "standardize": ("axis", "epsilon"),
+}
+
+
+def _compile_when_eager():
+    from funcgrad.transforms.eager_jit import jit_when_eager
+    for name, static in _EAGER_STATIC.items():
+        globals()[name] = jit_when_eager(globals()[name], static)
+
+
+_compile_when_eager()

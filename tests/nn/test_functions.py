@@ -160,3 +160,39 @@ def test_norms_match_numpy(rng):
     np.testing.assert_array_equal(np.asarray(emb.weight)[1], [0, 0])
     g = funcgrad.grad(lambda w: jnp.sum(F.embedding(jnp.asarray([1, 2, 2]), w, 1)))(emb.weight)
     np.testing.assert_array_equal(np.asarray(g)[:3], [[0, 0], [0, 0], [2, 2]])
+
+
+EAGER_CALLS = [
+    ("F.cross_entropy", lambda x, y: F.cross_entropy(x, y, label_smoothing=0.1)),
+    ("F.nll_loss", lambda x, y: F.nll_loss(F.log_softmax(x, dim=1), y, reduction="sum")),
+    ("F.mse_loss", lambda x, y: F.mse_loss(x, x * 0.5, reduction="none")),
+    ("nn.softmax", lambda x, y: nn.softmax(x, axis=0)),
+    ("nn.logsumexp", lambda x, y: nn.logsumexp(x, axis=1, keepdims=True)),
+    ("jnp.var", lambda x, y: jnp.var(x, axis=0, ddof=1)),
+    ("mean method", lambda x, y: x.mean(axis=(0, 1))),
+]
+
+
+@pytest.mark.parametrize("name, call", EAGER_CALLS, ids=[n for n, _ in EAGER_CALLS])
+def test_eager_losses_and_reductions_run_as_one_executable(name, call, rng):
+    """Eager calls of multi-primitive losses, softmaxes and reductions compile once per shape
+    and option set (no per-primitive eager executables) and equal the jitted call."""
+    from funcgrad.lowering import eager
+    x = jnp.asarray(rng.standard_normal((6, 5)).astype(np.float32))
+    y = jnp.asarray(rng.integers(0, 5, 6).astype(np.int32))
+    before = set(eager._op_cache)
+    got = call(x, y)
+    assert set(eager._op_cache) == before, name
+    want = funcgrad.jit(call)(x, y)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, atol=1e-7)
+    assert got.dtype == want.dtype and got.shape == want.shape
+
+
+def test_class_index_target_errors_name_the_shapes():
+    x = jnp.ones((4, 3, 5))
+    with pytest.raises(ValueError, match=r"F.cross_entropy: .*\(4, 6\).*\(4, 3, 5\).*\(4, 5\)"):
+        F.cross_entropy(x, jnp.zeros((4, 6), jnp.int32))
+    with pytest.raises(ValueError, match=r"F.nll_loss: .*\(4,\).*expected target shape \(4, 5\)"):
+        F.nll_loss(x, jnp.zeros((4,), jnp.int32))
+    with pytest.raises(TypeError, match="F.cross_entropy: class-index targets must be integers"):
+        F.cross_entropy(x, jnp.zeros((4, 5), jnp.bool_))
