@@ -31,7 +31,7 @@ from funcgrad import lax
 from funcgrad import numpy as jnp
 from funcgrad.core import dtypes
 from funcgrad.core.values import aval_of
-from funcgrad.transforms.eager_jit import jit_when_eager
+from funcgrad.transforms.eager_jit import jit_when_eager_in
 from funcgrad.transforms.jit import jit
 
 __all__ = [
@@ -842,6 +842,4 @@ _STATIC = {
     "loggamma": ("shape", "dtype"), "beta": ("shape", "dtype"),
     "dirichlet": ("shape", "dtype"), "chisquare": ("shape", "dtype"), "t": ("shape", "dtype"),
 }
-for _name, _static in _STATIC.items():
-    globals()[_name] = jit_when_eager(globals()[_name], _static)
-del _name, _static
+jit_when_eager_in(globals(), _STATIC)

@@ -20,6 +20,7 @@ from funcgrad import lax
 from funcgrad.nn import functions as _fn
 from funcgrad.nn.functions import (celu, elu, glu, hard_tanh as hardtanh, log_sigmoid,  # noqa
                                    mish, relu, relu6, selu, silu, soft_sign as softsign)
+from funcgrad.transforms.eager_jit import jit_when_eager_in
 
 logsigmoid = log_sigmoid
 
@@ -1053,11 +1054,4 @@ _EAGER_STATIC = {
     "kl_div": ("reduction", "log_target"),
 }
 
-
-def _compile_when_eager():
-    from funcgrad.transforms.eager_jit import jit_when_eager
-    for name, static in _EAGER_STATIC.items():
-        globals()[name] = jit_when_eager(globals()[name], static)
-
-
-_compile_when_eager()
+jit_when_eager_in(globals(), _EAGER_STATIC)

@@ -17,6 +17,7 @@ import numpy as np
 import funcgrad.numpy as jnp
 from funcgrad import lax
 from funcgrad.transforms.custom_derivatives import custom_jvp
+from funcgrad.transforms.eager_jit import jit_when_eager_in
 
 
 def _stop(x):
@@ -310,11 +311,4 @@ _EAGER_STATIC = {
     "standardize": ("axis", "epsilon"),
 }
 
-
-def _compile_when_eager():
-    from funcgrad.transforms.eager_jit import jit_when_eager
-    for name, static in _EAGER_STATIC.items():
-        globals()[name] = jit_when_eager(globals()[name], static)
-
-
-_compile_when_eager()
+jit_when_eager_in(globals(), _EAGER_STATIC)

@@ -743,10 +743,8 @@ _STATIC = {
 
 
 def _install_eager_jit():
-    from funcgrad.transforms.eager_jit import jit_when_eager
-    g = globals()
-    for name, static in _STATIC.items():
-        g[name] = jit_when_eager(g[name], static)
+    from funcgrad.transforms.eager_jit import jit_when_eager_in
+    jit_when_eager_in(globals(), _STATIC)
 
 
 _install_eager_jit()

@@ -9,6 +9,7 @@ from funcgrad.core import dtypes
 from funcgrad.core.values import aval_of
 from funcgrad.numpy._util import (canonical_dtype, canonicalize_axes, canonicalize_axis,
                                   check_arraylike, promote_dtypes, to_inexact)
+from funcgrad.transforms.eager_jit import jit_when_eager_in
 
 
 def _keep(x, axes, ndim):
@@ -251,11 +252,4 @@ _EAGER_STATIC = {
     "std": ("axis", "dtype", "out", "ddof", "keepdims", "correction"),
 }
 
-
-def _compile_when_eager():
-    from funcgrad.transforms.eager_jit import jit_when_eager
-    for name, static in _EAGER_STATIC.items():
-        globals()[name] = jit_when_eager(globals()[name], static)
-
-
-_compile_when_eager()
+jit_when_eager_in(globals(), _EAGER_STATIC)

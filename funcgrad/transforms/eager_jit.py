@@ -85,6 +85,17 @@ def jit_when_eager(fun, static=()):
     return wrapper
 
 
+def jit_when_eager_in(namespace, static_by_name):
+    """Replace each function named in ``static_by_name`` in ``namespace`` (a module's
+    ``globals()``) by ``jit_when_eager(function, static)``, ``static`` being its entry.
+
+    Example:
+        >>> jit_when_eager_in(globals(), {"mean": ("axis", "keepdims")})
+    """
+    for name, static in static_by_name.items():
+        namespace[name] = jit_when_eager(namespace[name], static)
+
+
 def _is_array_leaf(v):
     return v is None or isinstance(v, (Value, np.ndarray, np.generic, bool, int, float,
                                        complex))
