@@ -40,3 +40,4 @@ from funcgrad.nn.recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # 
 from funcgrad.nn.losses import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss,  # noqa: F401
                                 HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss)
 from funcgrad.nn.init import manual_seed  # noqa: F401
+from funcgrad.nn import utils  # noqa: F401,E402
