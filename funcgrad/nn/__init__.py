@@ -24,7 +24,8 @@ from funcgrad.nn.activation import (  # noqa: F401
     LogSoftmax, Mish, ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softplus, Softsign, Tanh, Unflatten)
 from funcgrad.nn.attention import (MultiheadAttention, TransformerEncoder,  # noqa: F401
                                    TransformerEncoderLayer)
-from funcgrad.nn.containers import ModuleDict, ModuleList, Sequential  # noqa: F401
+from funcgrad.nn.containers import (ModuleDict, ModuleList, ParameterDict,  # noqa: F401
+                                   ParameterList, Sequential)
 from funcgrad.nn.conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d,  # noqa: F401
                               ConvTranspose2d)
 from funcgrad.nn.dropout import (AlphaDropout, Dropout, Dropout1d, Dropout2d,  # noqa: F401

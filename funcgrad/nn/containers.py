@@ -1,7 +1,8 @@
-"""Containers: ``Sequential``, ``ModuleList``, ``ModuleDict`` (children named as in PyTorch)."""
+"""Containers: ``Sequential``, ``ModuleList``, ``ModuleDict``, ``ParameterList`` and
+``ParameterDict`` (children and parameters named as in PyTorch)."""
 import collections
 
-from funcgrad.nn.module import Module
+from funcgrad.nn.module import Module, Parameter
 
 
 class Sequential(Module):
@@ -138,3 +139,126 @@ class ModuleDict(Module):
 
     def forward(self, *args, **kwargs):
         raise TypeError("ModuleDict is a container, not a callable layer; index it by name")
+
+
+def _as_parameter(value):
+    return value if isinstance(value, Parameter) else Parameter(value)
+
+
+def _parameter_lines(params):
+    """PyTorch's repr lines for a parameter container."""
+    return "\n".join(
+        f"({k}): Parameter containing: [{box.dtype} of size {'x'.join(map(str, box.shape))}]"
+        + ("" if box.requires_grad else " (frozen)") for k, box in params.items())
+
+
+class ParameterList(Module):
+    """A list of parameters registered as "0", "1", ... (PyTorch's state_dict keys).
+
+    As with a Parameter attribute, reading an item gives its array and assigning an array to
+    an item replaces the value in the same Parameter box (what optimizers update).
+
+    Example:
+        >>> scales = nn.ParameterList([jnp.ones(4) for _ in range(3)])
+        >>> list(scales.state_dict())
+        ['0', '1', '2']
+    """
+
+    def __init__(self, values=None):
+        super().__init__()
+        for v in values or ():
+            self.append(v)
+
+    def append(self, value):
+        self.register_parameter(str(len(self._parameters)), _as_parameter(value))
+        return self
+
+    def extend(self, values):
+        for v in values:
+            self.append(v)
+        return self
+
+    def __len__(self):
+        return len(self._parameters)
+
+    def __iter__(self):
+        return (box.data for box in self._parameters.values())
+
+    def __getitem__(self, idx):
+        boxes = list(self._parameters.values())
+        if isinstance(idx, slice):
+            return ParameterList(boxes[idx])
+        return boxes[idx].data
+
+    def __setitem__(self, idx, value):
+        name = list(self._parameters)[idx]
+        if isinstance(value, Parameter):
+            self.register_parameter(name, value)
+        else:
+            setattr(self, name, value)
+
+    def extra_repr(self):
+        return _parameter_lines(self._parameters)
+
+    def forward(self, *args, **kwargs):
+        raise TypeError("ParameterList is a container, not a callable layer; iterate over it")
+
+
+class ParameterDict(Module):
+    """A dict of named parameters; reading gives arrays, assigning an array updates the
+    Parameter in place, assigning a Parameter registers it.
+
+    Example:
+        >>> p = nn.ParameterDict({"scale": jnp.ones(4), "shift": jnp.zeros(4)})
+        >>> p["scale"].shape
+        (4,)
+    """
+
+    def __init__(self, values=None):
+        super().__init__()
+        self.update(values or {})
+
+    def __setitem__(self, key, value):
+        if not isinstance(key, str) or not key or "." in key:
+            raise KeyError(f"ParameterDict: parameter names must be non-empty strings without "
+                           f"'.', got {key!r}")
+        if key in self._parameters and not isinstance(value, Parameter):
+            setattr(self, key, value)
+        else:
+            self.register_parameter(key, _as_parameter(value))
+
+    def __getitem__(self, key):
+        return self._parameters[key].data
+
+    def __delitem__(self, key):
+        del self._parameters[key]
+        self._changed()
+
+    def __len__(self):
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters)
+
+    def __contains__(self, key):
+        return key in self._parameters
+
+    def keys(self):
+        return self._parameters.keys()
+
+    def values(self):
+        return [box.data for box in self._parameters.values()]
+
+    def items(self):
+        return [(k, box.data) for k, box in self._parameters.items()]
+
+    def update(self, values):
+        items = values.items() if hasattr(values, "items") else values
+        for k, v in items:
+            self[k] = v
+
+    def extra_repr(self):
+        return _parameter_lines(self._parameters)
+
+    def forward(self, *args, **kwargs):
+        raise TypeError("ParameterDict is a container, not a callable layer; index it by name")
