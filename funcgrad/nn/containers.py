@@ -97,7 +97,37 @@ class ModuleList(Module):
         raise TypeError("ModuleList is a container, not a callable layer; iterate over it")
 
 
-class ModuleDict(Module):
+class _NamedEntries:
+    """The dict protocol shared by ``ModuleDict`` and ``ParameterDict`` over their registry
+    (``_modules`` or ``_parameters``, named by ``_registry``)."""
+
+    _registry = "_modules"
+
+    def _entries(self):
+        return self.__dict__[self._registry]
+
+    def __delitem__(self, key):
+        del self._entries()[key]
+        self._changed()
+
+    def __len__(self):
+        return len(self._entries())
+
+    def __iter__(self):
+        return iter(self._entries())
+
+    def __contains__(self, key):
+        return key in self._entries()
+
+    def keys(self):
+        return self._entries().keys()
+
+    def forward(self, *args, **kwargs):
+        raise TypeError(f"{type(self).__name__} is a container, not a callable layer; index it "
+                        f"by name")
+
+
+class ModuleDict(_NamedEntries, Module):
     """A dict of named child modules. Example: ``nn.ModuleDict({"enc": enc, "dec": dec})``."""
 
     def __init__(self, modules=None):
@@ -111,22 +141,6 @@ class ModuleDict(Module):
     def __setitem__(self, key, module):
         self.add_module(key, module)
 
-    def __delitem__(self, key):
-        del self._modules[key]
-        self._changed()
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules)
-
-    def __contains__(self, key):
-        return key in self._modules
-
-    def keys(self):
-        return self._modules.keys()
-
     def values(self):
         return self._modules.values()
 
@@ -136,9 +150,6 @@ class ModuleDict(Module):
     def update(self, modules):
         for k, m in dict(modules).items():
             self.add_module(k, m)
-
-    def forward(self, *args, **kwargs):
-        raise TypeError("ModuleDict is a container, not a callable layer; index it by name")
 
 
 def _as_parameter(value):
@@ -204,7 +215,7 @@ class ParameterList(Module):
         raise TypeError("ParameterList is a container, not a callable layer; iterate over it")
 
 
-class ParameterDict(Module):
+class ParameterDict(_NamedEntries, Module):
     """A dict of named parameters; reading gives arrays, assigning an array updates the
     Parameter in place, assigning a Parameter registers it.
 
@@ -213,6 +224,8 @@ class ParameterDict(Module):
         >>> p["scale"].shape
         (4,)
     """
+
+    _registry = "_parameters"
 
     def __init__(self, values=None):
         super().__init__()
@@ -230,22 +243,6 @@ class ParameterDict(Module):
     def __getitem__(self, key):
         return self._parameters[key].data
 
-    def __delitem__(self, key):
-        del self._parameters[key]
-        self._changed()
-
-    def __len__(self):
-        return len(self._parameters)
-
-    def __iter__(self):
-        return iter(self._parameters)
-
-    def __contains__(self, key):
-        return key in self._parameters
-
-    def keys(self):
-        return self._parameters.keys()
-
     def values(self):
         return [box.data for box in self._parameters.values()]
 
@@ -259,6 +256,3 @@ class ParameterDict(Module):
 
     def extra_repr(self):
         return _parameter_lines(self._parameters)
-
-    def forward(self, *args, **kwargs):
-        raise TypeError("ParameterDict is a container, not a callable layer; index it by name")
