@@ -8,6 +8,7 @@ Example:
     >>> sched = funcgrad.optim.lr_scheduler.StepLR(opt, step_size=10, gamma=0.1)
     >>> for epoch in range(30): train(...); sched.step()
 """
+import bisect
 import math
 
 
@@ -137,10 +138,9 @@ class OneCycleLR(LRScheduler):
         self.cycle_momentum = cycle_momentum
         end1 = float(pct_start * self.total_steps) - 1
         if three_phase:
+            end2 = float(2 * pct_start * self.total_steps) - 2
             self.phases = [(end1, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
-                           (2 * end1 + 1 - 1 + 0.0 if False else float(2 * pct_start *
-                                                                      self.total_steps) - 2,
-                            "max_lr", "initial_lr", "base_momentum", "max_momentum"),
+                           (end2, "max_lr", "initial_lr", "base_momentum", "max_momentum"),
                            (self.total_steps - 1, "initial_lr", "min_lr", "max_momentum",
                             "max_momentum")]
         else:
@@ -190,3 +190,197 @@ class OneCycleLR(LRScheduler):
                     break
                 start = end
             self._last_lr.append(g["lr"])
+
+
+class ConstantLR(LRScheduler):
+    """lr = base * factor for the first ``total_iters`` epochs, then base.
+
+    Example:
+        >>> ConstantLR(opt, factor=0.5, total_iters=4)
+    """
+
+    def __init__(self, optimizer, factor=1.0 / 3, total_iters=5, last_epoch=-1):
+        if not 0.0 <= factor <= 1.0:
+            raise ValueError(f"ConstantLR: factor must be in [0, 1], got {factor}")
+        self.factor, self.total_iters = float(factor), int(total_iters)
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, base, epoch):
+        return base * (self.factor if epoch < self.total_iters else 1.0)
+
+
+class LinearLR(LRScheduler):
+    """lr = base * (start_factor + (end_factor - start_factor) * min(epoch, total_iters) /
+    total_iters): a linear warm-up (or decay) over ``total_iters`` epochs.
+
+    Example:
+        >>> LinearLR(opt, start_factor=0.1, total_iters=10)
+    """
+
+    def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5,
+                 last_epoch=-1):
+        if not 0.0 < start_factor <= 1.0 or not 0.0 <= end_factor <= 1.0:
+            raise ValueError(f"LinearLR: start_factor must be in (0, 1] and end_factor in "
+                             f"[0, 1], got {start_factor} and {end_factor}")
+        self.start_factor, self.end_factor = float(start_factor), float(end_factor)
+        self.total_iters = int(total_iters)
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, base, epoch):
+        frac = min(epoch, self.total_iters) / self.total_iters
+        return base * (self.start_factor + (self.end_factor - self.start_factor) * frac)
+
+
+class PolynomialLR(LRScheduler):
+    """lr = base * (1 - min(epoch, total_iters) / total_iters) ** power.
+
+    Example:
+        >>> PolynomialLR(opt, total_iters=100, power=2.0)
+    """
+
+    def __init__(self, optimizer, total_iters=5, power=1.0, last_epoch=-1):
+        self.total_iters, self.power = int(total_iters), float(power)
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, base, epoch):
+        return base * (1.0 - min(epoch, self.total_iters) / self.total_iters) ** self.power
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """Cosine annealing restarted every T_i epochs, T_i = T_0 * T_mult ** (restarts so far):
+    lr = eta_min + (base - eta_min) (1 + cos(pi T_cur / T_i)) / 2.
+
+    Example:
+        >>> CosineAnnealingWarmRestarts(opt, T_0=10, T_mult=2)
+    """
+
+    def __init__(self, optimizer, T_0, T_mult=1, eta_min=0.0, last_epoch=-1):
+        if int(T_0) <= 0 or int(T_mult) < 1:
+            raise ValueError(f"CosineAnnealingWarmRestarts: T_0 must be a positive integer and "
+                             f"T_mult an integer >= 1, got {T_0} and {T_mult}")
+        self.T_0, self.T_mult, self.eta_min = int(T_0), int(T_mult), float(eta_min)
+        super().__init__(optimizer, last_epoch)
+
+    def _position(self, epoch):
+        """(T_cur, T_i) at ``epoch``."""
+        if epoch < self.T_0:
+            return epoch, self.T_0
+        if self.T_mult == 1:
+            return epoch % self.T_0, self.T_0
+        n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+        start = self.T_0 * (self.T_mult ** n - 1) // (self.T_mult - 1)
+        if epoch < start:                   # floating-point log landed one cycle late
+            n -= 1
+            start = self.T_0 * (self.T_mult ** n - 1) // (self.T_mult - 1)
+        return epoch - start, self.T_0 * self.T_mult ** n
+
+    def lr_at(self, base, epoch):
+        t_cur, t_i = self._position(epoch)
+        return self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * t_cur / t_i)) / 2
+
+
+class SequentialLR(LRScheduler):
+    """Run ``schedulers`` one after another, switching at each epoch in ``milestones``; each
+    scheduler counts its epochs from its own start (warm-up then decay).
+
+    Example:
+        >>> warm = LinearLR(opt, start_factor=0.1, total_iters=5)
+        >>> decay = CosineAnnealingLR(opt, T_max=95)
+        >>> sched = SequentialLR(opt, [warm, decay], milestones=[5])
+    """
+
+    def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
+        self.schedulers, self.milestones = list(schedulers), [int(m) for m in milestones]
+        if len(self.milestones) != len(self.schedulers) - 1:
+            raise ValueError(f"SequentialLR: expected {len(self.schedulers) - 1} milestones "
+                             f"for {len(self.schedulers)} schedulers, got "
+                             f"{len(self.milestones)}")
+        for i, s in enumerate(self.schedulers):
+            if s.optimizer is not optimizer:
+                raise ValueError(f"SequentialLR: scheduler {i} drives another optimizer")
+        super().__init__(optimizer, last_epoch)
+
+    def step(self, epoch=None):
+        self.last_epoch = self.last_epoch + 1 if epoch is None else int(epoch)
+        k = bisect.bisect_right(self.milestones, self.last_epoch)
+        start = self.milestones[k - 1] if k else 0
+        self.schedulers[k].step(self.last_epoch - start)
+        self._last_lr = self.schedulers[k].get_last_lr()
+
+    def state_dict(self):
+        out = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "schedulers")}
+        out["schedulers"] = [s.state_dict() for s in self.schedulers]
+        return out
+
+    def load_state_dict(self, state):
+        state = dict(state)
+        for s, sd in zip(self.schedulers, state.pop("schedulers")):
+            s.load_state_dict(sd)
+        self.__dict__.update(state)
+
+
+class ReduceLROnPlateau:
+    """Multiply each group's lr by ``factor`` once a monitored metric has not improved for
+    more than ``patience`` epochs (then wait ``cooldown`` epochs); never below ``min_lr``.
+    ``step(metric)`` takes the epoch's metric, as PyTorch's does.
+
+    Example:
+        >>> sched = ReduceLROnPlateau(opt, mode="min", factor=0.5, patience=3)
+        >>> for epoch in range(50): sched.step(validation_loss())
+    """
+
+    def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4,
+                 threshold_mode="rel", cooldown=0, min_lr=0.0, eps=1e-8):
+        if factor >= 1.0:
+            raise ValueError(f"ReduceLROnPlateau: factor must be < 1, got {factor}")
+        if mode not in ("min", "max") or threshold_mode not in ("rel", "abs"):
+            raise ValueError(f"ReduceLROnPlateau: mode must be 'min' or 'max' and "
+                             f"threshold_mode 'rel' or 'abs', got {mode!r} and "
+                             f"{threshold_mode!r}")
+        n = len(optimizer.param_groups)
+        min_lrs = list(min_lr) if isinstance(min_lr, (list, tuple)) else [min_lr] * n
+        if len(min_lrs) != n:
+            raise ValueError(f"ReduceLROnPlateau: expected {n} min_lr values, got "
+                             f"{len(min_lrs)}")
+        self.optimizer = optimizer
+        self.mode, self.factor, self.patience = mode, float(factor), int(patience)
+        self.threshold, self.threshold_mode = float(threshold), threshold_mode
+        self.cooldown, self.min_lrs, self.eps = int(cooldown), [float(m) for m in min_lrs], eps
+        self.best = math.inf if mode == "min" else -math.inf
+        self.num_bad_epochs = self.cooldown_counter = 0
+        self.last_epoch = 0
+        self._last_lr = [g["lr"] for g in optimizer.param_groups]
+
+    def _is_better(self, value):
+        rel = self.threshold_mode == "rel"
+        if self.mode == "min":
+            return value < (self.best * (1 - self.threshold) if rel else self.best - self.threshold)
+        return value > (self.best * (1 + self.threshold) if rel else self.best + self.threshold)
+
+    def step(self, metrics):
+        value = float(metrics)
+        self.last_epoch += 1
+        if self._is_better(value):
+            self.best, self.num_bad_epochs = value, 0
+        else:
+            self.num_bad_epochs += 1
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0
+        if self.num_bad_epochs > self.patience:
+            for g, floor in zip(self.optimizer.param_groups, self.min_lrs):
+                new = max(g["lr"] * self.factor, floor)
+                if g["lr"] - new > self.eps:
+                    g["lr"] = new
+            self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+    def get_last_lr(self):
+        """The lr of each param group after the last ``step``."""
+        return list(self._last_lr)
+
+    def state_dict(self):
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+
+    def load_state_dict(self, state):
+        self.__dict__.update(state)
