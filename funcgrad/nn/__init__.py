@@ -21,7 +21,8 @@ from funcgrad.nn.functions import (  # noqa: F401
 from funcgrad.nn.module import Module, Parameter, functional_call  # noqa: F401
 from funcgrad.nn.activation import (  # noqa: F401
     ELU, GELU, SELU, Flatten, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid,
-    LogSoftmax, Mish, ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softplus, Softsign, Tanh, Unflatten)
+    LogSoftmax, Mish, PReLU, ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softplus, Softsign, Tanh,
+    Unflatten)
 from funcgrad.nn.attention import (MultiheadAttention, TransformerEncoder,  # noqa: F401
                                    TransformerEncoderLayer)
 from funcgrad.nn.containers import (ModuleDict, ModuleList, ParameterDict,  # noqa: F401
@@ -38,6 +39,8 @@ from funcgrad.nn.pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d,  # noqa: 
                                  AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d,
                                  MaxPool3d)
 from funcgrad.nn.recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: F401
+from funcgrad.nn.resampling import (PixelShuffle, PixelUnshuffle, Upsample,  # noqa: F401
+                                    UpsamplingBilinear2d, UpsamplingNearest2d)
 from funcgrad.nn.losses import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss,  # noqa: F401
                                 HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss)
 from funcgrad.nn.init import manual_seed  # noqa: F401

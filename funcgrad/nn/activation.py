@@ -2,7 +2,7 @@
 Flatten, Unflatten and friends (each calls its ``nn.functional`` counterpart)."""
 import funcgrad.numpy as jnp
 from funcgrad.nn import functional as F
-from funcgrad.nn.module import Module
+from funcgrad.nn.module import Module, Parameter
 
 
 def _simple(name, fn, doc):
@@ -54,6 +54,27 @@ class LeakyReLU(Module):
 
     def extra_repr(self):
         return f"negative_slope={self.negative_slope}"
+
+
+class PReLU(Module):
+    """max(0, x) + a * min(0, x) with a learned ``a`` (one, or one per channel), initialised
+    to ``init``; the parameter is ``weight`` as in PyTorch.
+
+    Example:
+        >>> act = nn.PReLU(num_parameters=16)
+    """
+
+    def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
+        super().__init__()
+        self.num_parameters = int(num_parameters)
+        self.weight = Parameter(jnp.full((self.num_parameters,), init,
+                                         dtype if dtype is not None else jnp.float32))
+
+    def forward(self, x):
+        return F.prelu(x, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"
 
 
 class ELU(Module):

@@ -1039,6 +1039,139 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     return jnp.matmul(w, v)
 
 
+# --- resampling ------------------------------------------------------------------------------
+_INTERP_MODES = {"nearest": 0, "nearest-exact": 0, "linear": 1, "bilinear": 2, "trilinear": 3}
+
+
+def _interp_index_scale(n_in, n_out, align_corners, scale_factor):
+    """PyTorch's source-per-output scale along one axis."""
+    if align_corners:
+        return (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    return 1.0 / scale_factor if scale_factor else n_in / n_out
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """Resize the spatial axes of ``input`` (N, C, *spatial) with PyTorch's index rules:
+    ``nearest`` (floor of dst * in/out), ``nearest-exact`` (pixel centres), and ``linear``,
+    ``bilinear``, ``trilinear`` (1, 2, 3 spatial axes; ``align_corners`` as PyTorch).
+
+    Example:
+        >>> F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
+    """
+    x = jnp.asarray(input)
+    nsp = x.ndim - 2
+    if mode not in _INTERP_MODES:
+        raise ValueError(f"F.interpolate: mode must be one of {sorted(_INTERP_MODES)}, got "
+                         f"{mode!r}")
+    if nsp < 1 or (_INTERP_MODES[mode] and _INTERP_MODES[mode] != nsp):
+        raise ValueError(f"F.interpolate: mode {mode!r} needs a "
+                         f"{_INTERP_MODES[mode] + 2 if _INTERP_MODES[mode] else '3-5'}-d input "
+                         f"(N, C, *spatial), got shape {tuple(x.shape)}")
+    if antialias:
+        raise ValueError("F.interpolate: antialias=True is not supported; downsample with "
+                         "F.avg_pool2d first")
+    if align_corners is not None and not _INTERP_MODES[mode]:
+        raise ValueError(f"F.interpolate: align_corners only applies to the linear modes, "
+                         f"not {mode!r}")
+    if (size is None) == (scale_factor is None):
+        raise ValueError("F.interpolate: give exactly one of size and scale_factor")
+    in_sp = tuple(x.shape[2:])
+    if size is not None:
+        out_sp = (tuple(int(v) for v in size) if isinstance(size, (tuple, list))
+                  else (int(size),) * nsp)
+        scales = (None,) * nsp
+    else:
+        scales = (tuple(float(v) for v in scale_factor)
+                  if isinstance(scale_factor, (tuple, list)) else (float(scale_factor),) * nsp)
+        out_sp = tuple(int(math.floor(n * f)) for n, f in zip(in_sp, scales))
+        if recompute_scale_factor:
+            scales = (None,) * nsp
+    if len(out_sp) != nsp or len(scales) != nsp:
+        raise ValueError(f"F.interpolate: expected {nsp} sizes or scale factors for input "
+                         f"{tuple(x.shape)}, got size={size} scale_factor={scale_factor}")
+    if _INTERP_MODES[mode] and not jnp.issubdtype(x.dtype, jnp.floating):
+        raise TypeError(f"F.interpolate: mode {mode!r} needs a floating-point input, got "
+                        f"{x.dtype}")
+    for ax, (n_in, n_out, f) in enumerate(zip(in_sp, out_sp, scales), start=2):
+        scale = _interp_index_scale(n_in, n_out, bool(align_corners), f)
+        dst = np.arange(n_out, dtype=np.float64)
+        if mode == "nearest":
+            x = jnp.take(x, np.minimum(np.floor(dst * scale), n_in - 1).astype(np.int32), ax)
+        elif mode == "nearest-exact":
+            x = jnp.take(x, np.minimum(np.floor((dst + 0.5) * scale), n_in - 1)
+                         .astype(np.int32), ax)
+        else:
+            src = dst * scale if align_corners else np.maximum(scale * (dst + 0.5) - 0.5, 0.0)
+            i0 = np.minimum(np.floor(src), n_in - 1).astype(np.int32)
+            i1 = np.minimum(i0 + 1, n_in - 1).astype(np.int32)
+            w = (src - i0).astype(np.dtype(x.dtype))
+            shape = [1] * x.ndim
+            shape[ax] = n_out
+            w = jnp.asarray(w.reshape(shape))
+            x = jnp.take(x, i0, ax) * (1 - w) + jnp.take(x, i1, ax) * w
+    return x
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """PyTorch's older name for ``interpolate``. Example: ``F.upsample(x, scale_factor=2)``."""
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def pixel_shuffle(input, upscale_factor):
+    """(N, C*r*r, H, W) -> (N, C, H*r, W*r), channels interleaved as PyTorch's.
+
+    Example:
+        >>> F.pixel_shuffle(x, 2)
+    """
+    x = jnp.asarray(input)
+    r = int(upscale_factor)
+    *lead, c, h, w = x.shape
+    if c % (r * r):
+        raise ValueError(f"F.pixel_shuffle: {c} channels are not divisible by "
+                         f"upscale_factor**2 = {r * r}")
+    nl = len(lead)
+    x = x.reshape(*lead, c // (r * r), r, r, h, w)
+    x = jnp.transpose(x, tuple(range(nl)) + (nl, nl + 3, nl + 1, nl + 4, nl + 2))
+    return x.reshape(*lead, c // (r * r), h * r, w * r)
+
+
+def pixel_unshuffle(input, downscale_factor):
+    """(N, C, H*r, W*r) -> (N, C*r*r, H, W), the inverse of ``pixel_shuffle``.
+
+    Example:
+        >>> F.pixel_unshuffle(x, 2)
+    """
+    x = jnp.asarray(input)
+    r = int(downscale_factor)
+    *lead, c, h, w = x.shape
+    if h % r or w % r:
+        raise ValueError(f"F.pixel_unshuffle: spatial size {(h, w)} is not divisible by "
+                         f"downscale_factor = {r}")
+    nl = len(lead)
+    x = x.reshape(*lead, c, h // r, r, w // r, r)
+    x = jnp.transpose(x, tuple(range(nl)) + (nl, nl + 2, nl + 4, nl + 1, nl + 3))
+    return x.reshape(*lead, c * r * r, h // r, w // r)
+
+
+def prelu(input, weight):
+    """max(0, x) + weight * min(0, x), ``weight`` of one value or one per channel (axis 1).
+
+    Example:
+        >>> F.prelu(x, jnp.full((1,), 0.25))
+    """
+    x = jnp.asarray(input)
+    w = jnp.asarray(weight, x.dtype)
+    if w.size > 1:
+        if x.ndim < 2 or x.shape[1] != w.size:
+            raise ValueError(f"F.prelu: {w.size} weights need input channels (axis 1) of the "
+                             f"same size, got input shape {tuple(x.shape)}")
+        w = w.reshape((1, w.size) + (1,) * (x.ndim - 2))
+    else:
+        w = w.reshape(())
+    return jnp.where(x >= 0, x, w * x)
+
+
 # --- eager calls as one executable -------------------------------------------------------------
 # Called eagerly (outside any transformation), these multi-primitive functions compile once per
 # (shapes, dtypes, options) and run as one executable: F.cross_entropy on (64, 100) logits takes
@@ -1052,6 +1185,9 @@ _EAGER_STATIC = {
     "binary_cross_entropy": ("reduction",),
     "binary_cross_entropy_with_logits": ("reduction",),
     "kl_div": ("reduction", "log_target"),
+    "interpolate": ("size", "scale_factor", "mode", "align_corners", "recompute_scale_factor",
+                    "antialias"),
+    "pixel_shuffle": ("upscale_factor",), "pixel_unshuffle": ("downscale_factor",),
 }
 
 jit_when_eager_in(globals(), _EAGER_STATIC)
