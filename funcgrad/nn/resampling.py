@@ -45,29 +45,24 @@ class UpsamplingBilinear2d(Upsample):
         super().__init__(size, scale_factor, "bilinear", align_corners=True)
 
 
-class PixelShuffle(Module):
-    """(N, C*r*r, H, W) -> (N, C, H*r, W*r). Example: ``nn.PixelShuffle(2)``."""
+def _factor_module(name, fn, factor, doc):
+    """A module applying ``fn(x, <factor>)`` with the integer ``factor`` stored under that
+    name (PyTorch's attribute and repr)."""
+    def __init__(self, value):
+        Module.__init__(self)
+        setattr(self, factor, int(value))
 
-    def __init__(self, upscale_factor):
-        super().__init__()
-        self.upscale_factor = int(upscale_factor)
-
-    def forward(self, x):
-        return F.pixel_shuffle(x, self.upscale_factor)
-
-    def extra_repr(self):
-        return f"upscale_factor={self.upscale_factor}"
+    cls = type(name, (Module,), {
+        "__init__": __init__, "__doc__": doc,
+        "forward": lambda self, x: fn(x, getattr(self, factor)),
+        "extra_repr": lambda self: f"{factor}={getattr(self, factor)}"})
+    cls.__module__ = __name__
+    return cls
 
 
-class PixelUnshuffle(Module):
-    """(N, C, H*r, W*r) -> (N, C*r*r, H, W). Example: ``nn.PixelUnshuffle(2)``."""
-
-    def __init__(self, downscale_factor):
-        super().__init__()
-        self.downscale_factor = int(downscale_factor)
-
-    def forward(self, x):
-        return F.pixel_unshuffle(x, self.downscale_factor)
-
-    def extra_repr(self):
-        return f"downscale_factor={self.downscale_factor}"
+PixelShuffle = _factor_module(
+    "PixelShuffle", F.pixel_shuffle, "upscale_factor",
+    "(N, C*r*r, H, W) -> (N, C, H*r, W*r). Example: ``nn.PixelShuffle(2)``.")
+PixelUnshuffle = _factor_module(
+    "PixelUnshuffle", F.pixel_unshuffle, "downscale_factor",
+    "(N, C, H*r, W*r) -> (N, C*r*r, H, W). Example: ``nn.PixelUnshuffle(2)``.")
