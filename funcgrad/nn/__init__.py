@@ -22,7 +22,8 @@ from funcgrad.nn.module import Module, Parameter, functional_call  # noqa: F401
 from funcgrad.nn.activation import (  # noqa: F401
     ELU, GELU, SELU, Flatten, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid,
     LogSoftmax, Mish, PReLU, ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softplus, Softsign, Tanh,
-    Unflatten)
+    Unflatten, Softmin, CosineSimilarity, PairwiseDistance)
+from funcgrad.nn.padding import *  # noqa: F401,F403  (ZeroPad2d, ReflectionPad1d, ...)
 from funcgrad.nn.attention import (MultiheadAttention, TransformerEncoder,  # noqa: F401
                                    TransformerEncoderLayer)
 from funcgrad.nn.containers import (ModuleDict, ModuleList, ParameterDict,  # noqa: F401

@@ -105,32 +105,54 @@ class Softplus(Module):
         return f"beta={self.beta}, threshold={self.threshold}"
 
 
-class Softmax(Module):
-    """Softmax along ``dim``. Example: ``nn.Softmax(dim=-1)(x)``."""
+class _AlongDim(Module):
+    """A normalizing activation applied along ``dim`` (the last axis when None)."""
 
     def __init__(self, dim=None):
         super().__init__()
         self.dim = dim
 
     def forward(self, x):
-        return F.softmax(x, -1 if self.dim is None else self.dim)
+        return type(self).fn(x, -1 if self.dim is None else self.dim)
 
     def extra_repr(self):
         return f"dim={self.dim}"
 
 
-class LogSoftmax(Module):
-    """Log-softmax along ``dim``. Example: ``nn.LogSoftmax(dim=1)(x)``."""
+def _along_dim(name, fn, doc):
+    cls = type(name, (_AlongDim,), {"fn": staticmethod(fn), "__doc__": doc})
+    cls.__module__ = __name__
+    return cls
 
-    def __init__(self, dim=None):
+
+Softmax = _along_dim("Softmax", F.softmax,
+                     "Softmax along ``dim``. Example: ``nn.Softmax(dim=-1)(x)``.")
+LogSoftmax = _along_dim("LogSoftmax", F.log_softmax,
+                        "Log-softmax along ``dim``. Example: ``nn.LogSoftmax(dim=1)(x)``.")
+Softmin = _along_dim("Softmin", F.softmin,
+                     "softmax(-x) along ``dim``. Example: ``nn.Softmin(dim=1)(x)``.")
+
+
+class CosineSimilarity(Module):
+    """``F.cosine_similarity`` along ``dim``. Example: ``nn.CosineSimilarity(dim=1)(a, b)``."""
+
+    def __init__(self, dim=1, eps=1e-8):
         super().__init__()
-        self.dim = dim
+        self.dim, self.eps = dim, eps
 
-    def forward(self, x):
-        return F.log_softmax(x, -1 if self.dim is None else self.dim)
+    def forward(self, x1, x2):
+        return F.cosine_similarity(x1, x2, self.dim, self.eps)
 
-    def extra_repr(self):
-        return f"dim={self.dim}"
+
+class PairwiseDistance(Module):
+    """``F.pairwise_distance``. Example: ``nn.PairwiseDistance(p=2.0)(a, b)``."""
+
+    def __init__(self, p=2.0, eps=1e-6, keepdim=False):
+        super().__init__()
+        self.norm, self.eps, self.keepdim = p, eps, keepdim
+
+    def forward(self, x1, x2):
+        return F.pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
 
 
 class Flatten(Module):

@@ -1011,6 +1011,24 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     return jnp.sum(x1 * x2, axis=dim) / (jnp.maximum(n1, eps) * jnp.maximum(n2, eps))
 
 
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """The ``p``-norm of ``x1 - x2 + eps`` along the last axis (PyTorch's formula).
+
+    Example:
+        >>> F.pairwise_distance(a, b)
+    """
+    d = jnp.asarray(x1) - jnp.asarray(x2) + eps
+    return jnp.linalg.norm(d, ord=p, axis=-1, keepdims=keepdim)
+
+
+def softmin(x, dim=-1, dtype=None):
+    """softmax(-x) along ``dim``. Example: ``F.softmin(x, dim=1)``."""
+    x = jnp.asarray(x)
+    if dtype is not None:
+        x = x.astype(dtype)
+    return _fn.softmax(-x, axis=dim)
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, dropout_key=None):
     """softmax(q k^T * scale + mask) v over the last two axes (PyTorch's SDPA).
@@ -1188,6 +1206,8 @@ _EAGER_STATIC = {
     "interpolate": ("size", "scale_factor", "mode", "align_corners", "recompute_scale_factor",
                     "antialias"),
     "pixel_shuffle": ("upscale_factor",), "pixel_unshuffle": ("downscale_factor",),
+    "pairwise_distance": ("p", "eps", "keepdim"), "softmin": ("dim", "dtype"),
+    "cosine_similarity": ("dim", "eps"),
 }
 
 jit_when_eager_in(globals(), _EAGER_STATIC)
