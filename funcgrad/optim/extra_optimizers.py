@@ -1,0 +1,157 @@
+"""Adamax, NAdam, RAdam and Adadelta with PyTorch's update formulas (the less common members of
+``torch.optim``; the common ones are in ``optimizers.py``). Scalars that depend on the step
+count are computed from the float32 ``step`` state, so a jitted step is traced once.
+"""
+import funcgrad.numpy as jnp
+from funcgrad.optim.optimizer import Optimizer
+from funcgrad.optim.optimizers import _bias_correction, _f32
+
+
+def _check(name, lr, eps, betas=None, **more):
+    bad = lr < 0 or eps < 0 or (betas is not None and not (0 <= betas[0] < 1 and
+                                                             0 <= betas[1] < 1))
+    bad = bad or any(v < 0 for v in more.values())
+    if bad:
+        extra = "".join(f", {k}={v}" for k, v in more.items())
+        raise ValueError(f"{name}: invalid lr={lr}, eps={eps}"
+                         + (f", betas={betas}" if betas is not None else "") + extra)
+
+
+def _decayed(p, g, h, f, decoupled):
+    """Weight decay: L2 (added to the gradient) or decoupled (p *= 1 - lr * wd)."""
+    if h["maximize"]:
+        g = -g
+    if f["weight_decay"]:
+        if decoupled:
+            p = p * (1 - h["lr"] * h["weight_decay"])
+        else:
+            g = g + h["weight_decay"] * p
+    return p, g
+
+
+class Adamax(Optimizer):
+    """Adam with an infinity norm: u = max(b2 u, |g| + eps); p -= lr / (1 - b1^t) * m / u.
+
+    Example:
+        >>> opt = funcgrad.optim.Adamax(model.parameters(), lr=2e-3)
+    """
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 maximize=False):
+        _check("Adamax", lr, eps, betas, weight_decay=weight_decay)
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay, maximize=maximize))
+
+    def _init_state(self, p, g, hyper, f):
+        return {"step": _f32(0.0), "exp_avg": jnp.zeros_like(p), "exp_inf": jnp.zeros_like(p)}
+
+    def _update(self, p, g, st, h, f):
+        p, g = _decayed(p, g, h, f, decoupled=False)
+        (b1, b2), step = h["betas"], st["step"] + 1.0
+        m = st["exp_avg"] + (g - st["exp_avg"]) * (1 - b1)
+        u = jnp.maximum(st["exp_inf"] * b2, jnp.abs(g) + h["eps"])
+        new_p = p - (h["lr"] / _bias_correction(b1, step, p)) * (m / u)
+        return new_p.astype(p.dtype), {"step": step, "exp_avg": m, "exp_inf": u}
+
+
+class NAdam(Optimizer):
+    """Adam with Nesterov momentum and PyTorch's momentum schedule
+    mu_t = b1 (1 - 0.96 ** (t * momentum_decay) / 2).
+
+    Example:
+        >>> opt = funcgrad.optim.NAdam(model.parameters(), lr=2e-3)
+    """
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 momentum_decay=4e-3, decoupled_weight_decay=False, maximize=False):
+        _check("NAdam", lr, eps, betas, weight_decay=weight_decay, momentum_decay=momentum_decay)
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay, momentum_decay=momentum_decay,
+                                      decoupled_weight_decay=decoupled_weight_decay,
+                                      maximize=maximize))
+
+    def _init_state(self, p, g, hyper, f):
+        # the momentum schedule's running product in p's dtype (float64 for a float64 model)
+        return {"step": _f32(0.0), "mu_product": jnp.ones((), jnp.result_type(p.dtype, "float32")),
+                "exp_avg": jnp.zeros_like(p), "exp_avg_sq": jnp.zeros_like(p)}
+
+    def _update(self, p, g, st, h, f):
+        p, g = _decayed(p, g, h, f, decoupled=f["decoupled_weight_decay"])
+        (b1, b2), step, md = h["betas"], st["step"] + 1.0, h["momentum_decay"]
+        t = step.astype(st["mu_product"].dtype)
+        mu = b1 * (1 - 0.5 * jnp.power(0.96, t * md))
+        mu_next = b1 * (1 - 0.5 * jnp.power(0.96, (t + 1) * md))
+        mu_product = st["mu_product"] * mu
+        m = st["exp_avg"] + (g - st["exp_avg"]) * (1 - b1)
+        v = st["exp_avg_sq"] * b2 + (1 - b2) * g * g
+        denom = jnp.sqrt(v / _bias_correction(b2, step, p)) + h["eps"]
+        lr = h["lr"]
+        new_p = p - lr * (1 - mu) / (1 - mu_product) * g / denom \
+            - lr * mu_next / (1 - mu_product * mu_next) * m / denom
+        return new_p.astype(p.dtype), {"step": step, "mu_product": mu_product, "exp_avg": m,
+                                       "exp_avg_sq": v}
+
+
+class RAdam(Optimizer):
+    """Rectified Adam: plain momentum SGD while the variance estimate is unreliable
+    (rho_t <= 5), then Adam scaled by the rectification term, as PyTorch.
+
+    Example:
+        >>> opt = funcgrad.optim.RAdam(model.parameters(), lr=1e-3)
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 decoupled_weight_decay=False, maximize=False):
+        _check("RAdam", lr, eps, betas, weight_decay=weight_decay)
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay,
+                                      decoupled_weight_decay=decoupled_weight_decay,
+                                      maximize=maximize))
+
+    def _init_state(self, p, g, hyper, f):
+        return {"step": _f32(0.0), "exp_avg": jnp.zeros_like(p), "exp_avg_sq": jnp.zeros_like(p)}
+
+    def _update(self, p, g, st, h, f):
+        p, g = _decayed(p, g, h, f, decoupled=f["decoupled_weight_decay"])
+        (b1, b2), step = h["betas"], st["step"] + 1.0
+        m = st["exp_avg"] + (g - st["exp_avg"]) * (1 - b1)
+        v = st["exp_avg_sq"] * b2 + (1 - b2) * g * g
+        bc1, bc2 = _bias_correction(b1, step, p), _bias_correction(b2, step, p)
+        t = step.astype(bc2.dtype)
+        rho_inf = 2 / (1 - b2) - 1
+        rho = rho_inf - 2 * t * jnp.power(b2, t) / bc2
+        safe = jnp.maximum(rho, 5.0)                  # keeps the unused branch finite
+        rect = jnp.sqrt((safe - 4) * (safe - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * safe))
+        adaptive = jnp.sqrt(bc2) / (jnp.sqrt(v) + h["eps"])
+        scale = jnp.where(rho > 5, rect * adaptive, jnp.ones_like(adaptive))
+        new_p = p - h["lr"] * (m / bc1) * scale
+        return new_p.astype(p.dtype), {"step": step, "exp_avg": m, "exp_avg_sq": v}
+
+
+class Adadelta(Optimizer):
+    """Adadelta: E[g^2] and E[dx^2] running averages with ``rho``;
+    dx = sqrt(E[dx^2] + eps) / sqrt(E[g^2] + eps) * g; p -= lr * dx.
+
+    Example:
+        >>> opt = funcgrad.optim.Adadelta(model.parameters(), lr=1.0)
+    """
+
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, maximize=False):
+        _check("Adadelta", lr, eps, weight_decay=weight_decay)
+        if not 0.0 <= rho <= 1.0:
+            raise ValueError(f"Adadelta: rho must be in [0, 1], got {rho}")
+        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay,
+                                      maximize=maximize))
+
+    def _init_state(self, p, g, hyper, f):
+        return {"step": _f32(0.0), "square_avg": jnp.zeros_like(p),
+                "acc_delta": jnp.zeros_like(p)}
+
+    def _update(self, p, g, st, h, f):
+        p, g = _decayed(p, g, h, f, decoupled=False)
+        rho, eps = h["rho"], h["eps"]
+        sq = st["square_avg"] * rho + (1 - rho) * g * g
+        delta = jnp.sqrt(st["acc_delta"] + eps) / jnp.sqrt(sq + eps) * g
+        acc = st["acc_delta"] * rho + (1 - rho) * delta * delta
+        return (p - h["lr"] * delta).astype(p.dtype), {"step": st["step"] + 1.0,
+                                                      "square_avg": sq, "acc_delta": acc}
