@@ -439,6 +439,23 @@ def test_pointwise_conv_values_and_grads(x64, n, spatial, stride, rng):
         np.testing.assert_allclose(np.asarray(a), np.asarray(r), rtol=1e-11, atol=1e-12)
 
 
+def _check_conv_grads(conv, x, w):
+    """jit(grad) of sum(sin(conv(x, w))) in both operands against central differences at a
+    spread of entries (float64)."""
+    f = lambda a, b: jnp.sum(jnp.sin(conv(a, b)))
+    gx, gw = funcgrad.jit(funcgrad.grad(f, argnums=(0, 1)))(x, w)
+    eps = 1e-6
+    for arr, g, which in ((x, gx, 0), (w, gw, 1)):
+        for idx in itertools.islice(np.ndindex(arr.shape), 0, None, max(arr.size // 6, 1)):
+            d = np.zeros_like(arr)
+            d[idx] = eps
+            args_p, args_m = [x, w], [x, w]
+            args_p[which] = arr + d
+            args_m[which] = arr - d
+            fd = (float(f(*args_p)) - float(f(*args_m))) / (2 * eps)
+            np.testing.assert_allclose(np.asarray(g)[idx], fd, rtol=1e-6, atol=1e-8)
+
+
 PADDED_INPUT_CASES = [
     # on CPU, a kernel larger than the stored input along some axis lowers with the padding
     # (and input dilation) applied to the input first, then XLA's convolution (these have more
@@ -475,18 +492,7 @@ def test_conv_padded_input_lowering_values_and_grads(case, x64, rng, monkeypatch
         assert dil is None or set(dil.group(1).replace(" ", "").split(",")) == {"1"}, ln
         assert pad is None or set(re.findall(r"-?\d+", pad.group(1))) == {"0"}, ln
     # gradients (whose convolutions take the same lowering) against finite differences
-    f = lambda a, b: jnp.sum(jnp.sin(conv(a, b)))
-    gx, gw = funcgrad.jit(funcgrad.grad(f, argnums=(0, 1)))(x, w)
-    eps = 1e-6
-    for arr, g, which in ((x, gx, 0), (w, gw, 1)):
-        for idx in itertools.islice(np.ndindex(arr.shape), 0, None, max(arr.size // 6, 1)):
-            d = np.zeros_like(arr)
-            d[idx] = eps
-            args_p, args_m = [x, w], [x, w]
-            args_p[which] = arr + d
-            args_m[which] = arr - d
-            fd = (float(f(*args_p)) - float(f(*args_m))) / (2 * eps)
-            np.testing.assert_allclose(np.asarray(g)[idx], fd, rtol=1e-6, atol=1e-8)
+    _check_conv_grads(conv, x, w)
 
 
 PHASES_CASES = [
@@ -526,15 +532,4 @@ def test_conv_output_phases_lowering_values_and_grads(case, x64, rng, monkeypatc
     np.testing.assert_allclose(np.asarray(funcgrad.jit(conv)(x, w)), want, rtol=1e-12,
                                atol=1e-12)
     monkeypatch.undo()
-    f = lambda a, b: jnp.sum(jnp.sin(conv(a, b)))
-    gx, gw = funcgrad.jit(funcgrad.grad(f, argnums=(0, 1)))(x, w)
-    eps = 1e-6
-    for arr, g, which in ((x, gx, 0), (w, gw, 1)):
-        for idx in itertools.islice(np.ndindex(arr.shape), 0, None, max(arr.size // 6, 1)):
-            d = np.zeros_like(arr)
-            d[idx] = eps
-            args_p, args_m = [x, w], [x, w]
-            args_p[which] = arr + d
-            args_m[which] = arr - d
-            fd = (float(f(*args_p)) - float(f(*args_m))) / (2 * eps)
-            np.testing.assert_allclose(np.asarray(g)[idx], fd, rtol=1e-6, atol=1e-8)
+    _check_conv_grads(conv, x, w)
