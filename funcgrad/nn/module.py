@@ -111,7 +111,7 @@ def _new_parameter(data, requires_grad):
 
 
 _PRIVATE = frozenset(["_parameters", "_buffers", "_modules", "_non_persistent", "_origin",
-                      "_version", "_aux", "training"])
+                      "_version", "_aux", "training", "_forward_pre_hooks", "_forward_hooks"])
 
 
 def _buffer_setter(module, name, value):
@@ -119,6 +119,36 @@ def _buffer_setter(module, name, value):
     if old is not None and hasattr(old, "dtype") and value.dtype != old.dtype:
         value = value.astype(old.dtype)
     module._buffers[name] = value
+
+
+_hook_ids = itertools.count()
+
+
+class RemovableHandle:
+    """Returned by ``register_forward_hook`` and friends: ``remove()`` unregisters the hook
+    (also on leaving a ``with`` block).
+
+    Example:
+        >>> with model.register_forward_hook(print_shapes):
+        ...     model(x)
+    """
+
+    def __init__(self, module, table, key):
+        self._module, self._table, self.id = module, table, key
+
+    def remove(self):
+        d = self._module.__dict__
+        if self.id in d.get(self._table, {}):
+            hooks = dict(d[self._table])
+            del hooks[self.id]
+            d[self._table] = hooks
+            self._module._changed()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
 
 
 class Module:
@@ -146,6 +176,8 @@ class Module:
         d["_origin"] = None
         d["_version"] = 0
         d["_aux"] = None
+        d["_forward_pre_hooks"] = {}
+        d["_forward_hooks"] = {}
 
     # --- attribute registration ---------------------------------------------------------------
     def _check_init(self, what):
@@ -328,7 +360,65 @@ class Module:
                         f"nn.Module must implement it")
 
     def __call__(self, *args, **kwargs):
+        d = self.__dict__
+        if d.get("_forward_pre_hooks") or d.get("_forward_hooks"):
+            return self._call_with_hooks(args, kwargs)
         return self.forward(*args, **kwargs)
+
+    def _call_with_hooks(self, args, kwargs):
+        d = self.__dict__
+        for hook, with_kwargs in list(d["_forward_pre_hooks"].values()):
+            if with_kwargs:
+                res = hook(self, args, kwargs)
+                if res is not None:
+                    args, kwargs = res
+            else:
+                res = hook(self, args)
+                if res is not None:
+                    args = res if isinstance(res, tuple) else (res,)
+        out = self.forward(*args, **kwargs)
+        for hook, with_kwargs in list(d["_forward_hooks"].values()):
+            res = hook(self, args, kwargs, out) if with_kwargs else hook(self, args, out)
+            if res is not None:
+                out = res
+        return out
+
+    def _add_hook(self, table, hook, prepend, with_kwargs):
+        if not callable(hook):
+            raise TypeError(f"{type(self).__name__}: a hook must be callable, got "
+                            f"{type(hook).__name__}")
+        d = self.__dict__
+        hooks = dict(d.setdefault(table, {}))
+        key = next(_hook_ids)
+        hooks[key] = (hook, bool(with_kwargs))
+        if prepend:
+            hooks = {key: hooks.pop(key), **hooks}
+        d[table] = hooks
+        self._changed()
+        return RemovableHandle(self, table, key)
+
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """Call ``hook(module, args)`` before ``forward`` (``hook(module, args, kwargs)`` with
+        ``with_kwargs=True``); a non-None result replaces the arguments. Hooks run eagerly and
+        while a transformation traces the module. Returns a handle with ``remove()``.
+
+        Example:
+            >>> handle = model.fc.register_forward_pre_hook(lambda m, args: (args[0] * 2,))
+        """
+        return self._add_hook("_forward_pre_hooks", hook, prepend, with_kwargs)
+
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """Call ``hook(module, args, output)`` after ``forward`` (``hook(module, args, kwargs,
+        output)`` with ``with_kwargs=True``); a non-None result replaces the output. Under
+        ``jit`` the hook runs while tracing and sees tracers: to collect activations, return
+        them from the jitted function instead of storing them. Returns a handle with
+        ``remove()``.
+
+        Example:
+            >>> feats = {}
+            >>> h = model.layer1.register_forward_hook(lambda m, a, out: feats.update(l1=out))
+        """
+        return self._add_hook("_forward_hooks", hook, prepend, with_kwargs)
 
     # --- traversal ---------------------------------------------------------------------------
     def named_modules(self, memo=None, prefix="", remove_duplicate=True):

@@ -345,3 +345,45 @@ def test_parameter_containers_match_torch_keys():
     td = torch.nn.ParameterDict({"a": torch.nn.Parameter(torch.ones(2))})
     assert list(nn.ParameterList([jnp.ones(2)] * 3).state_dict()) == list(tl.state_dict())
     assert list(nn.ParameterDict({"a": jnp.ones(2)}).state_dict()) == list(td.state_dict())
+
+
+def test_forward_hooks_and_pre_hooks_eager_jit_and_grad():
+    funcgrad.manual_seed(0)
+    m = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    x = jnp.asarray(np.linspace(-1, 1, 8, dtype=np.float32).reshape(4, 2))
+    base = np.asarray(m(x))
+    feats = {}
+    h = m[0].register_forward_hook(lambda mod, args, out: feats.update(l0=out))
+    m(x)
+    want = np.asarray(x) @ np.asarray(m[0].weight).T + np.asarray(m[0].bias)
+    np.testing.assert_allclose(np.asarray(feats["l0"]), want, rtol=1e-6)
+    h.remove()
+    # a forward hook that replaces the output, under jit and grad too
+    with m[2].register_forward_hook(lambda mod, args, out: 2.0 * out):
+        np.testing.assert_allclose(np.asarray(m(x)), 2 * base, rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(funcgrad.jit(lambda mm, v: mm(v))(m, x)),
+                                   2 * base, rtol=1e-6)
+        g = funcgrad.grad(lambda mm: jnp.sum(mm(x)))(m)
+        np.testing.assert_allclose(np.asarray(g[2].bias), [2.0 * 4], rtol=1e-6)
+    # removed on leaving the block: the same jitted function retraces back to the plain model
+    np.testing.assert_allclose(np.asarray(funcgrad.jit(lambda mm, v: mm(v))(m, x)), base,
+                               rtol=1e-6)
+    # pre-hooks replace the arguments; with_kwargs hooks see and return keyword arguments
+    order = []
+    m.register_forward_pre_hook(lambda mod, args: order.append("b") or (args[0] * 0.0,))
+    m.register_forward_pre_hook(lambda mod, args: order.append("a"), prepend=True)
+    out = m(x)
+    assert order == ["a", "b"]
+    np.testing.assert_allclose(np.asarray(out), np.asarray(m(jnp.zeros_like(x))), rtol=1e-6)
+
+    class Scale(nn.Module):
+        def forward(self, v, factor=1.0):
+            return v * factor
+    s = Scale()
+    s.register_forward_pre_hook(lambda mod, args, kwargs: (args, {"factor": 3.0}),
+                                with_kwargs=True)
+    s.register_forward_hook(lambda mod, args, kwargs, out: out + kwargs["factor"],
+                            with_kwargs=True)
+    np.testing.assert_allclose(np.asarray(s(jnp.ones(2))), [6.0, 6.0])
+    with pytest.raises(TypeError, match="a hook must be callable"):
+        s.register_forward_hook(3)
