@@ -1023,10 +1023,7 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
 
 def softmin(x, dim=-1, dtype=None):
     """softmax(-x) along ``dim``. Example: ``F.softmin(x, dim=1)``."""
-    x = jnp.asarray(x)
-    if dtype is not None:
-        x = x.astype(dtype)
-    return _fn.softmax(-x, axis=dim)
+    return softmax(-jnp.asarray(x), dim, dtype)
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,

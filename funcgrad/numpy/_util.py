@@ -1,13 +1,10 @@
 """Argument handling shared by funcgrad.numpy: conversion, promotion, broadcasting, axes."""
-import functools
-
 import numpy as np
 
 from funcgrad import lax
-from funcgrad.core import dtypes, interpreters
+from funcgrad.core import dtypes
 from funcgrad.core.interpreters import Value
 from funcgrad.core.values import PYTHON_SCALARS, aval_of
-from funcgrad.lowering.array import Array
 
 
 def check_arraylike(fname, *args):
@@ -19,51 +16,6 @@ def check_arraylike(fname, *args):
                                 f"lists as arrays implicitly, as JAX)")
             raise TypeError(f"funcgrad.numpy.{fname}: argument {i} of type "
                             f"{type(a).__name__} is not an array")
-
-
-_INT32_RANGE = (-2 ** 31, 2 ** 31)
-
-
-def eager_operands(*args):
-    """Whether a call with these operands runs eagerly on concrete arrays (at least one
-    device Array, the rest Arrays or Python scalars that fit their default dtype)."""
-    if interpreters.current() is not interpreters.root():
-        return False
-    seen = False
-    for a in args:
-        t = type(a)
-        if t is Array:
-            seen = True
-        elif t is int:
-            if not _INT32_RANGE[0] <= a < _INT32_RANGE[1]:
-                return False
-        elif t is not float and t is not bool:
-            return False
-    return seen
-
-
-def one_dispatch_when_eager(fn):
-    """Wrap an elementwise function of positional operands: called eagerly on arrays and
-    Python scalars (``eager_operands``), it runs as one cached ``jit`` executable, so dtype
-    promotion, scalar conversion and broadcasting do not each dispatch (``x * 2.0`` is one
-    call, not a transfer, a broadcast and a multiply); otherwise ``fn`` runs as it is. Only
-    for functions whose result does not depend on operand values being concrete.
-
-    Example:
-        >>> remainder = one_dispatch_when_eager(_remainder)
-    """
-    compiled = []
-
-    @functools.wraps(fn)
-    def wrapper(*args):
-        if eager_operands(*args):
-            if not compiled:
-                from funcgrad.transforms.jit import jit
-                compiled.append(jit(fn))
-            return compiled[0](*args)
-        return fn(*args)
-    wrapper.__wrapped__ = fn
-    return wrapper
 
 
 def canonical_dtype(dtype):

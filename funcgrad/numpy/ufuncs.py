@@ -1,15 +1,16 @@
 """Elementwise functions with NumPy broadcasting and JAX's dtype promotion.
 
 Eagerly, a function that must promote, convert or broadcast its operands runs as one compiled
-call (``_util.one_dispatch_when_eager``); under transformations it traces as usual."""
+call (``transforms.eager_jit.one_dispatch_when_eager``); under transformations it traces as usual."""
 import numpy as np
 
 from funcgrad import lax
 from funcgrad.core import dtypes
 from funcgrad.core.interpreters import Value
 from funcgrad.core.values import aval_of
-from funcgrad.numpy._util import (check_arraylike, one_dispatch_when_eager,
-                                  promote_and_broadcast, promote_dtypes, to_inexact)
+from funcgrad.numpy._util import (check_arraylike, promote_and_broadcast, promote_dtypes,
+                                  to_inexact)
+from funcgrad.transforms.eager_jit import one_dispatch_when_eager
 
 
 def _doc(name, what, example):

@@ -4,7 +4,7 @@ count are computed from the float32 ``step`` state, so a jitted step is traced o
 """
 import funcgrad.numpy as jnp
 from funcgrad.optim.optimizer import Optimizer
-from funcgrad.optim.optimizers import _bias_correction, _f32
+from funcgrad.optim.optimizers import _bias_correction, _decayed, _f32
 
 
 def _check(name, lr, eps, betas=None, **more):
@@ -15,18 +15,6 @@ def _check(name, lr, eps, betas=None, **more):
         extra = "".join(f", {k}={v}" for k, v in more.items())
         raise ValueError(f"{name}: invalid lr={lr}, eps={eps}"
                          + (f", betas={betas}" if betas is not None else "") + extra)
-
-
-def _decayed(p, g, h, f, decoupled):
-    """Weight decay: L2 (added to the gradient) or decoupled (p *= 1 - lr * wd)."""
-    if h["maximize"]:
-        g = -g
-    if f["weight_decay"]:
-        if decoupled:
-            p = p * (1 - h["lr"] * h["weight_decay"])
-        else:
-            g = g + h["weight_decay"] * p
-    return p, g
 
 
 class Adamax(Optimizer):

@@ -319,10 +319,11 @@ class SequentialLR(LRScheduler):
         self.__dict__.update(state)
 
 
-class ReduceLROnPlateau:
+class ReduceLROnPlateau(LRScheduler):
     """Multiply each group's lr by ``factor`` once a monitored metric has not improved for
     more than ``patience`` epochs (then wait ``cooldown`` epochs); never below ``min_lr``.
-    ``step(metric)`` takes the epoch's metric, as PyTorch's does.
+    ``step(metric)`` takes the epoch's metric, as PyTorch's does (``get_last_lr`` and the
+    state dict come from ``LRScheduler``; the closed-form ``lr_at`` does not apply).
 
     Example:
         >>> sched = ReduceLROnPlateau(opt, mode="min", factor=0.5, patience=3)
@@ -374,13 +375,3 @@ class ReduceLROnPlateau:
                     g["lr"] = new
             self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
         self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
-
-    def get_last_lr(self):
-        """The lr of each param group after the last ``step``."""
-        return list(self._last_lr)
-
-    def state_dict(self):
-        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
-
-    def load_state_dict(self, state):
-        self.__dict__.update(state)

@@ -25,6 +25,19 @@ def _bias_correction(beta, step, p):
     return -jnp.expm1(step * jnp.log(beta))
 
 
+def _decayed(p, g, h, f, decoupled):
+    """(p, g) after ``maximize`` and weight decay: L2 (added to the gradient) or decoupled
+    (p *= 1 - lr * weight_decay), as PyTorch applies them before an update."""
+    if h["maximize"]:
+        g = -g
+    if f["weight_decay"]:
+        if decoupled:
+            p = p * (1 - h["lr"] * h["weight_decay"])
+        else:
+            g = g + h["weight_decay"] * p
+    return p, g
+
+
 class SGD(Optimizer):
     """Stochastic gradient descent with momentum, dampening, Nesterov and weight decay.
 
@@ -54,10 +67,7 @@ class SGD(Optimizer):
         return {"momentum_buffer": jnp.zeros_like(p), "step": _f32(0.0)}
 
     def _update(self, p, g, st, h, f):
-        if h["maximize"]:
-            g = -g
-        if f["weight_decay"]:
-            g = g + h["weight_decay"] * p
+        p, g = _decayed(p, g, h, f, decoupled=False)
         st = dict(st)
         if f["momentum"]:
             buf = st["momentum_buffer"]
@@ -95,14 +105,8 @@ class Adam(Optimizer):
         return st
 
     def _update(self, p, g, st, h, f):
-        if h["maximize"]:
-            g = -g
-        lr, (b1, b2), eps, wd = h["lr"], h["betas"], h["eps"], h["weight_decay"]
-        if f["weight_decay"]:
-            if self._decoupled:
-                p = p * (1 - lr * wd)
-            else:
-                g = g + wd * p
+        p, g = _decayed(p, g, h, f, decoupled=self._decoupled)
+        lr, (b1, b2), eps = h["lr"], h["betas"], h["eps"]
         step = st["step"] + 1.0
         m = st["exp_avg"] + (g - st["exp_avg"]) * (1 - b1)
         v = st["exp_avg_sq"] * b2 + (1 - b2) * g * g
@@ -155,10 +159,7 @@ class RMSprop(Optimizer):
         return st
 
     def _update(self, p, g, st, h, f):
-        if h["maximize"]:
-            g = -g
-        if f["weight_decay"]:
-            g = g + h["weight_decay"] * p
+        p, g = _decayed(p, g, h, f, decoupled=False)
         a = h["alpha"]
         sq = st["square_avg"] * a + (1 - a) * g * g
         new = {"step": st["step"] + 1.0, "square_avg": sq}
@@ -195,10 +196,7 @@ class Adagrad(Optimizer):
                 "sum": jnp.full_like(p, hyper["initial_accumulator_value"])}
 
     def _update(self, p, g, st, h, f):
-        if h["maximize"]:
-            g = -g
-        if f["weight_decay"]:
-            g = g + h["weight_decay"] * p
+        p, g = _decayed(p, g, h, f, decoupled=False)
         step = st["step"] + 1.0
         # the float32 step counter in p's dtype: a float64 model gets a float64 learning rate
         t = jnp.asarray(step)

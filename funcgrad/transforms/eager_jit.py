@@ -8,6 +8,10 @@ with ``jit_when_eager``, an eager call compiles the whole function once per (sha
 static options) instead. Under ``jit``/``grad``/``vmap`` the wrapper calls the function
 directly, so transformations see its primitives as usual.
 
+``one_dispatch_when_eager`` is the lean form for elementwise functions of positional operands
+(the ``funcgrad.numpy`` binary functions): no signature binding, Python scalars passed as
+runtime arguments.
+
 Example:
     >>> norm = jit_when_eager(_norm, static=("ord", "axis", "keepdims"))
 """
@@ -18,6 +22,7 @@ import numpy as np
 
 from funcgrad.core import interpreters
 from funcgrad.core.interpreters import Value
+from funcgrad.lowering.array import Array
 
 
 def _is_static_value(v):
@@ -99,3 +104,48 @@ def jit_when_eager_in(namespace, static_by_name):
 def _is_array_leaf(v):
     return v is None or isinstance(v, (Value, np.ndarray, np.generic, bool, int, float,
                                        complex))
+
+
+_INT32_RANGE = (-2 ** 31, 2 ** 31)
+
+
+def eager_operands(*args):
+    """Whether a call with these operands runs eagerly on concrete arrays (at least one
+    device Array, the rest Arrays or Python scalars that fit their default dtype)."""
+    if interpreters.current() is not interpreters.root():
+        return False
+    seen = False
+    for a in args:
+        t = type(a)
+        if t is Array:
+            seen = True
+        elif t is int:
+            if not _INT32_RANGE[0] <= a < _INT32_RANGE[1]:
+                return False
+        elif t is not float and t is not bool:
+            return False
+    return seen
+
+
+def one_dispatch_when_eager(fn):
+    """Wrap an elementwise function of positional operands: called eagerly on arrays and
+    Python scalars (``eager_operands``), it runs as one cached ``jit`` executable, so dtype
+    promotion, scalar conversion and broadcasting do not each dispatch (``x * 2.0`` is one
+    call, not a transfer, a broadcast and a multiply); otherwise ``fn`` runs as it is. Only
+    for functions whose result does not depend on operand values being concrete.
+
+    Example:
+        >>> remainder = one_dispatch_when_eager(_remainder)
+    """
+    compiled = []
+
+    @functools.wraps(fn)
+    def wrapper(*args):
+        if eager_operands(*args):
+            if not compiled:
+                from funcgrad.transforms.jit import jit
+                compiled.append(jit(fn))
+            return compiled[0](*args)
+        return fn(*args)
+    wrapper.__wrapped__ = fn
+    return wrapper
