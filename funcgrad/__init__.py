@@ -18,6 +18,9 @@ from funcgrad.lowering.backend import (default_backend, device_count, devices,  
                                        local_devices)
 from funcgrad import tree_util  # noqa: E402
 from funcgrad import lax  # noqa: E402
+from funcgrad.lax.precision import (check_default_precision as _check_precision,  # noqa: E402
+                                    default_matmul_precision)
+config.validate_with("default_matmul_precision", _check_precision)
 from funcgrad import numpy  # noqa: E402
 from funcgrad.transforms.jit import jit, make_jaxpr  # noqa: E402
 from funcgrad.transforms.ad import (grad, hessian, jacfwd, jacrev, jvp,  # noqa: E402

@@ -23,11 +23,15 @@ class Config:
         "cpu_devices": lambda: int(os.environ.get("FUNCGRAD_CPU_DEVICES", "1")),
         "platform": lambda: os.environ.get("FUNCGRAD_PLATFORM", "").lower() or None,
         "debug_nans": lambda: os.environ.get("FUNCGRAD_DEBUG_NANS", "0").lower() in _TRUE,
+        # precision of float32 matrix products and convolutions on GPU/TPU (lax/precision.py)
+        "default_matmul_precision":
+            lambda: os.environ.get("FUNCGRAD_DEFAULT_MATMUL_PRECISION", "") or None,
     }
 
     def __init__(self):
         self._values = {name: default() for name, default in self._defaults.items()}
         self._listeners = []
+        self._validators = {}
 
     def __getattr__(self, name):
         try:
@@ -45,9 +49,15 @@ class Config:
         if name not in self._defaults:
             raise ValueError(f"funcgrad.config.update: unknown option {name!r}; "
                              f"options: {sorted(self._defaults)}")
+        if name in self._validators:
+            self._validators[name](value)
         self._values[name] = value
         for listener in self._listeners:
             listener(name, value)
+
+    def validate_with(self, name, check):
+        """Call ``check(value)`` before option ``name`` is set; it raises for a bad value."""
+        self._validators[name] = check
 
     def on_change(self, listener):
         """Register ``listener(name, value)``, called after every ``update``."""

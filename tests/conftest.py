@@ -18,3 +18,21 @@ def x64():
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+@pytest.fixture
+def on_cpu():
+    """Run a test on the CPU backend even where a GPU is the default (tests of CPU-only
+    lowerings, host pointers and compile options)."""
+    old = funcgrad.config.platform
+    funcgrad.config.update("platform", "cpu")
+    try:
+        yield
+    finally:
+        funcgrad.config.update("platform", old)
+
+
+# On a GPU, XLA runs float32 products on TensorFloat-32 by default; the suite compares against
+# NumPy and float64 finite differences, so it asks for full float32 there (no effect on CPU).
+if funcgrad.default_backend() != "cpu":
+    funcgrad.config.update("default_matmul_precision", "highest")

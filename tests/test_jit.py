@@ -197,7 +197,7 @@ def test_lower_as_text_compile_cost_analysis():
     np.testing.assert_allclose(np.asarray(compiled([x, y])[0]), np.tanh(np.full((8, 4), 16.0)))
 
 
-def test_donate_argnums():
+def test_donate_argnums(on_cpu):
     @funcgrad.jit
     def nothing(x):
         return x
@@ -413,7 +413,7 @@ def test_pytree_call_with_python_scalar_leaves_uses_current_values():
     assert float(sign((one, 0.0))) == 1.0 and float(sign((one, -0.0))) == -1.0
 
 
-def test_cpu_compile_options_respect_xla_flags_and_unknown_options(monkeypatch):
+def test_cpu_compile_options_respect_xla_flags_and_unknown_options(monkeypatch, on_cpu):
     from funcgrad.lowering import executable
     device = funcgrad.devices()[0]
     key = "xla_cpu_experimental_ynn_fusion_type"

@@ -21,6 +21,7 @@ from funcgrad.core.avals import ShapedArray
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import aval_of
 from funcgrad.lax import _hlo
+from funcgrad.lax.precision import canonicalize_precision, precision_config
 
 ConvDimensionNumbers = collections.namedtuple("ConvDimensionNumbers",
                                               ["lhs_spec", "rhs_spec", "out_spec"])
@@ -147,7 +148,7 @@ def _conv_shape(lhs_shape, rhs_shape, window_strides, padding, lhs_dilation, rhs
 
 @conv_general_dilated_p.def_abstract_eval
 def _conv_abstract(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
-                   dimension_numbers, feature_group_count, batch_group_count,
+                   dimension_numbers, feature_group_count, batch_group_count, precision=None,
                    preferred_element_type):
     if lhs.dtype != rhs.dtype:
         raise TypeError(f"lax.conv_general_dilated: operand dtypes must match, got "
@@ -245,7 +246,7 @@ def _kernel_exceeds_input(lhs_aval, rhs_aval, rhs_dilation, dimension_numbers):
 
 
 def _conv_padded_input(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
-                       dimension_numbers, feature_group_count, batch_group_count,
+                       dimension_numbers, feature_group_count, batch_group_count, precision=None,
                        preferred_element_type, out_shape=None):
     """The convolution with its padding and input dilation applied to the input first
     (traced), so the convolution proper has no padding."""
@@ -277,7 +278,8 @@ def _conv_padded_input(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_d
         lhs, rhs, window_strides=tuple(window_strides), padding=((0, 0),) * nsp,
         lhs_dilation=(1,) * nsp, rhs_dilation=tuple(rhs_dilation),
         dimension_numbers=dimension_numbers, feature_group_count=feature_group_count,
-        batch_group_count=batch_group_count, preferred_element_type=preferred_element_type)
+        batch_group_count=batch_group_count, precision=precision,
+        preferred_element_type=preferred_element_type)
 
 
 def _conv_split_batch_groups(lhs, rhs, *, dimension_numbers, batch_group_count,
@@ -338,8 +340,8 @@ def _phases_apply(out_aval, lhs_aval, rhs_aval, params):
         all(t <= n for t, n in split) and _size(out_aval) > 0
 
 
-def _conv_by_output_phases(lhs, rhs, *, padding, dimension_numbers, preferred_element_type,
-                           out_shape, **_):
+def _conv_by_output_phases(lhs, rhs, *, padding, dimension_numbers, precision=None,
+                           preferred_element_type, out_shape, **_):
     """A stride-1 convolution with few output features as a stride-2 convolution with
     2**d times as many, one per output phase, interleaved back (traced)."""
     import itertools
@@ -361,7 +363,8 @@ def _conv_by_output_phases(lhs, rhs, *, padding, dimension_numbers, preferred_el
     y = conv_general_dilated_p.bind(
         lhs, kernel, window_strides=tuple(split), padding=tuple(pads),
         lhs_dilation=(1,) * nsp, rhs_dilation=(1,) * nsp, dimension_numbers=dimension_numbers,
-        feature_group_count=1, batch_group_count=1, preferred_element_type=preferred_element_type)
+        feature_group_count=1, batch_group_count=1, precision=precision,
+        preferred_element_type=preferred_element_type)
     y = shapes.transpose(y, out_spec)                            # (N, phases*O, *n_ph)
     n, o = aval_of(y).shape[0], out_shape[out_spec[1]]
     y = shapes.reshape(y, (n,) + tuple(split) + (o,) + tuple(n_ph))
@@ -413,7 +416,8 @@ def _conv_lowering(ctx, lhs, rhs, **params):
         _hlo.ir_type(ctx.avals_out[0]), lhs, rhs, dnums, params["feature_group_count"],
         params["batch_group_count"], window_strides=list(params["window_strides"]),
         padding=pad_attr, lhs_dilation=list(params["lhs_dilation"]),
-        rhs_dilation=list(params["rhs_dilation"]))
+        rhs_dilation=list(params["rhs_dilation"]),
+        precision_config=precision_config(params.get("precision")))
 
 
 conv_general_dilated_p.def_lowering(_conv_lowering)
@@ -459,12 +463,13 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
         lhs, rhs, window_strides=window_strides, padding=padding, lhs_dilation=lhs_dilation,
         rhs_dilation=rhs_dilation, dimension_numbers=dnums,
         feature_group_count=int(feature_group_count), batch_group_count=int(batch_group_count),
+        precision=canonicalize_precision(precision, "lax.conv_general_dilated"),
         preferred_element_type=pet)
 
 
 def conv(lhs, rhs, window_strides, padding, precision=None, preferred_element_type=None):
     """Convolution in NCHW/OIHW layout without dilation. Example: ``lax.conv(x, w, (1, 1), "SAME")``."""
-    return conv_general_dilated(lhs, rhs, window_strides, padding,
+    return conv_general_dilated(lhs, rhs, window_strides, padding, precision=precision,
                                 preferred_element_type=preferred_element_type)
 
 
@@ -472,6 +477,7 @@ def conv_with_general_padding(lhs, rhs, window_strides, padding, lhs_dilation, r
                               precision=None, preferred_element_type=None):
     """``conv_general_dilated`` in NCHW/OIHW layout."""
     return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                                precision=precision,
                                 preferred_element_type=preferred_element_type)
 
 
@@ -518,6 +524,7 @@ def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numb
         rhs = transpose(rhs, perm)
     return conv_general_dilated(lhs, rhs, (1,) * nsp, padding, lhs_dilation=strides,
                                 rhs_dilation=rhs_dilation, dimension_numbers=dnums,
+                                precision=precision,
                                 preferred_element_type=preferred_element_type)
 
 
@@ -607,7 +614,7 @@ def _vjp_rhs_padding(in_shape, k_shape, strides, out_shape, padding, lhs_dil, rh
 
 
 def _transpose_lhs(ct, rhs, lhs_aval, *, window_strides, padding, lhs_dilation, rhs_dilation,
-                   dimension_numbers, feature_group_count, batch_group_count,
+                   dimension_numbers, feature_group_count, batch_group_count, precision=None,
                    preferred_element_type):
     from funcgrad.lax.shapes import rev
     lhs_spec, rhs_spec, out_spec = dimension_numbers
@@ -637,7 +644,7 @@ def _transpose_lhs(ct, rhs, lhs_aval, *, window_strides, padding, lhs_dilation, 
         ct, rhs, window_strides=tuple(lhs_dilation), padding=pads,
         lhs_dilation=tuple(window_strides), rhs_dilation=tuple(rhs_dilation),
         dimension_numbers=dn, feature_group_count=fgc, batch_group_count=1,
-        preferred_element_type=None)
+        precision=precision, preferred_element_type=None)
     if batch_group_count > 1:
         # out has feature size bgc*C and batch n; put the group factor back into the batch.
         out = _split_axis(out, lhs_spec[1], batch_group_count)
@@ -655,7 +662,7 @@ def _cast(x, dtype):
 
 
 def _transpose_rhs(ct, lhs, rhs_aval, *, window_strides, padding, lhs_dilation, rhs_dilation,
-                   dimension_numbers, feature_group_count, batch_group_count,
+                   dimension_numbers, feature_group_count, batch_group_count, precision=None,
                    preferred_element_type):
     lhs_spec, rhs_spec, out_spec = dimension_numbers
     lhs_shape = aval_of(lhs).shape
@@ -675,7 +682,7 @@ def _transpose_rhs(ct, lhs, rhs_aval, *, window_strides, padding, lhs_dilation, 
         lhs, ct, window_strides=tuple(rhs_dilation), padding=pads,
         lhs_dilation=tuple(lhs_dilation), rhs_dilation=tuple(window_strides),
         dimension_numbers=dn, feature_group_count=fgc, batch_group_count=bgc,
-        preferred_element_type=None)
+        precision=precision, preferred_element_type=None)
     return _cast(out, rhs_aval.dtype)
 
 

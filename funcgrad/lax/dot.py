@@ -6,6 +6,7 @@ from funcgrad.core.avals import ShapedArray
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import aval_of
 from funcgrad.lax import _hlo
+from funcgrad.lax.precision import canonicalize_precision, precision_config
 
 dot_general_p = Primitive("dot_general")
 
@@ -28,7 +29,8 @@ def _check_dims(lhs, rhs, dimension_numbers):
 
 
 @dot_general_p.def_abstract_eval
-def _dot_general_abstract(lhs, rhs, dimension_numbers, preferred_element_type=None):
+def _dot_general_abstract(lhs, rhs, dimension_numbers, precision=None,
+                          preferred_element_type=None):
     _check_dims(lhs, rhs, dimension_numbers)
     if lhs.dtype != rhs.dtype:
         raise TypeError(f"lax.dot_general: operand dtypes must match, got {lhs.str_short()} "
@@ -41,13 +43,15 @@ def _dot_general_abstract(lhs, rhs, dimension_numbers, preferred_element_type=No
     return ShapedArray(batch + lfree + rfree, dtype, lhs.weak_type and rhs.weak_type)
 
 
-def _dot_general_lowering(ctx, lhs, rhs, dimension_numbers, preferred_element_type=None):
+def _dot_general_lowering(ctx, lhs, rhs, dimension_numbers, precision=None,
+                          preferred_element_type=None):
     (lc, rc), (lb, rb) = dimension_numbers
     dnums = stablehlo.DotDimensionNumbers.get(
         lhs_batching_dimensions=list(lb), rhs_batching_dimensions=list(rb),
         lhs_contracting_dimensions=list(lc), rhs_contracting_dimensions=list(rc))
     out = ctx.avals_out[0]
-    return stablehlo.dot_general(_hlo.ir_type(out), lhs, rhs, dnums)
+    return stablehlo.dot_general(_hlo.ir_type(out), lhs, rhs, dnums,
+                                 precision_config=precision_config(precision))
 
 
 dot_general_p.def_lowering(_dot_general_lowering)
@@ -62,12 +66,15 @@ def _canonical_dnums(dimension_numbers):
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
     """Contract ``lhs`` and ``rhs``: ``dimension_numbers = ((lhs_contract, rhs_contract),
     (lhs_batch, rhs_batch))``. The result axes are batch, then lhs free, then rhs free.
+    ``precision`` (see ``lax.Precision``) matters on GPU/TPU only; None follows
+    ``funcgrad.config.default_matmul_precision``.
 
     Example:
         >>> lax.dot_general(a, b, (((1,), (0,)), ((), ())))   # a @ b for matrices
     """
     pet = dtypes.canonicalize(preferred_element_type) if preferred_element_type else None
     return dot_general_p.bind(lhs, rhs, dimension_numbers=_canonical_dnums(dimension_numbers),
+                              precision=canonicalize_precision(precision, "lax.dot_general"),
                               preferred_element_type=pet)
 
 
@@ -77,12 +84,13 @@ def dot(lhs, rhs, precision=None, preferred_element_type=None):
     if la.ndim not in (1, 2) or ra.ndim not in (1, 2):
         raise TypeError(f"lax.dot: expects rank-1 or rank-2 operands, got {la.str_short()} and "
                         f"{ra.str_short()}; use dot_general or funcgrad.numpy.matmul")
-    return dot_general(lhs, rhs, (((la.ndim - 1,), (0,)), ((), ())),
+    return dot_general(lhs, rhs, (((la.ndim - 1,), (0,)), ((), ())), precision=precision,
                        preferred_element_type=preferred_element_type)
 
 
 # --- batching rules ---
-def _dot_general_batch(args, dims, dimension_numbers, preferred_element_type=None):
+def _dot_general_batch(args, dims, dimension_numbers, precision=None,
+                       preferred_element_type=None):
     """Fold vmap's axis into dot_general itself: a batch dimension when both operands are
     batched, a free dimension when one is; never a loop and never an extra copy."""
     lhs, rhs = args
@@ -107,7 +115,7 @@ def _dot_general_batch(args, dims, dimension_numbers, preferred_element_type=Non
         lhs_free = lhs_aval.ndim - len(lc) - len(lb)
         free_before = sum(1 for a in range(rd) if a not in rc2 and a not in rb2)
         out_dim = len(lb) + lhs_free + free_before
-    return dot_general_p.bind(lhs, rhs, dimension_numbers=dn,
+    return dot_general_p.bind(lhs, rhs, dimension_numbers=dn, precision=precision,
                               preferred_element_type=preferred_element_type), out_dim
 
 
@@ -115,7 +123,7 @@ dot_general_p.def_batch(_dot_general_batch)
 
 
 # --- jvp and transpose rules ---------------------------------------------------------------------
-def _dot_transpose_lhs(ct, lhs_aval, rhs, dimension_numbers):
+def _dot_transpose_lhs(ct, lhs_aval, rhs, dimension_numbers, precision):
     """The cotangent of lhs of ``dot_general(lhs, rhs)`` given the output cotangent ``ct``."""
     import numpy as np
     from funcgrad.lax.elementwise import convert_element_type
@@ -128,7 +136,9 @@ def _dot_transpose_lhs(ct, lhs_aval, rhs, dimension_numbers):
     ct_rhs_free = tuple(range(nb + len(lhs_free), nb + len(lhs_free) + len(rhs_free)))
     if aval_of(ct).dtype != rhs_aval.dtype:
         ct = convert_element_type(ct, rhs_aval.dtype)
-    out = dot_general(ct, rhs, ((ct_rhs_free, tuple(rhs_free)), (tuple(range(nb)), tuple(rb))))
+    out = dot_general_p.bind(ct, rhs, dimension_numbers=(
+        (ct_rhs_free, tuple(rhs_free)), (tuple(range(nb)), tuple(rb))), precision=precision,
+        preferred_element_type=None)
     src = list(lb) + lhs_free + [lc[list(rc).index(r)] for r in sorted(rc)]
     perm = tuple(int(p) for p in np.argsort(src))
     out = transpose(out, perm)
@@ -137,7 +147,7 @@ def _dot_transpose_lhs(ct, lhs_aval, rhs, dimension_numbers):
     return out
 
 
-def _dot_transpose_rhs(ct, lhs, rhs_aval, dimension_numbers):
+def _dot_transpose_rhs(ct, lhs, rhs_aval, dimension_numbers, precision):
     import numpy as np
     from funcgrad.lax.elementwise import convert_element_type
     from funcgrad.lax.shapes import transpose
@@ -149,7 +159,9 @@ def _dot_transpose_rhs(ct, lhs, rhs_aval, dimension_numbers):
     ct_lhs_free = tuple(range(nb, nb + len(lhs_free)))
     if aval_of(ct).dtype != lhs_aval.dtype:
         ct = convert_element_type(ct, lhs_aval.dtype)
-    out = dot_general(lhs, ct, ((tuple(lhs_free), ct_lhs_free), (tuple(lb), tuple(range(nb)))))
+    out = dot_general_p.bind(lhs, ct, dimension_numbers=(
+        (tuple(lhs_free), ct_lhs_free), (tuple(lb), tuple(range(nb)))), precision=precision,
+        preferred_element_type=None)
     src = list(rb) + [rc[list(lc).index(l)] for l in sorted(lc)] + rhs_free
     perm = tuple(int(p) for p in np.argsort(src))
     out = transpose(out, perm)
@@ -161,31 +173,30 @@ def _dot_transpose_rhs(ct, lhs, rhs_aval, dimension_numbers):
 def _def_dot_ad():
     from funcgrad.core.ad_util import Zero, add_tangents, is_undefined_primal, tangent_aval
 
-    def _jvp(primals, tangents, dimension_numbers, preferred_element_type=None):
+    def _jvp(primals, tangents, dimension_numbers, precision=None, preferred_element_type=None):
         lhs, rhs = primals
         tl, tr = tangents
-        out = dot_general_p.bind(lhs, rhs, dimension_numbers=dimension_numbers,
-                                 preferred_element_type=preferred_element_type)
+        params = dict(dimension_numbers=dimension_numbers, precision=precision,
+                      preferred_element_type=preferred_element_type)
+        out = dot_general_p.bind(lhs, rhs, **params)
         t = Zero(tangent_aval(aval_of(out)))
         if not dtypes.is_inexact(aval_of(out).dtype):
             return out, t
         if type(tl) is not Zero:
-            t = dot_general_p.bind(tl, rhs, dimension_numbers=dimension_numbers,
-                                   preferred_element_type=preferred_element_type)
+            t = dot_general_p.bind(tl, rhs, **params)
         if type(tr) is not Zero:
-            t = add_tangents(t, dot_general_p.bind(
-                lhs, tr, dimension_numbers=dimension_numbers,
-                preferred_element_type=preferred_element_type))
+            t = add_tangents(t, dot_general_p.bind(lhs, tr, **params))
         return out, t
 
-    def _transpose(ct, lhs, rhs, dimension_numbers, preferred_element_type=None):
+    def _transpose(ct, lhs, rhs, dimension_numbers, precision=None,
+                   preferred_element_type=None):
         if is_undefined_primal(lhs) and is_undefined_primal(rhs):
             raise TypeError("transpose of dot_general: both operands are linear")
         if is_undefined_primal(lhs):
             return [Zero(lhs.aval) if type(ct) is Zero else
-                    _dot_transpose_lhs(ct, lhs.aval, rhs, dimension_numbers), None]
+                    _dot_transpose_lhs(ct, lhs.aval, rhs, dimension_numbers, precision), None]
         return [None, Zero(rhs.aval) if type(ct) is Zero else
-                _dot_transpose_rhs(ct, lhs, rhs.aval, dimension_numbers)]
+                _dot_transpose_rhs(ct, lhs, rhs.aval, dimension_numbers, precision)]
 
     dot_general_p.def_jvp(_jvp)
     dot_general_p.def_transpose(_transpose)

@@ -86,13 +86,25 @@ _OBJECT = np.dtype(object)
 _WIDE = frozenset(np.dtype(t) for t in (np.float64, np.int64, np.uint64, np.complex128))
 
 
+def _host_view(buf):
+    """A NumPy view of ``buf``; a buffer in accelerator memory is first copied to the host CPU
+    device. (jaxlib's own host-copy method imports ``jax``, which funcgrad never does.)"""
+    device = buf._sharding._device
+    if device.platform != "cpu":
+        host = backend.devices("cpu")[0]
+        buf, = _jax.batched_copy_array_to_devices_with_sharding(
+            [buf], [_jax.DeviceList((host,))], [sharding_for(host)],
+            [_jax.ArrayCopySemantics.ALWAYS_COPY])
+    return np.asarray(buf)
+
+
 def _read_through_bits(array):
     from funcgrad.core import interpreters
     from funcgrad.lax.elementwise import bitcast_convert_type
     dtype = array.aval.dtype
     with interpreters.using(interpreters.root()):
         bits = bitcast_convert_type(array, np.dtype(f"uint{dtype.itemsize * 8}"))
-    return np.asarray(bits._buf).view(dtype)
+    return _host_view(bits._buf).view(dtype)
 
 
 def storage_dtype(dtype):
@@ -150,10 +162,10 @@ class Array(Value):
         if self._buf.is_deleted():
             raise RuntimeError(f"Array {self.aval.str_short()} was deleted (donated to a jit "
                                f"call or deleted explicitly); its value cannot be read")
-        # The buffer protocol gives a read-only view of the host buffer (no copy on CPU). It
-        # cannot express bfloat16 and the float8 types: those are read as same-width unsigned
-        # integers (a device bitcast) and viewed as their dtype on the host.
-        value = np.asarray(self._buf)
+        # The buffer protocol gives a read-only view of a CPU buffer (no copy). It cannot
+        # express bfloat16 and the float8 types: those are read as same-width unsigned integers
+        # (a device bitcast) and viewed as their dtype on the host.
+        value = _host_view(self._buf)
         if value.dtype == _OBJECT and self.aval.dtype != _OBJECT:
             value = _read_through_bits(self)
         if self.aval.dtype == dtypes.float0:

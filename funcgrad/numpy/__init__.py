@@ -78,12 +78,16 @@ from funcgrad.numpy.misc import (  # noqa: E402
     vecmat)
 
 # --- dtypes and constants ------------------------------------------------------------------
-bool_ = _dtypes.bool_
-int8, int16, int32, int64 = _dtypes.int8, _dtypes.int16, _dtypes.int32, _dtypes.int64
-uint8, uint16, uint32, uint64 = _dtypes.uint8, _dtypes.uint16, _dtypes.uint32, _dtypes.uint64
-bfloat16, float16, float32, float64 = (_dtypes.bfloat16, _dtypes.float16, _dtypes.float32,
-                                       _dtypes.float64)
-complex64, complex128 = _dtypes.complex64, _dtypes.complex128
+from funcgrad.numpy.scalar_types import scalar_type as _scalar_type  # noqa: E402
+
+bool_ = _scalar_type(_dtypes.bool_)
+int8, int16, int32, int64 = (_scalar_type(t) for t in (_dtypes.int8, _dtypes.int16,
+                                                       _dtypes.int32, _dtypes.int64))
+uint8, uint16, uint32, uint64 = (_scalar_type(t) for t in (_dtypes.uint8, _dtypes.uint16,
+                                                           _dtypes.uint32, _dtypes.uint64))
+bfloat16, float16, float32, float64 = (_scalar_type(t) for t in (
+    _dtypes.bfloat16, _dtypes.float16, _dtypes.float32, _dtypes.float64))
+complex64, complex128 = _scalar_type(_dtypes.complex64), _scalar_type(_dtypes.complex128)
 float0 = _dtypes.float0
 dtype = _np.dtype
 promote_types = _dtypes.promote_types

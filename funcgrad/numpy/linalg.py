@@ -674,7 +674,7 @@ def multi_dot(arrays, *, precision=None):
         if i == j:
             return arrays[i]
         k = split_at[i][j]
-        return jnp.matmul(build(i, k), build(k + 1, j))
+        return jnp.matmul(build(i, k), build(k + 1, j), precision=precision)
 
     out = build(0, n - 1)
     if first_vec:

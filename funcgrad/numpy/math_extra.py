@@ -546,7 +546,7 @@ def _slice1(v, a, b):
 
 
 # --- convolution and correlation (1-D) ---------------------------------------------------------
-def _correlate_full(a, v):
+def _correlate_full(a, v, precision):
     """out[k] = sum_j apad[k + j] * v[j] for the 'full' mode (length n + m - 1)."""
     from funcgrad.numpy.products import matmul
     n, m = aval_of(a).shape[0], aval_of(v).shape[0]
@@ -555,7 +555,7 @@ def _correlate_full(a, v):
     idx = np.arange(k)[:, None] + np.arange(m)[None, :]
     from funcgrad.numpy.indexing import take
     windows = take(apad, idx.astype(np.int32), axis=0)
-    return matmul(windows, v)
+    return matmul(windows, v, precision=precision)
 
 
 def _mode_slice(out, n, m, mode):
@@ -595,7 +595,7 @@ def convolve(a, v, mode="full", *, precision=None):
     """
     a, v = _check_1d("convolve", a, v)
     n, m = aval_of(a).shape[0], aval_of(v).shape[0]
-    out = _correlate_full(a, lax.rev(v, (0,)))
+    out = _correlate_full(a, lax.rev(v, (0,)), precision)
     return _mode_slice(out, n, m, mode)
 
 
@@ -609,7 +609,7 @@ def correlate(a, v, mode="valid", *, precision=None):
     n, m = aval_of(a).shape[0], aval_of(v).shape[0]
     if dtypes.is_complex(aval_of(v).dtype):
         v = lax.conj(v)
-    return _mode_slice(_correlate_full(a, v), n, m, mode)
+    return _mode_slice(_correlate_full(a, v, precision), n, m, mode)
 
 
 # --- interpolation -------------------------------------------------------------------------

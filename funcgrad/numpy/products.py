@@ -40,11 +40,13 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
         # (..., m, k) @ (k, n): contract directly; broadcasting b to a batch would make the
         # transpose (b's gradient) a batched product summed over the batch.
         out = lax.dot_general(a, b, (((len(sa) - 1,), (0,)), ((), ())),
+                              precision=precision,
                               preferred_element_type=preferred_element_type)
         return _unpromote(out, a_vec, b_vec, nb)
     if len(sa) == 2 and nb:
         # (m, k) @ (..., k, n): the product of b's matrices with a, then (n, m) -> (m, n).
         out = lax.dot_general(b, a, (((len(sb) - 2,), (1,)), ((), ())),
+                              precision=precision,
                               preferred_element_type=preferred_element_type)
         out = lax.transpose(out, tuple(range(nb)) + (nb + 1, nb))
         return _unpromote(out, a_vec, b_vec, nb)
@@ -53,7 +55,7 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
     if sb[:-2] != batch:
         b = broadcast_to_shape(b, batch + sb[-2:])
     bdims = tuple(range(nb))
-    out = lax.dot_general(a, b, (((nb + 1,), (nb,)), (bdims, bdims)),
+    out = lax.dot_general(a, b, (((nb + 1,), (nb,)), (bdims, bdims)), precision=precision,
                           preferred_element_type=preferred_element_type)
     return _unpromote(out, a_vec, b_vec, nb)
 
@@ -82,7 +84,7 @@ def dot(a, b, *, precision=None, preferred_element_type=None):
         return multiply(a, b)
     contract_b = 0 if nb == 1 else nb - 2
     _check_contract("dot", aval_of(a), na - 1, aval_of(b), contract_b)
-    return lax.dot_general(a, b, (((na - 1,), (contract_b,)), ((), ())),
+    return lax.dot_general(a, b, (((na - 1,), (contract_b,)), ((), ())), precision=precision,
                            preferred_element_type=preferred_element_type)
 
 
@@ -95,7 +97,7 @@ def _check_contract(fname, la, i, lb, j):
 def vdot(a, b, *, precision=None):
     """Dot product of flattened arrays, conjugating the first. Example: ``jnp.vdot(a, b)``."""
     from funcgrad.numpy.ufuncs import conjugate
-    return dot(conjugate(asarray(a)).reshape(-1), asarray(b).reshape(-1))
+    return dot(conjugate(asarray(a)).reshape(-1), asarray(b).reshape(-1), precision=precision)
 
 
 def vecdot(x1, x2, /, *, axis=-1):
@@ -171,7 +173,7 @@ def einsum(subscripts, *operands, optimize="optimal", precision=None,
             ops.append(_unary_einsum(specs[0], output, args[0]))
         else:
             ops.append(_binary_einsum(specs[0], specs[1], output, args[0], args[1],
-                                      preferred_element_type))
+                                      precision, preferred_element_type))
     return ops[0]
 
 
@@ -194,7 +196,7 @@ def _unary_einsum(spec, out, x):
     return lax.transpose(x, tuple(spec.index(c) for c in out))
 
 
-def _binary_einsum(a_spec, b_spec, out, a, b, preferred_element_type):
+def _binary_einsum(a_spec, b_spec, out, a, b, precision, preferred_element_type):
     from funcgrad.numpy.reductions import sum
     # sum out indices that appear only in one operand and not in the output
     for which in (0, 1):
@@ -212,7 +214,8 @@ def _binary_einsum(a_spec, b_spec, out, a, b, preferred_element_type):
     batch = [c for c in a_spec if c in b_spec and c in out]
     dn = ((tuple(a_spec.index(c) for c in contract), tuple(b_spec.index(c) for c in contract)),
           (tuple(a_spec.index(c) for c in batch), tuple(b_spec.index(c) for c in batch)))
-    res = lax.dot_general(a, b, dn, preferred_element_type=preferred_element_type)
+    res = lax.dot_general(a, b, dn, precision=precision,
+                          preferred_element_type=preferred_element_type)
     res_spec = "".join(batch) + "".join(c for c in a_spec if c not in contract and c not in batch) \
         + "".join(c for c in b_spec if c not in contract and c not in batch)
     return lax.transpose(res, tuple(res_spec.index(c) for c in out))

@@ -400,8 +400,22 @@ def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear"
     """
     if interpolation is not None:
         method = interpolation
-    q = lax.div(_to_float(q), np.asarray(100, aval_of(_to_float(q)).dtype))
-    return _quantile("percentile", a, q, axis, method, keepdims, ignore_nan=False)
+    return _quantile("percentile", a, _percent_to_fraction(q), axis, method, keepdims,
+                     ignore_nan=False)
+
+
+def _percent_to_fraction(q):
+    """``q / 100``. A value known on the host is divided there in float64, as NumPy does: a
+    device division may round 30 / 100 below 0.3 (XLA:GPU multiplies by the reciprocal), which
+    moves the 'lower'/'higher'/'nearest' positions by one element."""
+    if isinstance(q, (int, float)) and not isinstance(q, bool):
+        return q / 100                                  # stays a weakly typed Python float
+    if isinstance(q, (np.ndarray, np.generic, list, tuple)):
+        arr = np.asarray(q)
+        dt = arr.dtype if np.issubdtype(arr.dtype, np.inexact) else dtypes.default_float()
+        return (arr.astype(np.float64) / 100).astype(dt)
+    q = _to_float(q)
+    return lax.div(q, np.asarray(100, aval_of(q).dtype))
 
 
 def _to_float(q):
@@ -439,7 +453,7 @@ def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="line
     """``percentile`` ignoring NaNs. Example: ``jnp.nanpercentile(x, 90)``."""
     if interpolation is not None:
         method = interpolation
-    q = lax.div(_to_float(q), np.asarray(100, aval_of(_to_float(q)).dtype))
+    q = _percent_to_fraction(q)
     return _quantile("nanpercentile", a, q, axis, method, keepdims, ignore_nan=True)
 
 

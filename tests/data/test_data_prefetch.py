@@ -185,7 +185,7 @@ _MULTI_DEVICE_SCRIPT = textwrap.dedent("""
 
 
 def test_prefetch_to_several_devices_in_a_fresh_process():
-    env = dict(os.environ, FUNCGRAD_CPU_DEVICES="4", PYTHONPATH=REPO)
+    env = dict(os.environ, FUNCGRAD_CPU_DEVICES="4", FUNCGRAD_PLATFORM="cpu", PYTHONPATH=REPO)
     proc = subprocess.run([sys.executable, "-c", _MULTI_DEVICE_SCRIPT], env=env,
                           capture_output=True, text=True, timeout=120, cwd=REPO)
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]

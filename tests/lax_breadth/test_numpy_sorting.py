@@ -104,3 +104,19 @@ def test_order_statistics_grad_and_vmap(rng):
     got = vmap(lambda v: jnp.searchsorted(np.array([-1.0, 0.0, 1.0], np.float32), v))(r)
     np.testing.assert_array_equal(np.asarray(got),
                                   np.searchsorted(np.array([-1.0, 0.0, 1.0]), r))
+
+
+def test_percentile_of_a_host_q_is_divided_on_the_host(rng):
+    # 30 / 100 divided on a device can round below 0.3 (XLA:GPU multiplies by the reciprocal)
+    # and move 'lower' from element 6 of 21 to element 5; NumPy divides in float64.
+    r = rng.normal(size=(3, 7)).astype(np.float32)
+    for q in (30, 30.0, np.float32(30), np.array([10, 30, 70]), [30, 50.0]):
+        jaxpr = str(funcgrad.make_jaxpr(lambda x: jnp.percentile(x, q, method="lower"))(r))
+        assert " div" not in jaxpr, jaxpr
+        np.testing.assert_array_equal(np.asarray(jnp.percentile(r, q, method="lower")),
+                                      np.percentile(r, q, method="lower").astype(np.float32))
+        np.testing.assert_array_equal(np.asarray(jnp.nanpercentile(r, q, method="higher")),
+                                      np.nanpercentile(r, q, method="higher").astype(np.float32))
+    # a traced q is divided on the device
+    got = funcgrad.jit(lambda x, q: jnp.percentile(x, q))(r, np.float32(45.0))
+    np.testing.assert_allclose(np.asarray(got), np.percentile(r, 45.0), rtol=1e-6)

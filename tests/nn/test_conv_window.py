@@ -112,7 +112,7 @@ TAP_SUM_CASES = [
 
 @pytest.mark.parametrize("tap_sum", [True, False], ids=["tap_sum", "xla_conv"])
 @pytest.mark.parametrize("case", TAP_SUM_CASES + CASES[:1])
-def test_conv_cpu_lowerings_match_numpy(case, tap_sum, rng, monkeypatch):
+def test_conv_cpu_lowerings_match_numpy(case, tap_sum, rng, monkeypatch, on_cpu):
     # both CPU lowerings (tap sum and XLA's convolution) against the reference, float32 and
     # float64, with fresh jitted functions so neither reuses the other's executable
     monkeypatch.setattr(C, "CPU_TAP_SUM_MAX_TERMS", 32 if tap_sum else 0)
@@ -470,7 +470,7 @@ PADDED_INPUT_CASES = [
 
 
 @pytest.mark.parametrize("case", PADDED_INPUT_CASES)
-def test_conv_padded_input_lowering_values_and_grads(case, x64, rng, monkeypatch):
+def test_conv_padded_input_lowering_values_and_grads(case, x64, rng, monkeypatch, on_cpu):
     monkeypatch.setattr(C, "CPU_PHASES_MAX_FEATURES", 0)     # only this rewrite
     xs, ws, st, pads, ld, rd, fgc, bgc = case
     x = rng.standard_normal(xs)
@@ -509,7 +509,7 @@ PHASES_CASES = [
 
 
 @pytest.mark.parametrize("case", PHASES_CASES)
-def test_conv_output_phases_lowering_values_and_grads(case, x64, rng, monkeypatch):
+def test_conv_output_phases_lowering_values_and_grads(case, x64, rng, monkeypatch, on_cpu):
     xs, ws, pads, dn = case
     x = rng.standard_normal(xs)
     w = rng.standard_normal(ws)
