@@ -530,7 +530,8 @@ def make_jaxpr(fun, static_argnums=()):
         static = {i: a for i, a in enumerate(args) if i in static_argnums}
         dyn = [a for i, a in enumerate(args) if i not in static_argnums]
         leaves, treedef = tree_util.tree_flatten((dyn, kwargs))
-        avals = [aval_of(x) if not isinstance(x, ShapedArray) else x for x in leaves]
+        from funcgrad.transforms.eval_shape import abstractify
+        avals = [abstractify(x) for x in leaves]
 
         def flat_fun(*flat):
             d, kw = treedef.unflatten(flat)
