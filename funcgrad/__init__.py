@@ -22,7 +22,7 @@ from funcgrad.lax.precision import (check_default_precision as _check_precision,
                                     default_matmul_precision)
 config.validate_with("default_matmul_precision", _check_precision)
 from funcgrad import numpy  # noqa: E402
-from funcgrad.transforms.jit import jit, make_jaxpr  # noqa: E402
+from funcgrad.transforms.jit import disable_jit, jit, make_jaxpr  # noqa: E402
 from funcgrad.transforms.eval_shape import ShapeDtypeStruct, eval_shape  # noqa: E402
 from funcgrad import tree  # noqa: E402,F401
 from funcgrad.transforms.ad import (grad, hessian, jacfwd, jacrev, jvp,  # noqa: E402

@@ -429,3 +429,24 @@ def test_cpu_compile_options_respect_xla_flags_and_unknown_options(monkeypatch, 
     out = funcgrad.jit(lambda x: x * 3.0 + 1.0)(jnp.arange(3.0))
     np.testing.assert_allclose(np.asarray(out), [1.0, 4.0, 7.0])
     assert "xla_cpu_no_such_option_here" in executable._rejected_options
+
+
+def test_disable_jit_runs_the_python_function_eagerly():
+    seen = []
+
+    @funcgrad.jit
+    def f(x, scale):
+        seen.append(float(x.sum()))            # needs a concrete value: fails when traced
+        return x * scale if seen[-1] > 0 else -x
+
+    x = jnp.arange(3.0)
+    with pytest.raises(funcgrad.ConcretizationTypeError):
+        f(x, 2.0)
+    with funcgrad.disable_jit():
+        np.testing.assert_allclose(np.asarray(f(x, 2.0)), [0.0, 2.0, 4.0])
+        with funcgrad.disable_jit(False):       # nested: still eager
+            np.testing.assert_allclose(np.asarray(f(-x, 2.0)), [0.0, 1.0, 2.0])
+        g = funcgrad.grad(lambda v: f(v, 3.0).sum())(x)   # transformations still apply
+        np.testing.assert_allclose(np.asarray(g), [3.0, 3.0, 3.0])
+    assert seen[:2] == [3.0, -3.0]
+    assert f.trace_count == 1 and float(funcgrad.jit(lambda v: v + 1)(x)[0]) == 1.0

@@ -3,6 +3,7 @@
 Under another transformation a jitted function binds the ``jit`` primitive, whose params carry
 the staged Jaxpr, so every transformation sees one equation it knows how to transform.
 """
+import contextlib
 import functools
 import inspect
 import weakref
@@ -510,6 +511,33 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=()):
         return functools.partial(jit, static_argnums=static_argnums,
                                  static_argnames=static_argnames, donate_argnums=donate_argnums)
     return JitFunction(fun, static_argnums, static_argnames, donate_argnums)
+
+
+def _call_unjitted(self, *args, **kwargs):
+    return self._fun(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def disable_jit(disable=True):
+    """Inside the block, jitted functions run as plain Python, one eager operation at a time:
+    values are concrete, so ``print``, ``float(x)``, Python branches on values and ``pdb``
+    work where a trace would not. Nothing is traced or compiled (the setting is process-wide).
+
+    Example:
+        >>> f = funcgrad.jit(lambda x: x * 2 if float(x.sum()) > 0 else -x)
+        >>> with funcgrad.disable_jit():
+        ...     f(jnp.ones(3))
+        Array([2., 2., 2.], dtype=float32)
+    """
+    if not disable:
+        yield
+        return
+    saved = JitFunction.__call__
+    JitFunction.__call__ = _call_unjitted
+    try:
+        yield
+    finally:
+        JitFunction.__call__ = saved
 
 
 def make_jaxpr(fun, static_argnums=()):
