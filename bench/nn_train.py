@@ -13,7 +13,11 @@ one), the processes alternate round by round, and each number is the median over
 a process's median step time. PyTorch runs with its default threads (all cores, as XLA's CPU
 runtime uses) and with one thread.
 
-Run: python bench/nn_train.py [--rounds 5] [--steps 30]
+With ``--gpu`` the training steps run on the GPU for every framework (funcgrad and JAX through
+their CUDA plugins, PyTorch on ``cuda``); the one-thread PyTorch variant and the dispatch
+measurement are skipped. Without it everything stays on the CPU, GPU or not.
+
+Run: python bench/nn_train.py [--rounds 5] [--steps 30] [--gpu]
 """
 import argparse
 import json
@@ -23,7 +27,10 @@ import subprocess
 import sys
 import time
 
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
+if "--gpu" not in sys.argv:
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    os.environ.setdefault("FUNCGRAD_PLATFORM", "cpu")
+TORCH_DEVICE = "cuda" if "--gpu" in sys.argv else "cpu"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -117,10 +124,10 @@ def run_torch(case, steps, threads):
     if threads:
         torch.set_num_threads(threads)
     torch.manual_seed(0)
-    model = (lenet if case == "lenet" else lstm_lm)(torch.nn)
+    model = (lenet if case == "lenet" else lstm_lm)(torch.nn).to(TORCH_DEVICE)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x, y = (torch.as_tensor(a.astype(np.int64) if a.dtype == np.int32 else a)
-            for a in data(case))
+    x, y = (torch.as_tensor(a.astype(np.int64) if a.dtype == np.int32 else a,
+                            device=TORCH_DEVICE) for a in data(case))
 
     def train_step():
         opt.zero_grad()
@@ -349,8 +356,9 @@ def available(name):
 
 
 def in_subprocess(framework, case, steps):
+    gpu = ["--gpu"] if TORCH_DEVICE == "cuda" else []
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", framework,
-                          case, "--steps", str(steps)], capture_output=True, text=True,
+                          case, "--steps", str(steps)] + gpu, capture_output=True, text=True,
                          check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])["ms"]
 
@@ -459,6 +467,7 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--worker", nargs=2, metavar=("FRAMEWORK", "CASE"))
     ap.add_argument("--dispatch", metavar="FRAMEWORK")
+    ap.add_argument("--gpu", action="store_true", help="train on the GPU (every framework)")
     args = ap.parse_args()
     if args.dispatch:
         print(json.dumps(DISPATCH[args.dispatch]()))
@@ -467,7 +476,7 @@ def main():
         framework, case = args.worker
         print(json.dumps({"ms": FRAMEWORKS[framework](case, args.steps)}))
         return
-    names = [n for n in FRAMEWORKS if available(n)]
+    names = [n for n in FRAMEWORKS if available(n) and not (args.gpu and n == "torch-1thread")]
     cases = {"lenet": "LeNet train step (batch 64)", "lstm": "LSTM LM train step (32x35)"}
     results = {(c, n): [] for c in cases for n in names}
     for _ in range(args.rounds):
@@ -488,6 +497,8 @@ def main():
     missing = [n for n in FRAMEWORKS if not available(n)]
     if missing:
         print(f"(not installed, so not measured: {', '.join(missing)})")
+    if args.gpu:
+        return
     print()
     print("| jitted call taking a 3-Linear model vs the same jit over a list of its arrays "
           "(process CPU time) | module (us) | list (us) | ratio |")

@@ -1,13 +1,29 @@
-"""Linear-algebra primitives on the LAPACK kernels that jaxlib ships for CPU.
+"""Linear-algebra primitives on LAPACK (CPU) and cuSOLVER (CUDA) kernels.
 
-Each decomposition is one primitive whose lowering emits a ``stablehlo.custom_call`` to one of
-jaxlib's typed-FFI LAPACK kernels (``lapack_<s|d|c|z><routine>_ffi``, registered once with
-XLA at the first lowering). The kernels take column-major matrices with any number of leading batch
-dimensions (passed through ``operand_layouts``/``result_layouts``) and ``uint8`` character
-attributes (``uplo='L'``, ``mode='V'``...) in a dictionary ``backend_config`` (custom-call API
-version 4). Post-processing that every caller wants (zeroing the unused triangle, NaN where
-LAPACK reported failure, 0-based pivots) happens inside the lowering, so every primitive's
-output is clean.
+Each decomposition is one primitive whose lowering emits a ``stablehlo.custom_call`` to a
+typed-FFI kernel; the platform picks the kernel family, target name and attributes, and the
+rest of the rule (shapes, layouts, post-processing) is shared:
+
+* CPU: jaxlib's LAPACK kernels ``lapack_<s|d|c|z><routine>_ffi``, registered with XLA at the
+  first lowering. Their attributes are ``uint8`` characters (``uplo='L'``, ``mode='V'``...).
+* CUDA: the cuSOLVER kernels of the CUDA plugin wheel (``cusolver_getrf_ffi``,
+  ``cusolver_geqrf_ffi``/``cusolver_orgqr_ffi``, ``cusolver_syevd_ffi``, ``cusolver_gesvd_ffi``,
+  ``cusolver_geev_ffi``), one target for all four dtypes, registered with the CUDA PJRT plugin at
+  the first lowering that needs one (``lax/linalg_gpu.py``). Their attributes are bools and
+  small integers (``lower=True``, ``algorithm=0 : ui8``, ``full_matrices``...). Cholesky and
+  triangular solves lower to the native ``stablehlo.cholesky``/``stablehlo.triangular_solve``,
+  which XLA:GPU runs itself. cuSOLVER's ``gesvd`` needs m >= n: a wide matrix is passed
+  row-major (the kernel sees its transpose) and the two singular-vector results swap. Its
+  ``geev`` has no left eigenvectors (``eig(compute_left_eigenvectors=True)`` raises
+  ``MissingRuleError`` there) and returns a real matrix's complex eigenvectors in LAPACK's
+  packed real form, unpacked in the lowering.
+
+Both families take column-major matrices with any number of leading batch dimensions (passed
+through ``operand_layouts``/``result_layouts``) and report failures in an ``info`` status per
+matrix (custom-call API version 4, attributes in a dictionary ``backend_config``). Other
+platforms raise ``MissingRuleError``. Post-processing that every caller wants (zeroing the
+unused triangle, NaN where the kernel reported failure, 0-based pivots) happens inside the
+lowering, so every primitive's output is the same on both platforms.
 
 Primitives: ``cholesky``, ``triangular_solve``, ``lu`` (with pivots and permutation), ``qr``,
 ``eigh``, ``svd``, ``eig`` (no derivative: JAX has none either for eigenvectors of
@@ -27,6 +43,8 @@ from funcgrad.core.avals import ShapedArray
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import aval_of
 from funcgrad.lax import _hlo
+from funcgrad.lax import linalg_gpu
+from funcgrad.lax.reductions import reduce_hlo
 
 # --- custom-call plumbing -------------------------------------------------------------------
 _registered = False
@@ -51,8 +69,31 @@ _PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
            np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
 
 
-def _target(routine, dtype):
-    return f"lapack_{_PREFIX[np.dtype(dtype)]}{routine}_ffi"
+LAPACK, CUSOLVER = "lapack", "cusolver"
+
+
+def _kernel_family(ctx, name):
+    """The kernels behind ``lax.linalg.<name>`` on ``ctx.platform``: LAPACK on the CPU, cuSOLVER
+    (and XLA's own Cholesky and triangular solve) on CUDA."""
+    if ctx.platform in ("cpu", "host"):
+        return LAPACK
+    if ctx.platform in ("cuda", "gpu"):
+        return CUSOLVER
+    raise errors.MissingRuleError(
+        f"lax.linalg.{name}: no linear-algebra kernels for platform {ctx.platform!r} (there "
+        f"are LAPACK kernels for 'cpu' and cuSOLVER kernels for 'cuda')")
+
+
+def _kernel(family, name, routine, dtype):
+    """The custom-call target running ``routine`` for ``lax.linalg.<name>``, registered with
+    XLA: ``lapack_<s|d|c|z><routine>_ffi`` (one per dtype) or ``cusolver_<routine>_ffi``
+    (dispatching on the dtype itself)."""
+    if family == LAPACK:
+        _register_lapack()
+        return f"lapack_{_PREFIX[np.dtype(dtype)]}{routine}_ffi"
+    target = f"cusolver_{routine}_ffi"
+    linalg_gpu.ensure_registered(target, name, "cuda")
+    return target
 
 
 def _layout(ndim, matrix):
@@ -64,31 +105,38 @@ def _layout(ndim, matrix):
     return ir.DenseIntElementsAttr.get(np.asarray(order, np.int64), type=ir.IndexType.get())
 
 
-def _u8(c):
-    return ir.IntegerAttr.get(ir.IntegerType.get_unsigned(8), ord(c))
+def _ffi_attr(value):
+    """An FFI attribute: a one-character ``str`` is a LAPACK flag (its ``uint8`` code), a
+    ``bool`` an ``i1``, a NumPy integer scalar an integer of its own width and signedness."""
+    if isinstance(value, str) and len(value) == 1:
+        return ir.IntegerAttr.get(ir.IntegerType.get_unsigned(8), ord(value))
+    if isinstance(value, (bool, np.bool_)):
+        return ir.BoolAttr.get(bool(value))
+    if isinstance(value, np.integer):
+        bits = value.dtype.itemsize * 8
+        kind = (ir.IntegerType.get_unsigned(bits) if value.dtype.kind == "u"
+                else ir.IntegerType.get_signless(bits))
+        return ir.IntegerAttr.get(kind, int(value))
+    raise TypeError(f"lax.linalg: cannot encode {value!r} ({type(value).__name__}) as an FFI "
+                    f"attribute; use a one-character str, a bool or a NumPy integer scalar")
 
 
 def _ffi_call(name, operands, operand_avals, result_avals, attrs, operand_matrix,
               result_matrix):
-    """Emit a typed-FFI custom call; returns its results."""
-    _register_lapack()
+    """Emit a typed-FFI custom call to the registered target ``name``; returns its results.
+
+    ``operand_matrix``/``result_matrix`` flag the arrays passed column-major (LAPACK and
+    cuSOLVER matrices); the others keep XLA's default row-major layout."""
     op = stablehlo.CustomCallOp(
         [_hlo.ir_type(a) for a in result_avals], list(operands), name,
         has_side_effect=ir.BoolAttr.get(False),
-        backend_config=ir.DictAttr.get({k: _u8(v) for k, v in attrs.items()}),
+        backend_config=ir.DictAttr.get({k: _ffi_attr(v) for k, v in attrs.items()}),
         api_version=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 4),
         operand_layouts=ir.ArrayAttr.get([_layout(a.ndim, m) for a, m in
                                           zip(operand_avals, operand_matrix)]),
         result_layouts=ir.ArrayAttr.get([_layout(a.ndim, m) for a, m in
                                          zip(result_avals, result_matrix)]))
     return list(op.results)
-
-
-def _check_cpu(ctx, name):
-    if ctx.platform not in ("cpu", "host"):
-        raise errors.MissingRuleError(
-            f"lax.linalg.{name}: only the CPU backend has LAPACK kernels (platform "
-            f"{ctx.platform!r})")
 
 
 # --- MLIR helpers for post-processing ------------------------------------------------------
@@ -110,17 +158,26 @@ def _keep_triangle(x, aval, lower):
     return stablehlo.select(mask, x, _hlo.zeros_like_aval(aval))
 
 
-def _ok_mask(info, info_aval, aval, nbatch_trailing):
-    """Broadcast ``info == 0`` (batch shape) to ``aval`` (batch shape + trailing dims)."""
-    ok = _hlo.compare(info, _hlo.constant(0, np.int32, info_aval.shape), "EQ", np.int32)
-    return stablehlo.broadcast_in_dim(_hlo.tensor_type(aval.shape, dtypes.bool_), ok,
-                                      list(range(info_aval.ndim)))
+def _nan_unless(ok, ok_shape, x, aval):
+    """``x`` where ``ok`` (a bool array of the leading ``ok_shape`` dims of ``aval``), else NaN."""
+    ok = stablehlo.broadcast_in_dim(_hlo.tensor_type(aval.shape, dtypes.bool_), ok,
+                                    list(range(len(ok_shape))))
+    return stablehlo.select(ok, x, _hlo.constant(np.nan, aval.dtype, aval.shape))
 
 
 def _nan_if_failed(x, aval, info, info_aval):
-    ok = _ok_mask(info, info_aval, aval, aval.ndim - info_aval.ndim)
-    nan = _hlo.constant(np.nan, aval.dtype, aval.shape)
-    return stablehlo.select(ok, x, nan)
+    """NaN for the batch elements whose ``info`` (a LAPACK/cuSOLVER status) is not 0."""
+    ok = _hlo.compare(info, _hlo.constant(0, np.int32, info_aval.shape), "EQ", np.int32)
+    return _nan_unless(ok, info_aval.shape, x, aval)
+
+
+def _nan_on_diagonal(x, aval):
+    """Per matrix of ``x`` (batch shape): whether a diagonal entry is NaN."""
+    nd = aval.ndim
+    is_nan = _hlo.compare(x, x, "NE", aval.dtype)
+    diag = _hlo.compare(_iota(aval.shape, nd - 2), _iota(aval.shape, nd - 1), "EQ", np.int32)
+    return reduce_hlo("or", stablehlo.and_(is_nan, diag), ShapedArray(aval.shape, dtypes.bool_),
+                      (nd - 2, nd - 1), ShapedArray(aval.shape[:-2], dtypes.bool_))
 
 
 def _slice(x, aval, starts, limits):
@@ -164,13 +221,20 @@ def _cholesky_abstract(a):
 
 
 def _cholesky_lowering(ctx, a):
-    _check_cpu(ctx, "cholesky")
     aval = ctx.avals_out[0]
-    info_aval = _int_aval(aval.shape[:-2])
-    out, info = _ffi_call(_target("potrf", aval.dtype), [a], [aval], [aval, info_aval],
-                          {"uplo": "L"}, [True], [True, False])
+    batch = aval.shape[:-2]
+    if _kernel_family(ctx, "cholesky") == LAPACK:
+        info_aval = _int_aval(batch)
+        out, info = _ffi_call(_kernel(LAPACK, "cholesky", "potrf", aval.dtype), [a], [aval],
+                              [aval, info_aval], {"uplo": "L"}, [True], [True, False])
+        ok = _hlo.compare(info, _hlo.constant(0, np.int32, batch), "EQ", np.int32)
+    else:
+        # XLA's own Cholesky (cuSOLVER inside XLA:GPU) leaves the upper triangle as it was and
+        # fills a matrix whose factorization failed with NaN: its diagonal tells.
+        out = stablehlo.cholesky(a, lower=True)
+        ok = stablehlo.not_(_nan_on_diagonal(out, aval))
     out = _keep_triangle(out, aval, lower=True)
-    return _nan_if_failed(out, aval, info, info_aval)
+    return _nan_unless(ok, batch, out, aval)
 
 
 cholesky_p.def_lowering(_cholesky_lowering)
@@ -229,9 +293,12 @@ def _triangular_solve_abstract(a, b, left_side, lower, transpose_a, conjugate_a,
     return b.strip_weak()
 
 
+_XLA_TRANSPOSE = {"N": "NO_TRANSPOSE", "T": "TRANSPOSE", "C": "ADJOINT"}
+
+
 def _triangular_solve_lowering(ctx, a, b, left_side, lower, transpose_a, conjugate_a,
                                unit_diagonal):
-    _check_cpu(ctx, "triangular_solve")
+    family = _kernel_family(ctx, "triangular_solve")
     a_aval, b_aval = ctx.avals_in
     if conjugate_a and not transpose_a and dtypes.is_complex(a_aval.dtype):
         a = _conj(a, a_aval)
@@ -239,10 +306,15 @@ def _triangular_solve_lowering(ctx, a, b, left_side, lower, transpose_a, conjuga
     trans = "N"
     if transpose_a:
         trans = "C" if (conjugate_a and dtypes.is_complex(a_aval.dtype)) else "T"
-    (out,) = _ffi_call(_target("trsm", a_aval.dtype), [a, b], [a_aval, b_aval],
-                       [b_aval], {"side": "L" if left_side else "R",
-                                  "uplo": "L" if lower else "U", "trans_x": trans,
-                                  "diag": "U" if unit_diagonal else "N"},
+    if family == CUSOLVER:
+        # XLA:GPU runs stablehlo.triangular_solve itself (cuBLAS trsm).
+        return stablehlo.triangular_solve(a, b, bool(left_side), bool(lower),
+                                          bool(unit_diagonal),
+                                          stablehlo.TransposeAttr.get(_XLA_TRANSPOSE[trans]))
+    (out,) = _ffi_call(_kernel(family, "triangular_solve", "trsm", a_aval.dtype), [a, b],
+                       [a_aval, b_aval], [b_aval],
+                       {"side": "L" if left_side else "R", "uplo": "L" if lower else "U",
+                        "trans_x": trans, "diag": "U" if unit_diagonal else "N"},
                        [True, True], [True])
     return out
 
@@ -305,13 +377,14 @@ def _lu_abstract(a):
 
 
 def _lu_lowering(ctx, a):
-    _check_cpu(ctx, "lu")
+    family = _kernel_family(ctx, "lu")
     aval, piv_aval, perm_aval = ctx.avals_out
     batch = aval.shape[:-2]
     info_aval = _int_aval(batch)
-    lu, piv, info = _ffi_call(_target("getrf", aval.dtype), [a], [aval],
+    lu, piv, info = _ffi_call(_kernel(family, "lu", "getrf", aval.dtype), [a], [aval],
                               [aval, piv_aval, info_aval], {}, [True], [True, False, False])
-    # LAPACK pivots are 1-based; a singular matrix (info > 0) still gives a valid LU.
+    # LAPACK and cuSOLVER pivots are 1-based; a singular matrix (info > 0) still gives a valid
+    # LU.
     piv = stablehlo.subtract(piv, _hlo.constant(1, np.int32, piv_aval.shape))
     bad = _hlo.compare(info, _hlo.constant(0, np.int32, batch), "LT", np.int32)
     bad = stablehlo.broadcast_in_dim(_hlo.tensor_type(aval.shape, dtypes.bool_), bad,
@@ -394,15 +467,15 @@ def _qr_abstract(a, full_matrices):
 
 
 def _qr_lowering(ctx, a, full_matrices):
-    _check_cpu(ctx, "qr")
+    family = _kernel_family(ctx, "qr")
     aval = ctx.avals_in[0].strip_weak()
     q_aval, r_aval = ctx.avals_out
     batch = aval.shape[:-2]
     m, n = aval.shape[-2:]
     k = min(m, n)
     tau_aval = ShapedArray(batch + (k,), aval.dtype)
-    qr, tau = _ffi_call(_target("geqrf", aval.dtype), [a], [aval], [aval, tau_aval], {},
-                        [True], [True, False])
+    qr, tau = _ffi_call(_kernel(family, "qr", "geqrf", aval.dtype), [a], [aval],
+                        [aval, tau_aval], {}, [True], [True, False])
     # R: the upper triangle of the first q-columns rows.
     rows = r_aval.shape[-2]
     r = qr
@@ -424,9 +497,10 @@ def _qr_lowering(ctx, a, full_matrices):
                            "EQ", np.int32)
         q = _hlo.convert(eye, ShapedArray(q_aval.shape, dtypes.bool_), q_aval.dtype)
         return [q, r]
-    (q,) = _ffi_call(_target("orgqr" if not dtypes.is_complex(aval.dtype) else "ungqr",
-                             aval.dtype), [h, tau], [q_aval, tau_aval], [q_aval], {},
-                     [True, False], [True])
+    # cuSOLVER's orgqr target also takes complex matrices (ungqr).
+    routine = "ungqr" if family == LAPACK and dtypes.is_complex(aval.dtype) else "orgqr"
+    (q,) = _ffi_call(_kernel(family, "qr", routine, aval.dtype), [h, tau], [q_aval, tau_aval],
+                     [q_aval], {}, [True, False], [True])
     return [q, r]
 
 
@@ -453,14 +527,19 @@ def _eigh_abstract(a, lower):
 
 
 def _eigh_lowering(ctx, a, lower):
-    _check_cpu(ctx, "eigh")
+    family = _kernel_family(ctx, "eigh")
     v_aval, w_aval = ctx.avals_out
     info_aval = _int_aval(v_aval.shape[:-2])
-    routine = "heevd" if dtypes.is_complex(v_aval.dtype) else "syevd"
-    v, w, info = _ffi_call(_target(routine, v_aval.dtype), [a], [v_aval],
-                           [v_aval, w_aval, info_aval], {"uplo": "L" if lower else "U",
-                                                         "mode": "V"},
-                           [True], [True, False, False])
+    if family == LAPACK:
+        routine = "heevd" if dtypes.is_complex(v_aval.dtype) else "syevd"
+        attrs = {"uplo": "L" if lower else "U", "mode": "V"}
+    else:
+        # cuSOLVER's syevd target handles complex matrices too; algorithm 0 lets it pick
+        # Jacobi (syevj) for n <= 32 and divide and conquer above.
+        routine = "syevd"
+        attrs = {"lower": bool(lower), "algorithm": np.uint8(0)}
+    v, w, info = _ffi_call(_kernel(family, "eigh", routine, v_aval.dtype), [a], [v_aval],
+                           [v_aval, w_aval, info_aval], attrs, [True], [True, False, False])
     return [_nan_if_failed(v, v_aval, info, info_aval), _nan_if_failed(w, w_aval, info, info_aval)]
 
 
@@ -498,7 +577,7 @@ def _svd_abstract(a, full_matrices, compute_uv):
 
 
 def _svd_lowering(ctx, a, full_matrices, compute_uv):
-    _check_cpu(ctx, "svd")
+    family = _kernel_family(ctx, "svd")
     aval = ctx.avals_in[0].strip_weak()
     batch = aval.shape[:-2]
     m, n = aval.shape[-2:]
@@ -507,15 +586,29 @@ def _svd_lowering(ctx, a, full_matrices, compute_uv):
     info_aval = _int_aval(batch)
     if compute_uv:
         u_aval, vt_aval = outs[1], outs[2]
-        mode = "A" if full_matrices else "S"
-    else:
+    else:   # placeholders: neither kernel writes u or vt then
         u_aval = vt_aval = ShapedArray(batch + (1, 1), aval.dtype)
-        mode = "N"
     if m == 0 or n == 0:
         return _svd_empty(aval, outs, compute_uv)
-    _, s, u, vt, info = _ffi_call(_target("gesdd", aval.dtype), [a], [aval],
-                                  [aval, s_aval, u_aval, vt_aval, info_aval], {"mode": mode},
-                                  [True], [True, False, True, True, False])
+    swap = False
+    if family == LAPACK:
+        routine = "gesdd"
+        attrs = {"mode": ("A" if full_matrices else "S") if compute_uv else "N"}
+    else:
+        # cuSOLVER's gesvd needs m >= n. A wide matrix goes in row-major, which the kernel reads
+        # as the tall a^T = conj(v) s u^T; its "u" and "vt" results, read back row-major, are
+        # then vt and u.
+        routine = "gesvd"
+        swap = m < n
+        attrs = {"full_matrices": bool(full_matrices), "compute_uv": bool(compute_uv),
+                 "transposed": swap}
+    col = not swap
+    _, s, u, vt, info = _ffi_call(
+        _kernel(family, "svd", routine, aval.dtype), [a], [aval],
+        [aval, s_aval] + ([vt_aval, u_aval] if swap else [u_aval, vt_aval]) + [info_aval], attrs,
+        [col], [col, False, col, col, False])
+    if swap:
+        u, vt = vt, u
     s = _nan_if_failed(s, s_aval, info, info_aval)
     if not compute_uv:
         return [s]
@@ -537,7 +630,8 @@ svd_p.def_lowering(_svd_lowering)
 
 
 def svd(x, full_matrices=True, compute_uv=True):
-    """Singular value decomposition by LAPACK's divide and conquer (``gesdd``).
+    """Singular value decomposition: LAPACK's divide and conquer (``gesdd``) on the CPU,
+    cuSOLVER's QR iteration (``gesvd``) on CUDA.
 
     Returns ``(s, u, vt)`` with descending ``s`` and ``x == u[..., :k] * s @ vt[..., :k, :]``,
     or just ``s`` when ``compute_uv=False``.
@@ -569,16 +663,19 @@ def _eig_abstract(a, compute_left_eigenvectors, compute_right_eigenvectors):
 
 
 def _eig_lowering(ctx, a, compute_left_eigenvectors, compute_right_eigenvectors):
-    _check_cpu(ctx, "eig")
+    family = _kernel_family(ctx, "eig")
     aval = ctx.avals_in[0].strip_weak()
     w_aval = ctx.avals_out[0]
     cdt = w_aval.dtype
     batch = aval.shape[:-2]
     info_aval = _int_aval(batch)
     vec_aval = ShapedArray(aval.shape, cdt)
+    if family == CUSOLVER:
+        return _eig_cusolver(ctx, a, aval, w_aval, info_aval, compute_left_eigenvectors,
+                             compute_right_eigenvectors)
     attrs = {"compute_left": "V" if compute_left_eigenvectors else "N",
              "compute_right": "V" if compute_right_eigenvectors else "N"}
-    target = _target("geev", aval.dtype)
+    target = _kernel(family, "eig", "geev", aval.dtype)
     if dtypes.is_complex(aval.dtype):
         w, vl, vr, info = _ffi_call(target, [a], [aval], [w_aval, vec_aval, vec_aval, info_aval],
                                     attrs, [True], [False, True, True, False])
@@ -596,13 +693,85 @@ def _eig_lowering(ctx, a, compute_left_eigenvectors, compute_right_eigenvectors)
     return outs
 
 
+def _eig_cusolver(ctx, a, aval, w_aval, info_aval, compute_left, compute_right):
+    # cuSOLVER's geev (cusolverDnXgeev) returns the overwritten matrix, complex eigenvalues and
+    # eigenvectors of the input's dtype: for a real matrix, LAPACK's packing where a complex
+    # conjugate pair (w_j, w_j+1) shares columns j (real part) and j+1 (imaginary part). It
+    # computes no left eigenvectors: those come from the right ones (_left_from_right).
+    vec_aval = ShapedArray(aval.shape, aval.dtype)
+    need_right = bool(compute_right or compute_left)
+    _, w, _, vr, info = _ffi_call(
+        _kernel(CUSOLVER, "eig", "geev", aval.dtype), [a], [aval],
+        [aval, w_aval, vec_aval, vec_aval, info_aval],
+        {"left": False, "right": need_right}, [True], [True, False, True, True, False])
+    outs = [_nan_if_failed(w, w_aval, info, info_aval)]
+    if need_right:
+        cvec_aval = ShapedArray(aval.shape, w_aval.dtype)
+        if not dtypes.is_complex(aval.dtype):
+            (vr,) = _lower_lax(ctx, lambda w_, v_: [_unpack_conjugate_pairs(w_, v_)], [w, vr],
+                               [w_aval, vec_aval])
+        if compute_left:
+            (vl,) = _lower_lax(ctx, lambda v_: [_left_from_right(v_)], [vr], [cvec_aval])
+            outs.append(_nan_if_failed(vl, cvec_aval, info, info_aval))
+        if compute_right:
+            outs.append(_nan_if_failed(vr, cvec_aval, info, info_aval))
+    return outs
+
+
+def _left_from_right(v):
+    """Left eigenvectors from the right ones ``v`` (columns): ``inv(v) @ a == w * inv(v)``, so
+    the conjugated rows of ``inv(v)`` are left eigenvectors. Each is scaled to unit 2-norm with
+    its largest component real and positive (LAPACK's geev makes it real)."""
+    from funcgrad import numpy as jnp
+    vl = jnp.conj(jnp.swapaxes(jnp.linalg.inv(v), -1, -2))
+    norms = jnp.sqrt(jnp.sum(jnp.real(vl * jnp.conj(vl)), axis=-2, keepdims=True))
+    big = jnp.take_along_axis(vl, jnp.argmax(jnp.abs(vl), axis=-2, keepdims=True), axis=-2)
+    phase = big / jnp.abs(big)
+    return vl / (norms * phase)
+
+
+def _lower_lax(ctx, fn, args, avals):
+    """Lower ``fn`` (funcgrad.lax code returning a list) on MLIR values ``args`` of ``avals``."""
+    from funcgrad.core.staging import trace_to_jaxpr
+    closed, _ = trace_to_jaxpr(fn, list(avals))
+    consts = [_hlo.constant(np.asarray(c), aval_of(c).dtype) for c in closed.consts]
+    return ctx.lower_jaxpr(closed.jaxpr, consts, list(args))
+
+
+def _unpack_conjugate_pairs(w, v):
+    """Complex eigenvectors from LAPACK's real packing: for a pair w_j, w_j+1 = conj(w_j),
+    v_j = v[:, j] + i v[:, j+1] and v_j+1 = v[:, j] - i v[:, j+1]; real w_j keep v[:, j]."""
+    lax = _lax()
+    shape = aval_of(v).shape
+    nd = len(shape)
+    wi = lax.imag(w)
+    paired = lax.ne(wi, lax.full(aval_of(wi).shape, 0, aval_of(wi).dtype))
+    count = lax.cumsum(lax.convert_element_type(paired, np.int32), axis=nd - 2)
+    first = lax.bitwise_and(paired, lax.eq(lax.rem(count, lax.full(aval_of(count).shape, 2,
+                                                                    np.int32)),
+                                           lax.full(aval_of(count).shape, 1, np.int32)))
+    second = lax.bitwise_and(paired, lax.bitwise_not(first))
+    first, second = _row(first, shape), _row(second, shape)
+    zero = lax.full((), 0, aval_of(v).dtype)
+    cols = [(0, 0, 0)] * (nd - 1)
+    next_col = lax.pad(v, zero, cols + [(-1, 1, 0)])       # v[..., j + 1]
+    prev_col = lax.pad(v, zero, cols + [(1, -1, 0)])       # v[..., j - 1]
+    re = lax.select(second, prev_col, v)
+    im = lax.select(first, next_col,
+                    lax.select(second, lax.neg(v), lax.full(shape, 0, aval_of(v).dtype)))
+    return lax.complex(re, im)
+
+
 eig_p.def_lowering(_eig_lowering)
 
 
 def eig(x, compute_left_eigenvectors=True, compute_right_eigenvectors=True):
-    """Eigendecomposition of a general square matrix (CPU): ``[w, vl?, vr?]``, complex.
+    """Eigendecomposition of a general square matrix: ``[w, vl?, vr?]``, complex.
 
-    Right eigenvectors satisfy ``x @ vr == vr * w``; left ones ``vl^H @ x == w[:, None] * vl^H``.
+    Right eigenvectors satisfy ``x @ vr == vr * w``; left ones ``vl^H @ x == w[:, None] * vl^H``;
+    each has unit 2-norm. On CUDA, cuSOLVER's ``geev`` computes right eigenvectors only, and
+    the left ones come from ``inv(vr)`` (unit norm, largest component real and positive): skip
+    them with ``compute_left_eigenvectors=False`` when only ``vr`` is needed.
 
     Example:
         >>> w, vl, vr = lax.linalg.eig(a)

@@ -6,6 +6,7 @@ client is made when the CUDA PJRT plugin wheel (``jax-cuda13-plugin``/``jax-cuda
 installed; ``FUNCGRAD_PLATFORM=cpu`` or ``config.update("platform", "cpu")`` forces the CPU.
 """
 import glob
+import importlib
 import importlib.util
 import os
 import threading
@@ -20,6 +21,7 @@ _clients = {}
 client_listeners = []   # called after each new client (funcgrad.lowering.array uses it)
 _failed = {}
 _x64_transfer_state = None
+_cuda_c_api = None      # the CUDA plugin's PJRT_Api capsule, kept for registering custom calls
 
 
 def _set_x64_state_once():
@@ -58,6 +60,7 @@ def _cuda_plugin_path():
 
 
 def _make_client(platform):
+    global _cuda_c_api
     if platform == "cpu":
         return xc.make_cpu_client(num_devices=int(config.cpu_devices))
     if platform in ("cuda", "gpu"):
@@ -65,11 +68,38 @@ def _make_client(platform):
         if path is None:
             raise RuntimeError("no CUDA PJRT plugin is installed (pip install jax-cuda13-plugin)")
         if not xc.pjrt_plugin_loaded("cuda"):
-            xc.load_pjrt_plugin_dynamically("cuda", path)
+            _cuda_c_api = xc.load_pjrt_plugin_dynamically("cuda", path)
         if not xc.pjrt_plugin_initialized("cuda"):
             xc.initialize_pjrt_plugin("cuda")
         return xc.make_c_api_client("cuda", xc.generate_pjrt_gpu_plugin_options())
     raise ValueError(f"funcgrad: unknown platform {platform!r} (known: 'cpu', 'cuda')")
+
+
+def register_cuda_custom_call(name, handler, api_version=1):
+    """Register an XLA FFI handler (a PyCapsule, or a dict of stage name -> capsule) as custom
+    call target ``name`` with the CUDA PJRT plugin; call it before compiling code that uses it.
+
+    Plugin platforms take their handlers through the plugin's own extension module
+    (``cuda_plugin_extension`` of the jax-cuda13/12-plugin wheel), not through jaxlib.
+
+    Example:
+        >>> backend.register_cuda_custom_call("cusolver_getrf_ffi", capsule)
+    """
+    get_client("cuda")
+    if _cuda_c_api is None:
+        raise RuntimeError(f"cannot register custom call {name!r}: the CUDA PJRT plugin was "
+                           "loaded outside funcgrad, so its C API handle is unknown")
+    failures = []
+    for package in ("jax_cuda13_plugin", "jax_cuda12_plugin"):
+        try:
+            ext = importlib.import_module(package + ".cuda_plugin_extension")
+        except ImportError as exc:
+            failures.append(f"{package}: {exc}")
+            continue
+        ext.register_custom_call_target(_cuda_c_api, name, handler, "CUDA", api_version)
+        return
+    raise RuntimeError(f"cannot register custom call {name!r}: no CUDA plugin extension module "
+                       f"could be imported ({'; '.join(failures)})")
 
 
 def get_client(platform=None):

@@ -22,6 +22,17 @@ def _precisions(text):
             if "stablehlo.dot_general" in ln or "stablehlo.convolution" in ln]
 
 
+@pytest.fixture(autouse=True)
+def no_default_precision():
+    """These tests start from the switch unset (the suite sets it to "highest" on a GPU)."""
+    old = funcgrad.config.default_matmul_precision
+    funcgrad.config.update("default_matmul_precision", None)
+    try:
+        yield
+    finally:
+        funcgrad.config.update("default_matmul_precision", old)
+
+
 @pytest.fixture
 def ab(rng):
     return rng.standard_normal((3, 4)).astype(np.float32), \

@@ -364,3 +364,20 @@ def test_structural_errors():
         lax.scatter_add(f, np.zeros((2, 1), np.int32), np.ones((2, 3), np.int32), SCAT)
     with pytest.raises(TypeError, match=r"lax\.cumsum.*axis 5"):
         lax.cumsum(f, axis=5)
+
+
+@pytest.mark.parametrize("k, widened", [(3, True), (5, True), (4, False), (32, False)])
+def test_int8_products_with_a_wider_accumulator_on_gpu(k, widened):
+    # XLA:GPU doubled an int8 (2, 3) @ (3, 2) -> int32 product; off the CPU, operands of a
+    # product whose contracted size is not a multiple of 4 are widened first
+    from funcgrad.lowering import mlir
+    a, b = np.ones((2, k), np.int8), np.ones((k, 2), np.int8)
+    f = lambda x, y: lax.dot(x, y, preferred_element_type=np.int32)
+    closed = funcgrad.make_jaxpr(f)(a, b)
+    for platform, want in (("cuda", widened), ("cpu", False)):
+        module, ctx = mlir.lower_closed_jaxpr(closed, platform=platform)
+        with ctx:
+            text = str(module)
+        dot = next(ln for ln in text.splitlines() if "stablehlo.dot_general" in ln)
+        assert ("tensor<2x%dxi32>" % k in dot) is want, (platform, dot)
+    np.testing.assert_array_equal(np.asarray(funcgrad.jit(f)(a, b)), np.full((2, 2), k))

@@ -139,7 +139,7 @@ def test_triangular_solve_vmap_shared_matrix(rng, left_side):
 
     out = np.asarray(funcgrad.vmap(f, in_axes=2)(np.moveaxis(b, 0, 2)))
     ref = np.stack([np.asarray(f(b[i])) for i in range(5)])
-    np.testing.assert_allclose(out, ref, rtol=1e-6)
+    np.testing.assert_allclose(out, ref, rtol=1e-5)     # cuBLAS's batched trsm: 5e-6 on a GPU
 
 
 def test_vmap_decompositions(rng):
