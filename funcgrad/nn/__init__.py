@@ -22,10 +22,12 @@ from funcgrad.nn.module import Module, Parameter, functional_call  # noqa: F401
 from funcgrad.nn.activation import (  # noqa: F401
     ELU, GELU, SELU, Flatten, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid,
     LogSoftmax, Mish, PReLU, ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softplus, Softsign, Tanh,
-    Unflatten, Softmin, CosineSimilarity, PairwiseDistance)
+    Unflatten, Softmin, CosineSimilarity, PairwiseDistance, CELU, GLU, Hardshrink, Softmax2d,
+    Softshrink, Tanhshrink, Threshold)
 from funcgrad.nn.padding import *  # noqa: F401,F403  (ZeroPad2d, ReflectionPad1d, ...)
-from funcgrad.nn.attention import (MultiheadAttention, TransformerEncoder,  # noqa: F401
-                                   TransformerEncoderLayer)
+from funcgrad.nn.attention import (MultiheadAttention, Transformer,  # noqa: F401
+                                   TransformerDecoder, TransformerDecoderLayer,
+                                   TransformerEncoder, TransformerEncoderLayer)
 from funcgrad.nn.containers import (ModuleDict, ModuleList, ParameterDict,  # noqa: F401
                                    ParameterList, Sequential)
 from funcgrad.nn.conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d,  # noqa: F401
@@ -33,16 +35,22 @@ from funcgrad.nn.conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d,  # noqa: 
 from funcgrad.nn.dropout import (AlphaDropout, Dropout, Dropout1d, Dropout2d,  # noqa: F401
                                 Dropout3d, FeatureAlphaDropout)
 from funcgrad.nn.embedding import Embedding  # noqa: F401
+from funcgrad.nn.fold import Fold, Unfold  # noqa: F401
 from funcgrad.nn.linear import Bilinear, Identity, Linear  # noqa: F401
 from funcgrad.nn.normalization import (BatchNorm1d, BatchNorm2d, BatchNorm3d,  # noqa: F401
-                                       GroupNorm, InstanceNorm2d, LayerNorm, RMSNorm)
+                                       GroupNorm, InstanceNorm2d, LayerNorm,
+                                       LocalResponseNorm, RMSNorm)
 from funcgrad.nn.pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d,  # noqa: F401
-                                 AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d,
-                                 MaxPool3d)
+                                 AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, AvgPool3d, MaxPool1d,
+                                 MaxPool2d, MaxPool3d)
 from funcgrad.nn.recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: F401
 from funcgrad.nn.resampling import (PixelShuffle, PixelUnshuffle, Upsample,  # noqa: F401
                                     UpsamplingBilinear2d, UpsamplingNearest2d)
 from funcgrad.nn.losses import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss,  # noqa: F401
-                                HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss)
+                                CosineEmbeddingLoss, GaussianNLLLoss, HingeEmbeddingLoss,
+                                HuberLoss, KLDivLoss, L1Loss, MarginRankingLoss, MSELoss,
+                                MultiLabelMarginLoss, MultiLabelSoftMarginLoss, NLLLoss,
+                                PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss,
+                                TripletMarginLoss)
 from funcgrad.nn.init import manual_seed  # noqa: F401
 from funcgrad.nn import utils  # noqa: F401,E402

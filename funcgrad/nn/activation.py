@@ -1,5 +1,6 @@
 """Activation modules and shape helpers: ReLU, GELU, SiLU, Tanh, Sigmoid, Softmax, LogSoftmax,
-Flatten, Unflatten and friends (each calls its ``nn.functional`` counterpart)."""
+CELU, GLU, Threshold, the shrink functions, Softmax2d, Flatten, Unflatten and friends (each
+calls its ``nn.functional`` counterpart)."""
 import funcgrad.numpy as jnp
 from funcgrad.nn import functional as F
 from funcgrad.nn.module import Module, Parameter
@@ -26,6 +27,7 @@ Hardtanh = _simple("Hardtanh", F.hardtanh, "clip(x, -1, 1). Example: ``nn.Hardta
 SELU = _simple("SELU", F.selu, "Scaled ELU. Example: ``nn.SELU()(x)``.")
 Softsign = _simple("Softsign", F.softsign, "x / (1 + |x|). Example: ``nn.Softsign()(x)``.")
 LogSigmoid = _simple("LogSigmoid", F.logsigmoid, "log(sigmoid(x)). Example: ``nn.LogSigmoid()(x)``.")
+Tanhshrink = _simple("Tanhshrink", F.tanhshrink, "x - tanh(x). Example: ``nn.Tanhshrink()(x)``.")
 
 
 class GELU(Module):
@@ -186,3 +188,107 @@ class Unflatten(Module):
 
     def extra_repr(self):
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
+
+
+class _WithArgs(Module):
+    """An activation whose hyper-parameters (attribute names in ``_args``) follow the input in
+    the call of its ``nn.functional`` counterpart ``_fn``."""
+
+    _args = ()
+
+    def forward(self, x):
+        return type(self)._fn(x, *(getattr(self, a) for a in self._args))
+
+    def extra_repr(self):
+        return ", ".join(f"{a}={getattr(self, a)}" for a in self._args)
+
+
+class CELU(_WithArgs):
+    """max(0, x) + min(0, alpha * (exp(x / alpha) - 1)) (``F.celu``).
+
+    Example:
+        >>> nn.CELU(alpha=0.5)(jnp.array([-1.0, 1.0]))
+    """
+
+    _fn, _args = staticmethod(F.celu), ("alpha",)
+
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__()
+        self.alpha = alpha
+
+
+class GLU(_WithArgs):
+    """Gated linear unit a * sigmoid(b) over the halves of axis ``dim`` (``F.glu``).
+
+    Example:
+        >>> nn.GLU(dim=1)(jnp.ones((2, 8))).shape
+        (2, 4)
+    """
+
+    _fn, _args = staticmethod(F.glu), ("dim",)
+
+    def __init__(self, dim=-1):
+        super().__init__()
+        self.dim = dim
+
+
+class Threshold(_WithArgs):
+    """x where x > ``threshold``, else ``value`` (``F.threshold``).
+
+    Example:
+        >>> nn.Threshold(0.1, 20.0)(jnp.array([0.0, 1.0]))
+        Array([20.,  1.], dtype=float32)
+    """
+
+    _fn, _args = staticmethod(F.threshold), ("threshold", "value")
+
+    def __init__(self, threshold, value, inplace=False):
+        super().__init__()
+        self.threshold, self.value = threshold, value
+
+
+class Softshrink(_WithArgs):
+    """x -/+ lambd outside [-lambd, lambd], 0 inside (``F.softshrink``).
+
+    Example:
+        >>> nn.Softshrink(0.5)(jnp.array([-1.0, 0.2, 1.0]))
+        Array([-0.5,  0. ,  0.5], dtype=float32)
+    """
+
+    _fn, _args = staticmethod(F.softshrink), ("lambd",)
+
+    def __init__(self, lambd=0.5):
+        super().__init__()
+        self.lambd = lambd
+
+
+class Hardshrink(_WithArgs):
+    """x outside [-lambd, lambd], 0 inside (``F.hardshrink``).
+
+    Example:
+        >>> nn.Hardshrink(0.5)(jnp.array([-1.0, 0.2, 1.0]))
+        Array([-1.,  0.,  1.], dtype=float32)
+    """
+
+    _fn, _args = staticmethod(F.hardshrink), ("lambd",)
+
+    def __init__(self, lambd=0.5):
+        super().__init__()
+        self.lambd = lambd
+
+
+class Softmax2d(Module):
+    """Softmax over the channels of each spatial position: axis -3 of a (N, C, H, W) or
+    (C, H, W) input.
+
+    Example:
+        >>> nn.Softmax2d()(jnp.ones((2, 3, 4, 4))).shape
+        (2, 3, 4, 4)
+    """
+
+    def forward(self, x):
+        if jnp.ndim(x) not in (3, 4):
+            raise ValueError(f"Softmax2d: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, "
+                             f"got shape {tuple(jnp.shape(x))}")
+        return F.softmax(x, -3)

@@ -1,4 +1,5 @@
-"""``MultiheadAttention`` and ``TransformerEncoderLayer`` with PyTorch's parameter names
+"""``MultiheadAttention``, the Transformer encoder and decoder layers and stacks, and
+``Transformer``, with PyTorch's parameter names
 (``in_proj_weight`` (3E, E) or ``q/k/v_proj_weight`` when kdim/vdim differ, ``in_proj_bias``,
 ``bias_k``/``bias_v``, ``out_proj.weight``/``out_proj.bias``)."""
 import math
@@ -199,9 +200,71 @@ class MultiheadAttention(Module):
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}"
 
 
-class TransformerEncoderLayer(Module):
+def _activation(activation, owner):
+    """The feed-forward activation of a transformer layer: "relu", "gelu" or a callable."""
+    if isinstance(activation, str):
+        if activation not in ("relu", "gelu"):
+            raise ValueError(f"{owner}: activation must be 'relu', 'gelu' or a callable, got "
+                             f"{activation!r}")
+        return F.relu if activation == "relu" else F.gelu
+    if not callable(activation):
+        raise TypeError(f"{owner}: activation must be 'relu', 'gelu' or a callable, got "
+                        f"{type(activation).__name__}")
+    return activation
+
+
+class _TransformerLayer(Module):
+    """What encoder and decoder layers share: PyTorch's submodules (``self_attn``, optionally
+    ``multihead_attn``, ``linear1``, ``dropout``, ``linear2``, ``norm1..n``,
+    ``dropout1..n``, registered in PyTorch's order so state dicts list the same keys) and
+    the residual blocks. Subclasses set ``_cross_attention``."""
+
+    _cross_attention = False
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
+                 layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True,
+                 device=None, dtype=None):
+        super().__init__()
+        cross_attention = self._cross_attention
+        dt = dtype or "float32"
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                            batch_first=batch_first, dtype=dt)
+        if cross_attention:
+            self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                                     batch_first=batch_first, dtype=dt)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=dt)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, dtype=dt)
+        self.norm_first = norm_first
+        blocks = 3 if cross_attention else 2
+        for i in range(1, blocks + 1):
+            setattr(self, f"norm{i}", LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dt))
+        for i in range(1, blocks + 1):
+            setattr(self, f"dropout{i}", Dropout(dropout))
+        self.activation = _activation(activation, type(self).__name__)
+
+    def _residual(self, x, norm, block):
+        """x + block(norm(x)) (pre-norm, ``norm_first``) or norm(x + block(x)) (post-norm)."""
+        if self.norm_first:
+            return x + block(norm(x))
+        return norm(x + block(x))
+
+    @staticmethod
+    def _attend(attn, drop, x, mem, mask, kpm, is_causal):
+        out = attn(x, mem, mem, key_padding_mask=kpm, need_weights=False, attn_mask=mask,
+                   is_causal=is_causal)[0]
+        return drop(out)
+
+    def _ff(self, x, drop):
+        return drop(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+
+class TransformerEncoderLayer(_TransformerLayer):
     """Self-attention + feed-forward block with residuals and LayerNorms (post-norm by
     default, ``norm_first=True`` for pre-norm), as PyTorch.
+
+    ``forward(src, src_mask=None, src_key_padding_mask=None, is_causal=False)``; masks as in
+    ``MultiheadAttention``.
 
     Example:
         >>> layer = nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, batch_first=True)
@@ -209,66 +272,72 @@ class TransformerEncoderLayer(Module):
         (2, 10, 32)
     """
 
-    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
-                 layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True,
-                 device=None, dtype=None):
-        super().__init__()
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                            batch_first=batch_first)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
-        self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
-        if isinstance(activation, str):
-            if activation not in ("relu", "gelu"):
-                raise ValueError(f"TransformerEncoderLayer: activation must be 'relu' or "
-                                 f"'gelu', got {activation!r}")
-            self.activation = F.relu if activation == "relu" else F.gelu
-        else:
-            self.activation = activation
-
-    def _sa(self, x, mask, kpm, is_causal):
-        out = self.self_attn(x, x, x, key_padding_mask=kpm, need_weights=False,
-                             attn_mask=mask, is_causal=is_causal)[0]
-        return self.dropout1(out)
-
-    def _ff(self, x):
-        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
-
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
-        x = src
-        if self.norm_first:
-            x = x + self._sa(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
-            x = x + self._ff(self.norm2(x))
-        else:
-            x = self.norm1(x + self._sa(x, src_mask, src_key_padding_mask, is_causal))
-            x = self.norm2(x + self._ff(x))
-        return x
+        x = self._residual(src, self.norm1, lambda y: self._attend(
+            self.self_attn, self.dropout1, y, y, src_mask, src_key_padding_mask, is_causal))
+        return self._residual(x, self.norm2, lambda y: self._ff(y, self.dropout2))
+
+
+class TransformerDecoderLayer(_TransformerLayer):
+    """Self-attention over the target, cross-attention to ``memory`` (the encoder's output)
+    and a feed-forward block, each with a residual and a LayerNorm (post-norm by default,
+    ``norm_first=True`` for pre-norm), as PyTorch. Parameters and state-dict keys are
+    PyTorch's: ``self_attn.*``, ``multihead_attn.*``, ``linear1``, ``linear2``,
+    ``norm1``-``norm3``.
+
+    ``forward(tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+    memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False)``; masks as in
+    ``MultiheadAttention`` (boolean True = not allowed, or float added to the scores);
+    ``tgt_is_causal=True`` without a ``tgt_mask`` builds the causal mask.
+
+    Example:
+        >>> layer = nn.TransformerDecoderLayer(32, 4, dim_feedforward=64, batch_first=True)
+        >>> layer(jnp.ones((2, 7, 32)), jnp.ones((2, 10, 32))).shape
+        (2, 7, 32)
+    """
+
+    _cross_attention = True
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
+        x = self._residual(tgt, self.norm1, lambda y: self._attend(
+            self.self_attn, self.dropout1, y, y, tgt_mask, tgt_key_padding_mask,
+            bool(tgt_is_causal)))
+        x = self._residual(x, self.norm2, lambda y: self._attend(
+            self.multihead_attn, self.dropout2, y, memory, memory_mask,
+            memory_key_padding_mask, bool(memory_is_causal)))
+        return self._residual(x, self.norm3, lambda y: self._ff(y, self.dropout3))
+
+
+def _clones(layer, n):
+    """``n`` independent copies of ``layer`` (fresh parameter boxes holding the same arrays,
+    as PyTorch's deep copies), made by a pytree round trip."""
+    from funcgrad import tree_util
+    from funcgrad.nn.containers import ModuleList
+    out = []
+    for _ in range(n):
+        leaves, td = tree_util.tree_flatten(layer)
+        clone = td.unflatten(leaves)
+        for m in clone.modules():
+            m.__dict__["_origin"] = None
+            m.__dict__["_aux"] = None
+        out.append(clone)
+    return ModuleList(out)
 
 
 class TransformerEncoder(Module):
-    """A stack of ``num_layers`` copies of ``encoder_layer``. Example: ``nn.TransformerEncoder(layer, 2)``."""
+    """A stack of ``num_layers`` copies of ``encoder_layer`` followed by the optional ``norm``.
 
-    def __init__(self, encoder_layer, num_layers, norm=None):
+    ``forward(src, mask=None, src_key_padding_mask=None, is_causal=False)``.
+
+    Example:
+        >>> enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(32, 4), num_layers=2)
+    """
+
+    def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True,
+                 mask_check=True):
         super().__init__()
-        import copy
-        from funcgrad.nn.containers import ModuleList
-        from funcgrad import tree_util
-        layers = []
-        for _ in range(num_layers):
-            leaves, td = tree_util.tree_flatten(encoder_layer)
-            clone = td.unflatten(leaves)
-            clone.__dict__["_origin"] = None
-            for m in clone.modules():
-                m.__dict__["_origin"] = None
-                m.__dict__["_aux"] = None
-            layers.append(clone)
-        del copy
-        self.layers = ModuleList(layers)
+        self.layers = _clones(encoder_layer, num_layers)
         self.num_layers = num_layers
         self.norm = norm
 
@@ -276,5 +345,114 @@ class TransformerEncoder(Module):
         x = src
         for layer in self.layers:
             x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
-                      is_causal=is_causal)
+                      is_causal=bool(is_causal))
         return self.norm(x) if self.norm is not None else x
+
+
+class TransformerDecoder(Module):
+    """A stack of ``num_layers`` copies of ``decoder_layer`` followed by the optional ``norm``;
+    every layer attends to the same ``memory``.
+
+    ``forward(tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+    memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False)``.
+
+    Example:
+        >>> dec = nn.TransformerDecoder(nn.TransformerDecoderLayer(32, 4), num_layers=2)
+        >>> dec(jnp.ones((7, 2, 32)), jnp.ones((10, 2, 32))).shape
+        (7, 2, 32)
+    """
+
+    def __init__(self, decoder_layer, num_layers, norm=None):
+        super().__init__()
+        self.layers = _clones(decoder_layer, num_layers)
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
+        x = tgt
+        for layer in self.layers:
+            x = layer(x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                      tgt_key_padding_mask=tgt_key_padding_mask,
+                      memory_key_padding_mask=memory_key_padding_mask,
+                      tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal)
+        return self.norm(x) if self.norm is not None else x
+
+
+class Transformer(Module):
+    """The encoder-decoder Transformer of "Attention Is All You Need", as PyTorch's:
+    ``encoder`` (``num_encoder_layers`` encoder layers and a final LayerNorm) and ``decoder``
+    (``num_decoder_layers`` decoder layers and a final LayerNorm), or ``custom_encoder`` /
+    ``custom_decoder``; matrices are initialized xavier-uniform. State-dict keys are
+    PyTorch's (``encoder.layers.0.self_attn.in_proj_weight``, ..., ``decoder.norm.bias``).
+
+    ``forward(src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
+    src_key_padding_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None,
+    src_is_causal=False, tgt_is_causal=False, memory_is_causal=False)``.
+
+    Example:
+        >>> model = nn.Transformer(d_model=32, nhead=4, num_encoder_layers=2,
+        ...                        num_decoder_layers=2, dim_feedforward=64, batch_first=True)
+        >>> mask = nn.Transformer.generate_square_subsequent_mask(7)
+        >>> model(jnp.ones((2, 10, 32)), jnp.ones((2, 7, 32)), tgt_mask=mask).shape
+        (2, 7, 32)
+    """
+
+    def __init__(self, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6,
+                 dim_feedforward=2048, dropout=0.1, activation="relu", custom_encoder=None,
+                 custom_decoder=None, layer_norm_eps=1e-5, batch_first=False, norm_first=False,
+                 bias=True, device=None, dtype=None):
+        super().__init__()
+        layer_args = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                      batch_first, norm_first, bias)
+        if custom_encoder is not None:
+            self.encoder = custom_encoder
+        else:
+            self.encoder = TransformerEncoder(
+                TransformerEncoderLayer(*layer_args, dtype=dtype), num_encoder_layers,
+                LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype))
+        if custom_decoder is not None:
+            self.decoder = custom_decoder
+        else:
+            self.decoder = TransformerDecoder(
+                TransformerDecoderLayer(*layer_args, dtype=dtype), num_decoder_layers,
+                LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype))
+        self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
+        for p in self.parameters():
+            if p.data.ndim > 1:
+                init.xavier_uniform_(p)
+
+    def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
+                src_key_padding_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, src_is_causal=False, tgt_is_causal=False,
+                memory_is_causal=False):
+        s, t = jnp.shape(src), jnp.shape(tgt)
+        batch_axis = 0 if self.batch_first else 1
+        if len(s) == 3 and (len(t) != 3 or s[batch_axis] != t[batch_axis]):
+            raise RuntimeError(f"Transformer: the batch number of src and tgt must be equal, got "
+                             f"src {tuple(s)} and tgt {tuple(t)} (batch_first="
+                             f"{self.batch_first})")
+        if s[-1] != self.d_model or t[-1] != self.d_model:
+            raise RuntimeError(f"Transformer: the feature number of src and tgt must be equal to "
+                             f"d_model={self.d_model}, got src {tuple(s)} and tgt {tuple(t)}")
+        memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask,
+                              is_causal=src_is_causal)
+        return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                            tgt_key_padding_mask=tgt_key_padding_mask,
+                            memory_key_padding_mask=memory_key_padding_mask,
+                            tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal)
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz, device=None, dtype=None):
+        """The (sz, sz) float causal mask: -inf above the diagonal (future positions), 0 on
+        and below it.
+
+        Example:
+            >>> nn.Transformer.generate_square_subsequent_mask(3)
+            Array([[  0., -inf, -inf],
+                   [  0.,   0., -inf],
+                   [  0.,   0.,   0.]], dtype=float32)
+        """
+        dt = np.dtype(dtype or "float32")
+        mask = np.where(np.triu(np.ones((sz, sz), bool), 1), -np.inf, 0.0).astype(dt)
+        return jnp.asarray(mask)

@@ -17,8 +17,9 @@ import numpy as np
 
 import funcgrad.numpy as jnp
 from funcgrad import lax
+from funcgrad.core.interpreters import Tracer
 from funcgrad.nn import functions as _fn
-from funcgrad.nn.functions import (celu, elu, glu, hard_tanh as hardtanh, log_sigmoid,  # noqa
+from funcgrad.nn.functions import (elu, hard_tanh as hardtanh, log_sigmoid,  # noqa
                                    mish, relu, relu6, selu, silu, soft_sign as softsign)
 from funcgrad.transforms.eager_jit import jit_when_eager_in
 
@@ -103,6 +104,78 @@ def normalize(x, p=2.0, dim=1, eps=1e-12):
     x = jnp.asarray(x)
     norm = jnp.sum(jnp.abs(x) ** p, axis=dim, keepdims=True) ** (1.0 / p)
     return x / jnp.maximum(norm, eps)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    """max(0, x) + min(0, alpha * (exp(x / alpha) - 1)).
+
+    Example:
+        >>> F.celu(jnp.array([-1.0, 2.0]), alpha=0.5)
+    """
+    return _fn.celu(input, alpha)
+
+
+def glu(input, dim=-1):
+    """Gated linear unit: a * sigmoid(b) for the two halves a, b of axis ``dim``.
+
+    Example:
+        >>> F.glu(jnp.ones((2, 6)), dim=1).shape
+        (2, 3)
+    """
+    x = jnp.asarray(input)
+    if x.ndim == 0:
+        raise ValueError("F.glu: glu does not support scalars (it halves an axis)")
+    n = x.shape[dim]
+    if n % 2:
+        raise ValueError(f"F.glu: halving dimension must be even, but dimension {dim} of "
+                         f"shape {tuple(x.shape)} is size {n}")
+    return _fn.glu(x, dim)
+
+
+def tanhshrink(input):
+    """x - tanh(x). Example: ``F.tanhshrink(x)``."""
+    x = jnp.asarray(input)
+    return x - jnp.tanh(x)
+
+
+def threshold(input, threshold, value, inplace=False):
+    """x where x > ``threshold``, else ``value`` (a NaN stays NaN, as PyTorch).
+
+    Example:
+        >>> F.threshold(jnp.array([0.5, 2.0]), 1.0, -1.0)
+        Array([-1.,  2.], dtype=float32)
+    """
+    x = jnp.asarray(input)
+    return jnp.where(x <= threshold, jnp.asarray(value, x.dtype), x)
+
+
+def _check_lambd(lambd, name):
+    if lambd < 0:
+        raise ValueError(f"F.{name}: lambd must be greater or equal to 0, got {lambd}")
+
+
+def softshrink(input, lambd=0.5):
+    """x - lambd above ``lambd``, x + lambd below ``-lambd``, 0 between.
+
+    Example:
+        >>> F.softshrink(jnp.array([-1.0, 0.2, 1.0]), 0.5)
+        Array([-0.5,  0. ,  0.5], dtype=float32)
+    """
+    _check_lambd(lambd, "softshrink")
+    x = jnp.asarray(input)
+    return jnp.where(x > lambd, x - lambd, jnp.where(x < -lambd, x + lambd, x * 0))
+
+
+def hardshrink(input, lambd=0.5):
+    """x where |x| > ``lambd``, else 0.
+
+    Example:
+        >>> F.hardshrink(jnp.array([-1.0, 0.2, 1.0]), 0.5)
+        Array([-1.,  0.,  1.], dtype=float32)
+    """
+    _check_lambd(lambd, "hardshrink")
+    x = jnp.asarray(input)
+    return jnp.where((x >= -lambd) & (x <= lambd), jnp.zeros((), x.dtype), x)
 
 
 # --- linear and convolution ------------------------------------------------------------------
@@ -411,6 +484,115 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
                        count_include_pad, divisor_override)
 
 
+def avg_pool3d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """3-d average pooling of (N, C, D, H, W) or (C, D, H, W), PyTorch's divisor rules.
+
+    Example:
+        >>> F.avg_pool3d(jnp.ones((1, 2, 4, 4, 4)), 2).shape
+        (1, 2, 2, 2, 2)
+    """
+    return _avg_poolnd(3, "F.avg_pool3d", x, kernel_size, stride, padding, ceil_mode,
+                       count_include_pad, divisor_override)
+
+
+# --- sliding blocks (im2col) -------------------------------------------------------------------
+def _block_geometry(fname, spatial, kernel_size, dilation, padding, stride):
+    """(k, d, p, s, number of blocks per axis) of a 2-d sliding-block operation."""
+    k = _tuple(kernel_size, 2, f"{fname} kernel_size")
+    d = _tuple(dilation, 2, f"{fname} dilation")
+    p = _tuple(padding, 2, f"{fname} padding")
+    s = _tuple(stride, 2, f"{fname} stride")
+    if min(k) <= 0 or min(d) <= 0 or min(s) <= 0 or min(p) < 0:
+        raise ValueError(f"{fname}: kernel_size {k}, dilation {d} and stride {s} must be "
+                         f"positive and padding {p} non-negative")
+    blocks = tuple((n + 2 * pp - dd * (kk - 1) - 1) // ss + 1
+                   for n, kk, dd, pp, ss in zip(spatial, k, d, p, s))
+    if min(blocks) <= 0:
+        raise ValueError(f"{fname}: spatial size {tuple(spatial)} with padding {p} is smaller "
+                         f"than the dilated kernel (kernel_size {k}, dilation {d}): no "
+                         f"sliding block fits")
+    return k, d, p, s, blocks
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """Extract sliding blocks (im2col): (N, C, H, W) -> (N, C * kh * kw, L), L the number of
+    blocks, channel index ``c * kh * kw + i * kw + j`` as PyTorch; unbatched (C, H, W) inputs
+    give (C * kh * kw, L).
+
+    Example:
+        >>> F.unfold(jnp.ones((2, 3, 5, 5)), kernel_size=2, stride=1).shape
+        (2, 12, 16)
+    """
+    x = jnp.asarray(input)
+    if x.ndim not in (3, 4):
+        raise ValueError(f"F.unfold: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got "
+                         f"shape {tuple(x.shape)}")
+    unbatched = x.ndim == 3
+    if unbatched:
+        x = x[None]
+    n, c = x.shape[:2]
+    k, d, p, s, blocks = _block_geometry("F.unfold", x.shape[2:], kernel_size, dilation,
+                                         padding, stride)
+    if any(p):
+        x = jnp.pad(x, [(0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])])
+    cols = []
+    for i in range(k[0]):
+        for j in range(k[1]):
+            lo = (0, 0, i * d[0], j * d[1])
+            hi = (n, c, lo[2] + (blocks[0] - 1) * s[0] + 1, lo[3] + (blocks[1] - 1) * s[1] + 1)
+            cols.append(lax.slice(x, lo, hi, (1, 1) + s))
+    y = jnp.reshape(jnp.stack(cols, axis=2), (n, c * k[0] * k[1], blocks[0] * blocks[1]))
+    return y[0] if unbatched else y
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """Sum sliding blocks back into an image (col2im), the adjoint of ``unfold``:
+    (N, C * kh * kw, L) -> (N, C, H, W) with (H, W) = ``output_size``; overlapping entries
+    add up. Unbatched (C * kh * kw, L) inputs give (C, H, W).
+
+    Example:
+        >>> F.fold(jnp.ones((1, 4, 9)), output_size=(4, 4), kernel_size=2).shape
+        (1, 1, 4, 4)
+    """
+    x = jnp.asarray(input)
+    if x.ndim not in (2, 3):
+        raise ValueError(f"F.fold: expected a 2-D (C * kh * kw, L) or 3-D (N, C * kh * kw, L) "
+                         f"input, got shape {tuple(x.shape)}")
+    unbatched = x.ndim == 2
+    if unbatched:
+        x = x[None]
+    out = _tuple(output_size, 2, "F.fold output_size")
+    k, d, p, s, blocks = _block_geometry("F.fold", out, kernel_size, dilation, padding,
+                                         stride)
+    n, ck, nb = x.shape
+    if ck % (k[0] * k[1]):
+        raise ValueError(f"F.fold: expected size of input's dimension 1 ({ck}, input shape "
+                         f"{tuple(jnp.shape(input))}) to be divisible by the product of "
+                         f"kernel_size {k}")
+    if nb != blocks[0] * blocks[1]:
+        raise ValueError(f"F.fold: given output_size={out}, kernel_size={k}, dilation={d}, "
+                         f"padding={p}, stride={s}, expected size of input's last dimension to "
+                         f"match the number of sliding blocks {blocks[0]} * {blocks[1]} = "
+                         f"{blocks[0] * blocks[1]}, but got input shape "
+                         f"{tuple(jnp.shape(input))}")
+    c = ck // (k[0] * k[1])
+    x = jnp.reshape(x, (n, c, k[0], k[1], blocks[0], blocks[1]))
+    ph, pw = out[0] + 2 * p[0], out[1] + 2 * p[1]
+    total = None
+    for i in range(k[0]):
+        for j in range(k[1]):
+            # place block (i, j) at rows i*d + b*s: interior padding spaces the blocks
+            cfg = [(0, 0, 0), (0, 0, 0)]
+            for lo, size, full, st in ((i * d[0], blocks[0], ph, s[0]),
+                                       (j * d[1], blocks[1], pw, s[1])):
+                cfg.append((lo, full - lo - (size - 1) * st - 1, st - 1))
+            placed = lax.pad(x[:, :, i, j], jnp.zeros((), x.dtype), cfg)
+            total = placed if total is None else total + placed
+    y = total[:, :, p[0]:p[0] + out[0], p[1]:p[1] + out[1]]
+    return y[0] if unbatched else y
+
+
 def _adaptive_matrix(n_in, n_out, dtype):
     m = np.zeros((n_out, n_in), np.float64)
     for i in range(n_out):
@@ -589,6 +771,30 @@ def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None
     if bias is not None:
         y = y + jnp.reshape(bias, shape)
     return y
+
+
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """x / (k + alpha * mean of x^2 over ``size`` neighbouring channels) ** beta, the window
+    zero-padded by (size // 2, (size - 1) // 2) channels (PyTorch's formula) for an
+    (N, C, ...) input of 3 or more dimensions.
+
+    Example:
+        >>> F.local_response_norm(jnp.ones((1, 8, 4, 4)), size=5).shape
+        (1, 8, 4, 4)
+    """
+    x = jnp.asarray(input)
+    if x.ndim < 3:
+        raise ValueError(f"F.local_response_norm: expected a 3-D or higher dimensional input "
+                         f"(N, C, ...), got shape {tuple(x.shape)}")
+    size = int(size)
+    if size <= 0:
+        raise ValueError(f"F.local_response_norm: size must be positive, got {size}")
+    if x.size == 0:
+        return x
+    window = (1, size) + (1,) * (x.ndim - 2)
+    pads = ((0, 0), (size // 2, (size - 1) // 2)) + ((0, 0),) * (x.ndim - 2)
+    div = lax.reduce_window_sum(x * x, window, (1,) * x.ndim, pads) * (alpha / size)
+    return x / (div + k) ** beta
 
 
 # --- dropout and embedding -------------------------------------------------------------------
@@ -1003,6 +1209,229 @@ def kl_div(input, target, reduction="mean", log_target=False):
     return _reduce(loss, reduction, "F.kl_div")
 
 
+def _legacy_reduction(size_average, reduce, reduction, fname):
+    """PyTorch's deprecated ``size_average``/``reduce`` pair mapped to a ``reduction``."""
+    if size_average is None and reduce is None:
+        return reduction
+    warnings.warn(f"{fname}: size_average and reduce are deprecated, use reduction=...",
+                  UserWarning, stacklevel=3)
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    return "mean" if size_average and reduce else ("sum" if reduce else "none")
+
+
+def _same_ndim(fname, **arrays):
+    dims = {k: jnp.ndim(v) for k, v in arrays.items()}
+    if len(set(dims.values())) > 1:
+        raise ValueError(f"{fname}: all inputs should have the same number of dimensions, got "
+                         + ", ".join(f"{k} {tuple(jnp.shape(v))}" for k, v in arrays.items()))
+
+
+def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
+                        reduction="mean"):
+    """max(0, -target * (input1 - input2) + margin), ``target`` of 1 or -1.
+
+    Example:
+        >>> F.margin_ranking_loss(jnp.array([1.0, 2.0]), jnp.array([2.0, 0.0]),
+        ...                       jnp.array([1.0, 1.0]), margin=0.5)      # (1.5 + 0) / 2
+        Array(0.75, dtype=float32)
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction, "F.margin_ranking_loss")
+    _same_ndim("F.margin_ranking_loss", input1=input1, input2=input2, target=target)
+    x1, x2 = jnp.asarray(input1), jnp.asarray(input2)
+    loss = jnp.maximum(-jnp.asarray(target) * (x1 - x2) + margin, 0)
+    return _reduce(loss, reduction, "F.margin_ranking_loss")
+
+
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,
+                         reduction="mean"):
+    """x where target is 1, max(0, margin - x) where target is -1 (PyTorch's rule: the
+    margin term applies where target != 1, the x term where target != -1).
+
+    Example:
+        >>> F.hinge_embedding_loss(jnp.array([0.3, 2.0]), jnp.array([1.0, -1.0]))
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction, "F.hinge_embedding_loss")
+    x, t = jnp.asarray(input), jnp.asarray(target)
+    zero = jnp.zeros((), x.dtype)
+    loss = jnp.where(t != 1, jnp.maximum(margin - x, 0), zero) + jnp.where(t != -1, x, zero)
+    return _reduce(loss, reduction, "F.hinge_embedding_loss")
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """log(1 + exp(-target * input)) (two-class logistic loss), computed stably.
+
+    Example:
+        >>> F.soft_margin_loss(jnp.array([0.5, -1.0]), jnp.array([1.0, -1.0]))
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction, "F.soft_margin_loss")
+    x = jnp.asarray(input)
+    z = -jnp.asarray(target, x.dtype) * x
+    return _reduce(jnp.logaddexp(z, jnp.zeros((), z.dtype)), reduction, "F.soft_margin_loss")
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False,
+                        size_average=None, reduce=None, reduction="mean"):
+    """max(d(a, p) - d(a, n) + margin, 0) with d the ``pairwise_distance`` (``p``-norm of
+    the difference plus ``eps``) along the last axis; ``swap`` uses min(d(a, n), d(p, n)).
+
+    Example:
+        >>> F.triplet_margin_loss(a, pos, neg, margin=1.0)        # a, pos, neg: (N, D)
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction, "F.triplet_margin_loss")
+    if margin <= 0:
+        raise ValueError(f"F.triplet_margin_loss: margin must be greater than 0, got {margin}")
+    dims = (jnp.ndim(anchor), jnp.ndim(positive), jnp.ndim(negative))
+    if len(set(dims)) > 1:
+        raise ValueError(f"F.triplet_margin_loss: the anchor, positive, and negative tensors "
+                         f"are expected to have the same number of dimensions, but got: anchor "
+                         f"{dims[0]}D, positive {dims[1]}D, and negative {dims[2]}D inputs")
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_neg = jnp.minimum(d_neg, pairwise_distance(positive, negative, p, eps))
+    return _reduce(jnp.maximum(margin + d_pos - d_neg, 0), reduction, "F.triplet_margin_loss")
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
+                          reduction="mean"):
+    """1 - cos(x1, x2) where target is 1, max(0, cos(x1, x2) - margin) where it is -1; the
+    cosine along the last axis of (N, D) inputs with a (N,) target, or (D,) inputs with a
+    scalar target (PyTorch adds 1e-12 to each squared norm).
+
+    Example:
+        >>> F.cosine_embedding_loss(a, b, jnp.array([1, -1]), margin=0.2)
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction, "F.cosine_embedding_loss")
+    x1, x2, t = jnp.asarray(input1), jnp.asarray(input2), jnp.asarray(target)
+    want = {1: 2, 0: 1}.get(t.ndim)
+    if want is None or x1.ndim != want or x2.ndim != want:
+        raise ValueError(f"F.cosine_embedding_loss: expected (N, D) inputs with a (N,) target "
+                         f"or (D,) inputs with a scalar target, got input1 {tuple(x1.shape)}, "
+                         f"input2 {tuple(x2.shape)} and target {tuple(t.shape)}")
+    eps = 1e-12
+    dot = jnp.sum(x1 * x2, axis=-1)
+    cos = dot / jnp.sqrt((jnp.sum(x1 * x1, axis=-1) + eps) * (jnp.sum(x2 * x2, axis=-1) + eps))
+    zero = jnp.zeros((), cos.dtype)
+    loss = jnp.where(t == 1, 1 - cos, zero) + jnp.where(t == -1, jnp.maximum(cos - margin, 0),
+                                                        zero)
+    return _reduce(loss, reduction, "F.cosine_embedding_loss")
+
+
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8,
+                     reduce=None, reduction="mean"):
+    """Poisson negative log-likelihood: exp(input) - target * input with ``log_input``, else
+    input - target * log(input + eps); ``full`` adds Stirling's approximation of
+    log(target!) where target > 1.
+
+    Example:
+        >>> F.poisson_nll_loss(log_rate, counts)
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction, "F.poisson_nll_loss")
+    x = jnp.asarray(input)
+    t = jnp.asarray(target, x.dtype)
+    if log_input:
+        loss = jnp.exp(x) - t * x
+    else:
+        loss = x - t * jnp.log(x + eps)
+    if full:
+        big = t > 1
+        ts = jnp.where(big, t, jnp.ones((), t.dtype))     # finite values in the unused branch
+        stirling = ts * jnp.log(ts) - ts + 0.5 * jnp.log(2 * math.pi * ts)
+        loss = loss + jnp.where(big, stirling, jnp.zeros((), t.dtype))
+    return _reduce(loss, reduction, "F.poisson_nll_loss")
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    """0.5 * (log(var) + (input - target)^2 / var) (+ 0.5 log(2 pi) with ``full``), ``var``
+    clamped below at ``eps`` without changing its gradient (as PyTorch). ``var`` has the
+    input's shape, or one axis of size 1 (or the last axis missing) for a shared variance,
+    or is a Python float.
+
+    Example:
+        >>> F.gaussian_nll_loss(mean, y, var)
+    """
+    x = jnp.asarray(input)
+    if isinstance(var, float):
+        if var < 0:
+            raise ValueError("F.gaussian_nll_loss: var has negative entry/entries")
+        var = jnp.full(x.shape, var, x.dtype)
+    v = jnp.asarray(var)
+    if not isinstance(v, Tracer) and bool(np.any(np.asarray(v) < 0)):      # checked eagerly
+        raise ValueError("F.gaussian_nll_loss: var has negative entry/entries")
+    if tuple(v.shape) != tuple(x.shape):
+        if tuple(x.shape[:-1]) == tuple(v.shape):
+            v = jnp.expand_dims(v, -1)
+        elif not (v.ndim == x.ndim and sum(b for a, b in zip(x.shape, v.shape) if a != b) == 1):
+            raise ValueError(f"F.gaussian_nll_loss: var is of incorrect size: var "
+                             f"{tuple(v.shape)} for input {tuple(x.shape)} (expected the "
+                             f"input's shape, one axis of size 1, or the last axis dropped)")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"F.gaussian_nll_loss: {reduction!r} is not a valid reduction")
+    v = v + _stop(jnp.maximum(v, eps) - v)                 # clamp, gradient of the identity
+    d = x - jnp.asarray(target)
+    loss = 0.5 * (jnp.log(v) + d * d / v)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction, "F.gaussian_nll_loss")
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
+                                reduction="mean"):
+    """Per-class logistic loss averaged over the C classes of an (N, C) (or (C,)) input:
+    -mean_c(w_c (y_c log sigmoid(x_c) + (1 - y_c) log sigmoid(-x_c))).
+
+    Example:
+        >>> F.multilabel_soft_margin_loss(logits, multi_hot)
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction,
+                                  "F.multilabel_soft_margin_loss")
+    x = jnp.asarray(input)
+    t = jnp.asarray(target, x.dtype)
+    loss = -(t * log_sigmoid(x) + (1 - t) * log_sigmoid(-x))
+    if weight is not None:
+        loss = loss * jnp.asarray(weight, x.dtype)
+    loss = jnp.sum(loss, axis=-1) / x.shape[-1]
+    return _reduce(loss, reduction, "F.multilabel_soft_margin_loss")
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """Multi-class multi-label hinge loss of an (N, C) (or (C,)) input: for each sample,
+    sum over its target classes j and the non-target classes i of
+    max(0, 1 - (x[j] - x[i])) / C. ``target`` holds class indices, the list ending at the
+    first -1 (PyTorch's format).
+
+    Example:
+        >>> F.multilabel_margin_loss(jnp.array([[0.1, 0.2, 0.4, 0.8]]),
+        ...                          jnp.array([[3, 0, -1, 1]]))
+        Array(0.85, dtype=float32)
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction, "F.multilabel_margin_loss")
+    x, t = jnp.asarray(input), jnp.asarray(target)
+    if x.ndim not in (1, 2) or t.shape != x.shape:
+        raise ValueError(f"F.multilabel_margin_loss: expected a (C,) or (N, C) input and a "
+                         f"target of the same shape, got input {tuple(x.shape)} and target "
+                         f"{tuple(t.shape)}")
+    if not jnp.issubdtype(t.dtype, jnp.integer):
+        raise TypeError(f"F.multilabel_margin_loss: target must hold integer class indices, "
+                        f"got {t.dtype}")
+    unbatched = x.ndim == 1
+    if unbatched:
+        x, t = x[None], t[None]
+    c = x.shape[1]
+    valid = jnp.cumprod((t >= 0).astype("int32"), axis=1) > 0            # before the first -1
+    safe = jnp.where(valid, t, 0)
+    hot = _fn.one_hot(safe, c, dtype="int32") * valid[..., None].astype("int32")
+    is_target = jnp.sum(hot, axis=1) > 0                                  # (N, C)
+    picked = jnp.take_along_axis(x, safe, axis=1)                         # (N, J)
+    z = 1 - picked[:, :, None] + x[:, None, :]                            # (N, J, C)
+    use = valid[:, :, None] & ~is_target[:, None, :] & (z > 0)
+    loss = jnp.sum(jnp.where(use, z, jnp.zeros((), z.dtype)), axis=(1, 2)) / c
+    if unbatched:
+        loss = loss[0]
+    return _reduce(loss, reduction, "F.multilabel_margin_loss")
+
+
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """Cosine of the angle between ``x1`` and ``x2`` along ``dim``. Example: ``F.cosine_similarity(a, b)``."""
     x1, x2 = jnp.asarray(x1), jnp.asarray(x2)
@@ -1205,6 +1634,18 @@ _EAGER_STATIC = {
     "pixel_shuffle": ("upscale_factor",), "pixel_unshuffle": ("downscale_factor",),
     "pairwise_distance": ("p", "eps", "keepdim"), "softmin": ("dim", "dtype"),
     "cosine_similarity": ("dim", "eps"),
+    "margin_ranking_loss": ("margin", "size_average", "reduce", "reduction"),
+    "hinge_embedding_loss": ("margin", "size_average", "reduce", "reduction"),
+    "soft_margin_loss": ("size_average", "reduce", "reduction"),
+    "triplet_margin_loss": ("margin", "p", "eps", "swap", "size_average", "reduce",
+                            "reduction"),
+    "cosine_embedding_loss": ("margin", "size_average", "reduce", "reduction"),
+    "poisson_nll_loss": ("log_input", "full", "size_average", "eps", "reduce", "reduction"),
+    "multilabel_soft_margin_loss": ("size_average", "reduce", "reduction"),
+    "multilabel_margin_loss": ("size_average", "reduce", "reduction"),
+    "unfold": ("kernel_size", "dilation", "padding", "stride"),
+    "fold": ("output_size", "kernel_size", "dilation", "padding", "stride"),
+    "local_response_norm": ("size", "alpha", "beta", "k"),
 }
 
 jit_when_eager_in(globals(), _EAGER_STATIC)

@@ -4,9 +4,10 @@ from funcgrad.nn.module import Module
 
 
 class _Loss(Module):
-    def __init__(self, reduction="mean"):
+    def __init__(self, reduction="mean", size_average=None, reduce=None):
         super().__init__()
-        self.reduction = reduction
+        self.reduction = F._legacy_reduction(size_average, reduce, reduction,
+                                             type(self).__name__)
 
 
 class CrossEntropyLoss(_Loss):
@@ -112,3 +113,146 @@ class KLDivLoss(_Loss):
 
     def forward(self, input, target):
         return F.kl_div(input, target, self.reduction, self.log_target)
+
+
+class MarginRankingLoss(_Loss):
+    """``F.margin_ranking_loss``: max(0, -y * (x1 - x2) + margin).
+
+    Example:
+        >>> nn.MarginRankingLoss(margin=0.5)(x1, x2, y)      # y of 1 or -1
+    """
+
+    def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(reduction, size_average, reduce)
+        self.margin = margin
+
+    def forward(self, input1, input2, target):
+        return F.margin_ranking_loss(input1, input2, target, self.margin,
+                                     reduction=self.reduction)
+
+
+class HingeEmbeddingLoss(_Loss):
+    """``F.hinge_embedding_loss``: x for y = 1, max(0, margin - x) for y = -1.
+
+    Example:
+        >>> nn.HingeEmbeddingLoss(margin=2.0)(distances, y)
+    """
+
+    def __init__(self, margin=1.0, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(reduction, size_average, reduce)
+        self.margin = margin
+
+    def forward(self, input, target):
+        return F.hinge_embedding_loss(input, target, self.margin, reduction=self.reduction)
+
+
+class SoftMarginLoss(_Loss):
+    """``F.soft_margin_loss``: log(1 + exp(-y x)).
+
+    Example:
+        >>> nn.SoftMarginLoss()(scores, y)      # y of 1 or -1
+    """
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(reduction, size_average, reduce)
+
+    def forward(self, input, target):
+        return F.soft_margin_loss(input, target, reduction=self.reduction)
+
+
+class TripletMarginLoss(_Loss):
+    """``F.triplet_margin_loss``: max(d(a, p) - d(a, n) + margin, 0) with the ``p``-norm
+    pairwise distance.
+
+    Example:
+        >>> nn.TripletMarginLoss(margin=1.0, p=2)(anchor, positive, negative)
+    """
+
+    def __init__(self, margin=1.0, p=2.0, eps=1e-6, swap=False, size_average=None,
+                 reduce=None, reduction="mean"):
+        super().__init__(reduction, size_average, reduce)
+        self.margin, self.p, self.eps, self.swap = margin, p, eps, swap
+
+    def forward(self, anchor, positive, negative):
+        return F.triplet_margin_loss(anchor, positive, negative, self.margin, self.p,
+                                     self.eps, self.swap, reduction=self.reduction)
+
+
+class CosineEmbeddingLoss(_Loss):
+    """``F.cosine_embedding_loss``: 1 - cos(x1, x2) for y = 1, max(0, cos - margin) for y = -1.
+
+    Example:
+        >>> nn.CosineEmbeddingLoss(margin=0.1)(a, b, y)
+    """
+
+    def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(reduction, size_average, reduce)
+        self.margin = margin
+
+    def forward(self, input1, input2, target):
+        return F.cosine_embedding_loss(input1, input2, target, self.margin,
+                                       reduction=self.reduction)
+
+
+class PoissonNLLLoss(_Loss):
+    """``F.poisson_nll_loss`` as a module.
+
+    Example:
+        >>> nn.PoissonNLLLoss(log_input=True, full=True)(log_rate, counts)
+    """
+
+    def __init__(self, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
+                 reduction="mean"):
+        super().__init__(reduction, size_average, reduce)
+        self.log_input, self.full, self.eps = log_input, full, eps
+
+    def forward(self, log_input, target):
+        return F.poisson_nll_loss(log_input, target, self.log_input, self.full, eps=self.eps,
+                                  reduction=self.reduction)
+
+
+class GaussianNLLLoss(_Loss):
+    """``F.gaussian_nll_loss`` as a module: ``forward(input, target, var)``.
+
+    Example:
+        >>> nn.GaussianNLLLoss(full=True)(mean, y, var)
+    """
+
+    def __init__(self, *, full=False, eps=1e-6, reduction="mean"):
+        super().__init__(reduction)
+        self.full, self.eps = full, eps
+
+    def forward(self, input, target, var):
+        return F.gaussian_nll_loss(input, target, var, self.full, self.eps, self.reduction)
+
+
+class MultiLabelSoftMarginLoss(_Loss):
+    """``F.multilabel_soft_margin_loss`` with an optional per-class ``weight`` buffer.
+
+    Example:
+        >>> nn.MultiLabelSoftMarginLoss()(logits, multi_hot)
+    """
+
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(reduction, size_average, reduce)
+        if weight is not None:
+            self.register_buffer("weight", weight)
+
+    def forward(self, input, target):
+        return F.multilabel_soft_margin_loss(input, target, self._buffers.get("weight"),
+                                             reduction=self.reduction)
+
+
+class MultiLabelMarginLoss(_Loss):
+    """``F.multilabel_margin_loss``: hinge loss between each target class (indices ending at
+    the first -1) and every non-target class.
+
+    Example:
+        >>> nn.MultiLabelMarginLoss()(scores, jnp.array([[3, 0, -1, 1]]))
+    """
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(reduction, size_average, reduce)
+
+    def forward(self, input, target):
+        return F.multilabel_margin_loss(input, target, reduction=self.reduction)

@@ -1,5 +1,5 @@
 """Normalization layers: ``BatchNorm1d/2d/3d``, ``LayerNorm``, ``GroupNorm``, ``RMSNorm``,
-``InstanceNorm2d``.
+``InstanceNorm2d``, ``LocalResponseNorm``.
 
 BatchNorm keeps PyTorch's buffers (``running_mean``, ``running_var``, ``num_batches_tracked``)
 and updates them in training mode through ``Module.update_buffer``: in place eagerly, carried
@@ -197,3 +197,23 @@ class InstanceNorm2d(Module):
 
     def extra_repr(self):
         return f"{self.num_features}, eps={self.eps}, affine={self.affine}"
+
+
+class LocalResponseNorm(Module):
+    """Normalize each channel by its ``size`` neighbouring channels:
+    x / (k + alpha / size * sum of x^2 over the window) ** beta (``F.local_response_norm``).
+
+    Example:
+        >>> nn.LocalResponseNorm(size=5)(jnp.ones((1, 8, 4, 4))).shape
+        (1, 8, 4, 4)
+    """
+
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = int(size), alpha, beta, k
+
+    def forward(self, x):
+        return F.local_response_norm(x, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

@@ -1,4 +1,4 @@
-"""Pooling layers: ``MaxPool1d/2d``, ``AvgPool1d/2d``, ``AdaptiveAvgPool1d/2d``,
+"""Pooling layers: ``MaxPool1d/2d/3d``, ``AvgPool1d/2d/3d``, ``AdaptiveAvgPool1d/2d``,
 ``AdaptiveMaxPool2d``."""
 from funcgrad.nn import functional as F
 from funcgrad.nn.module import Module
@@ -57,8 +57,8 @@ class AvgPool1d(Module):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-class AvgPool2d(Module):
-    """2-d average pooling. Example: ``nn.AvgPool2d(2)``."""
+class _AvgPoolNd(Module):
+    _fn = None
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
                  count_include_pad=True, divisor_override=None):
@@ -68,11 +68,27 @@ class AvgPool2d(Module):
         self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
 
     def forward(self, x):
-        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad, self.divisor_override)
+        return type(self)._fn(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                              self.count_include_pad, self.divisor_override)
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AvgPool2d(_AvgPoolNd):
+    """2-d average pooling. Example: ``nn.AvgPool2d(2)``."""
+    _fn = staticmethod(F.avg_pool2d)
+
+
+class AvgPool3d(_AvgPoolNd):
+    """3-d average pooling of (N, C, D, H, W) or (C, D, H, W) inputs, PyTorch's divisor rules
+    (``count_include_pad``, ``divisor_override``, ``ceil_mode``).
+
+    Example:
+        >>> nn.AvgPool3d(2, stride=1)(jnp.ones((1, 2, 4, 4, 4))).shape
+        (1, 2, 3, 3, 3)
+    """
+    _fn = staticmethod(F.avg_pool3d)
 
 
 class AdaptiveAvgPool1d(Module):

@@ -1,6 +1,7 @@
-"""Adamax, NAdam, RAdam and Adadelta with PyTorch's update formulas (the less common members of
-``torch.optim``; the common ones are in ``optimizers.py``). Scalars that depend on the step
-count are computed from the float32 ``step`` state, so a jitted step is traced once.
+"""Adamax, NAdam, RAdam, Adadelta, Rprop and ASGD with PyTorch's update formulas (the less
+common members of ``torch.optim``; the common ones are in ``optimizers.py``). Scalars that
+depend on the step count are computed from the float32 ``step`` state, so a jitted step is
+traced once.
 """
 import funcgrad.numpy as jnp
 from funcgrad.optim.optimizer import Optimizer
@@ -143,3 +144,77 @@ class Adadelta(Optimizer):
         acc = st["acc_delta"] * rho + (1 - rho) * delta * delta
         return (p - h["lr"] * delta).astype(p.dtype), {"step": st["step"] + 1.0,
                                                       "square_avg": sq, "acc_delta": acc}
+
+
+class Rprop(Optimizer):
+    """Resilient backpropagation: each element keeps its own step size, multiplied by
+    ``etas[1]`` while the gradient keeps its sign and by ``etas[0]`` when it flips (then
+    that element skips the update and forgets its gradient), clamped to ``step_sizes``;
+    p -= sign(g) * step_size. Step sizes start at the group's ``lr`` on the first step,
+    as PyTorch's lazily created state.
+
+    Example:
+        >>> opt = funcgrad.optim.Rprop(model.parameters(), lr=0.01, etas=(0.5, 1.2))
+    """
+
+    def __init__(self, params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), maximize=False):
+        if lr < 0 or not 0.0 < etas[0] < 1.0 < etas[1]:
+            raise ValueError(f"Rprop: invalid lr={lr} or etas={tuple(etas)} (need lr >= 0 and "
+                             f"0 < etas[0] < 1 < etas[1])")
+        super().__init__(params, dict(lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes),
+                                      maximize=maximize))
+
+    def _init_state(self, p, g, hyper, f):
+        return {"step": _f32(0.0), "prev": jnp.zeros_like(p),
+                "step_size": jnp.full(jnp.shape(p), hyper["lr"], p.dtype)}
+
+    def _update(self, p, g, st, h, f):
+        if h["maximize"]:
+            g = -g
+        (eta_minus, eta_plus), (lo, hi) = h["etas"], h["step_sizes"]
+        size = jnp.where(st["step"] == 0, jnp.asarray(h["lr"], p.dtype), st["step_size"])
+        agree = g * st["prev"]
+        factor = jnp.where(agree > 0, jnp.asarray(eta_plus, p.dtype),
+                           jnp.where(agree < 0, jnp.asarray(eta_minus, p.dtype),
+                                     jnp.ones((), p.dtype)))
+        size = jnp.clip(size * factor, lo, hi)
+        g = jnp.where(factor == eta_minus, jnp.zeros((), g.dtype), g)
+        new_p = p - jnp.sign(g) * size
+        return new_p.astype(p.dtype), {"step": st["step"] + 1.0, "prev": g, "step_size": size}
+
+
+class ASGD(Optimizer):
+    """Averaged SGD: p = p * (1 - lambd * eta) - eta * g, with
+    eta_t = lr / (1 + lambd * lr * t) ** alpha; ``ax`` holds the running average of the
+    parameters, started after ``t0`` steps (mu_t = 1 / max(1, t - t0)), as PyTorch.
+
+    Example:
+        >>> opt = funcgrad.optim.ASGD(model.parameters(), lr=0.01, t0=100)
+        >>> averaged = opt.state[model.get_parameter("weight")]["ax"]
+    """
+
+    def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0.0,
+                 maximize=False):
+        if lr < 0 or weight_decay < 0:
+            raise ValueError(f"ASGD: invalid lr={lr} or weight_decay={weight_decay}")
+        super().__init__(params, dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0,
+                                      weight_decay=weight_decay, maximize=maximize))
+
+    def _init_state(self, p, g, hyper, f):
+        dt = jnp.result_type(p.dtype, "float32")      # float64 for a float64 model
+        return {"step": _f32(0.0), "eta": jnp.asarray(hyper["lr"], dt),
+                "mu": jnp.ones((), dt), "ax": jnp.zeros_like(p)}
+
+    def _update(self, p, g, st, h, f):
+        p, g = _decayed(p, g, h, f, decoupled=False)
+        lr, lambd = h["lr"], h["lambd"]
+        eta = jnp.where(st["step"] == 0, jnp.asarray(lr, st["eta"].dtype), st["eta"])
+        mu = st["mu"]
+        new_p = (p * (1 - lambd * eta) - eta * g).astype(p.dtype)
+        ax = jnp.where(mu == 1, new_p, st["ax"] + (new_p - st["ax"]) * mu).astype(p.dtype)
+        step = st["step"] + 1.0
+        t = step.astype(eta.dtype)
+        new_eta = lr / (1 + lambd * lr * t) ** h["alpha"]
+        new_mu = 1 / jnp.maximum(t - h["t0"], 1.0)
+        return new_p, {"step": step, "eta": new_eta.astype(eta.dtype),
+                       "mu": new_mu.astype(mu.dtype), "ax": ax}

@@ -1,7 +1,11 @@
-"""Learning-rate schedulers with PyTorch's names and formulas (closed forms).
+"""Learning-rate schedulers with PyTorch's names and formulas.
 
-``scheduler.step()`` advances one epoch (or one batch for OneCycleLR) and writes the new
-``lr`` into every param group. Because ``lr`` is a numeric leaf of the optimizer pytree, a
+``scheduler.step()`` advances one epoch (or one batch for OneCycleLR and CyclicLR) and writes
+the new ``lr`` into every param group. As in PyTorch, ``step()`` computes the chainable form
+``get_lr()`` (StepLR, MultiStepLR, ExponentialLR, ConstantLR, LinearLR, PolynomialLR,
+CosineAnnealingLR and MultiplicativeLR update each group's *current* lr, so several schedulers
+on one optimizer compose, e.g. in ``ChainedScheduler``), while ``step(epoch)`` uses the closed
+form ``lr_at(base_lr, epoch)``. Because ``lr`` is a numeric leaf of the optimizer pytree, a
 jitted training step that takes the optimizer as an argument does not retrace when it changes.
 
 Example:
@@ -13,7 +17,18 @@ import math
 
 
 class LRScheduler:
-    """Base class: subclasses define ``lr_at(base_lr, epoch)``."""
+    """Base class: subclasses define the closed form ``lr_at(base_lr, epoch)``, and/or
+    ``get_lr()`` (PyTorch's name: the new lr of every group at ``self.last_epoch``, which may
+    read the groups' current lr; it defaults to the closed form). ``self._is_initial`` is
+    True during the step made by the constructor, as in PyTorch.
+
+    Example:
+        >>> class Halving(LRScheduler):
+        ...     def lr_at(self, base_lr, epoch):
+        ...         return base_lr * 0.5 ** epoch
+    """
+
+    _is_initial = False
 
     def __init__(self, optimizer, last_epoch=-1):
         self.optimizer = optimizer
@@ -21,21 +36,40 @@ class LRScheduler:
             g.setdefault("initial_lr", g["lr"])
         self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
         self.last_epoch = last_epoch
-        self.step()
+        self._is_initial = True
+        try:
+            self.step()
+        finally:
+            del self._is_initial
 
     def lr_at(self, base_lr, epoch):
-        raise TypeError(f"{type(self).__name__} must define lr_at")
+        raise TypeError(f"{type(self).__name__} must define lr_at or get_lr")
+
+    def get_lr(self):
+        """The lr of each param group at ``self.last_epoch`` (the closed form by default)."""
+        return [self.lr_at(base, self.last_epoch) for base in self.base_lrs]
 
     def get_last_lr(self):
         """The lr of each param group after the last ``step``."""
         return list(self._last_lr)
 
+    def _group_lrs(self):
+        return [g["lr"] for g in self.optimizer.param_groups]
+
     def step(self, epoch=None):
-        self.last_epoch = self.last_epoch + 1 if epoch is None else int(epoch)
-        self._last_lr = []
-        for g, base in zip(self.optimizer.param_groups, self.base_lrs):
-            g["lr"] = float(self.lr_at(base, self.last_epoch))
-            self._last_lr.append(g["lr"])
+        """Advance one epoch (``get_lr``), or jump to ``epoch`` (the closed form ``lr_at``
+        when the scheduler has one)."""
+        if epoch is None:
+            self.last_epoch += 1
+            values = self.get_lr()
+        else:
+            self.last_epoch = int(epoch)
+            closed = type(self).lr_at is not LRScheduler.lr_at
+            values = ([self.lr_at(base, self.last_epoch) for base in self.base_lrs] if closed
+                      else self.get_lr())
+        for g, lr in zip(self.optimizer.param_groups, values):
+            g["lr"] = float(lr)
+        self._last_lr = self._group_lrs()
 
     def state_dict(self):
         return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
@@ -57,6 +91,12 @@ class StepLR(LRScheduler):
     def lr_at(self, base, epoch):
         return base * self.gamma ** (epoch // self.step_size)
 
+    def get_lr(self):
+        e = self.last_epoch
+        if e == 0 or e % self.step_size:
+            return self._group_lrs()
+        return [lr * self.gamma for lr in self._group_lrs()]
+
 
 class MultiStepLR(LRScheduler):
     """lr = base * gamma ** (number of milestones passed). Example: ``MultiStepLR(opt, [30, 80])``."""
@@ -68,6 +108,10 @@ class MultiStepLR(LRScheduler):
     def lr_at(self, base, epoch):
         return base * self.gamma ** sum(1 for m in self.milestones if epoch >= m)
 
+    def get_lr(self):
+        hits = self.milestones.count(self.last_epoch)     # a repeated milestone decays twice
+        return [lr * self.gamma ** hits for lr in self._group_lrs()]
+
 
 class ExponentialLR(LRScheduler):
     """lr = base * gamma ** epoch. Example: ``ExponentialLR(opt, 0.95)``."""
@@ -78,6 +122,11 @@ class ExponentialLR(LRScheduler):
 
     def lr_at(self, base, epoch):
         return base * self.gamma ** epoch
+
+    def get_lr(self):
+        if self._is_initial:
+            return self._group_lrs()
+        return [lr * self.gamma for lr in self._group_lrs()]
 
 
 class CosineAnnealingLR(LRScheduler):
@@ -95,6 +144,16 @@ class CosineAnnealingLR(LRScheduler):
         return self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * epoch /
                                                                     self.T_max)) / 2
 
+    def get_lr(self):
+        e, T, lo = self.last_epoch, self.T_max, self.eta_min
+        if self._is_initial:
+            return self._group_lrs()
+        if (e - 1 - T) % (2 * T) == 0:           # leaving the minimum: the ratio form is 0/0
+            return [lr + (base - lo) * (1 - math.cos(math.pi / T)) / 2
+                    for lr, base in zip(self._group_lrs(), self.base_lrs)]
+        ratio = (1 + math.cos(math.pi * e / T)) / (1 + math.cos(math.pi * (e - 1) / T))
+        return [ratio * (lr - lo) + lo for lr in self._group_lrs()]
+
 
 class LambdaLR(LRScheduler):
     """lr = base * lr_lambda(epoch) (one lambda, or one per group). Example: ``LambdaLR(opt, lambda e: 0.9 ** e)``."""
@@ -103,15 +162,10 @@ class LambdaLR(LRScheduler):
         n = len(optimizer.param_groups)
         self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else \
             [lr_lambda] * n
-        self._group = 0
         super().__init__(optimizer, last_epoch)
 
-    def step(self, epoch=None):
-        self.last_epoch = self.last_epoch + 1 if epoch is None else int(epoch)
-        self._last_lr = []
-        for g, base, fn in zip(self.optimizer.param_groups, self.base_lrs, self.lr_lambdas):
-            g["lr"] = float(base * fn(self.last_epoch))
-            self._last_lr.append(g["lr"])
+    def get_lr(self):
+        return [base * fn(self.last_epoch) for base, fn in zip(self.base_lrs, self.lr_lambdas)]
 
 
 class OneCycleLR(LRScheduler):
@@ -208,6 +262,14 @@ class ConstantLR(LRScheduler):
     def lr_at(self, base, epoch):
         return base * (self.factor if epoch < self.total_iters else 1.0)
 
+    def get_lr(self):
+        e = self.last_epoch
+        if e == 0:
+            return [lr * self.factor for lr in self._group_lrs()]
+        if e != self.total_iters:
+            return self._group_lrs()
+        return [lr * (1.0 / self.factor) for lr in self._group_lrs()]
+
 
 class LinearLR(LRScheduler):
     """lr = base * (start_factor + (end_factor - start_factor) * min(epoch, total_iters) /
@@ -230,6 +292,15 @@ class LinearLR(LRScheduler):
         frac = min(epoch, self.total_iters) / self.total_iters
         return base * (self.start_factor + (self.end_factor - self.start_factor) * frac)
 
+    def get_lr(self):
+        e, a, b, n = self.last_epoch, self.start_factor, self.end_factor, self.total_iters
+        if e == 0:
+            return [lr * a for lr in self._group_lrs()]
+        if self._is_initial or e > n:
+            return self._group_lrs()
+        ratio = 1.0 + (b - a) / (n * a + (e - 1) * (b - a))
+        return [lr * ratio for lr in self._group_lrs()]
+
 
 class PolynomialLR(LRScheduler):
     """lr = base * (1 - min(epoch, total_iters) / total_iters) ** power.
@@ -244,6 +315,13 @@ class PolynomialLR(LRScheduler):
 
     def lr_at(self, base, epoch):
         return base * (1.0 - min(epoch, self.total_iters) / self.total_iters) ** self.power
+
+    def get_lr(self):
+        e, n = self.last_epoch, self.total_iters
+        if self._is_initial or e > n:
+            return self._group_lrs()
+        ratio = ((1.0 - e / n) / (1.0 - (e - 1) / n)) ** self.power
+        return [lr * ratio for lr in self._group_lrs()]
 
 
 class CosineAnnealingWarmRestarts(LRScheduler):
@@ -279,7 +357,26 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         return self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * t_cur / t_i)) / 2
 
 
-class SequentialLR(LRScheduler):
+class _OfSchedulers(LRScheduler):
+    """A scheduler that drives the schedulers held in its attribute named ``_held``; its
+    state dict carries theirs."""
+
+    _held = "schedulers"
+
+    def state_dict(self):
+        held = self._held
+        out = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", held)}
+        out[held] = [s.state_dict() for s in getattr(self, held)]
+        return out
+
+    def load_state_dict(self, state):
+        state = dict(state)
+        for s, sd in zip(getattr(self, self._held), state.pop(self._held)):
+            s.load_state_dict(sd)
+        self.__dict__.update(state)
+
+
+class SequentialLR(_OfSchedulers):
     """Run ``schedulers`` one after another, switching at each epoch in ``milestones``; each
     scheduler counts its epochs from its own start (warm-up then decay).
 
@@ -306,17 +403,6 @@ class SequentialLR(LRScheduler):
         start = self.milestones[k - 1] if k else 0
         self.schedulers[k].step(self.last_epoch - start)
         self._last_lr = self.schedulers[k].get_last_lr()
-
-    def state_dict(self):
-        out = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "schedulers")}
-        out["schedulers"] = [s.state_dict() for s in self.schedulers]
-        return out
-
-    def load_state_dict(self, state):
-        state = dict(state)
-        for s, sd in zip(self.schedulers, state.pop("schedulers")):
-            s.load_state_dict(sd)
-        self.__dict__.update(state)
 
 
 class ReduceLROnPlateau(LRScheduler):
@@ -375,3 +461,154 @@ class ReduceLROnPlateau(LRScheduler):
                     g["lr"] = new
             self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
         self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+
+def _per_group(name, optimizer, value):
+    """``value`` for every param group: a list/tuple with one entry per group, or a scalar."""
+    n = len(optimizer.param_groups)
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise ValueError(f"expected {n} values for {name} (one per param group), got "
+                             f"{len(value)}")
+        return list(value)
+    return [value] * n
+
+
+class MultiplicativeLR(LRScheduler):
+    """Multiply each group's current lr by ``lr_lambda(epoch)`` at every step after the
+    first (one function, or one per group).
+
+    Example:
+        >>> sched = MultiplicativeLR(opt, lr_lambda=lambda epoch: 0.95)
+    """
+
+    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+        self.lr_lambdas = _per_group("lr_lambda", optimizer, lr_lambda)
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if self._is_initial:
+            return self._group_lrs()
+        return [lr * fn(self.last_epoch) for lr, fn in zip(self._group_lrs(), self.lr_lambdas)]
+
+
+class CyclicLR(LRScheduler):
+    """Cyclical learning rate (per batch): lr rises linearly from ``base_lr`` to ``max_lr``
+    over ``step_size_up`` steps and falls back over ``step_size_down`` (default: the same),
+    the amplitude scaled by ``mode``: "triangular" (constant), "triangular2" (halved every
+    cycle) or "exp_range" (``gamma ** step``), or by a custom ``scale_fn`` of the cycle
+    number or the step (``scale_mode``). With ``cycle_momentum`` the momentum (or Adam's
+    beta1) cycles inversely between ``max_momentum`` and ``base_momentum``.
+
+    Example:
+        >>> sched = CyclicLR(opt, base_lr=0.001, max_lr=0.1, step_size_up=20,
+        ...                  mode="triangular2")
+        >>> for batch in data: train(batch); sched.step()
+    """
+
+    def __init__(self, optimizer, base_lr, max_lr, step_size_up=2000, step_size_down=None,
+                 mode="triangular", gamma=1.0, scale_fn=None, scale_mode="cycle",
+                 cycle_momentum=True, base_momentum=0.8, max_momentum=0.9, last_epoch=-1):
+        base_lrs = _per_group("base_lr", optimizer, base_lr)
+        if last_epoch == -1:
+            for lr, g in zip(base_lrs, optimizer.param_groups):
+                g["lr"] = lr
+        self.max_lrs = _per_group("max_lr", optimizer, max_lr)
+        up = float(step_size_up)
+        down = float(step_size_down) if step_size_down is not None else up
+        self.total_size = up + down
+        self.step_ratio = up / self.total_size
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise ValueError(f"CyclicLR: mode must be 'triangular', 'triangular2' or "
+                             f"'exp_range' when no scale_fn is given, got {mode!r}")
+        self.mode, self.gamma = mode, float(gamma)
+        self.scale_fn = scale_fn
+        self.scale_mode = scale_mode if scale_fn is not None else \
+            ("iterations" if mode == "exp_range" else "cycle")
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError(f"CyclicLR: cycle_momentum needs an optimizer with a momentum "
+                                 f"or betas hyper-parameter; {type(optimizer).__name__} has "
+                                 f"neither (pass cycle_momentum=False)")
+            self.use_beta1 = "betas" in optimizer.defaults
+            self.base_momentums = _per_group("base_momentum", optimizer, base_momentum)
+            self.max_momentums = _per_group("max_momentum", optimizer, max_momentum)
+            if last_epoch == -1:
+                for m_max, m_base, g in zip(self.max_momentums, self.base_momentums,
+                                            optimizer.param_groups):
+                    self._set_momentum(g, m_max)
+                    g["max_momentum"], g["base_momentum"] = m_max, m_base
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def _set_momentum(self, group, m):
+        if self.use_beta1:
+            group["betas"] = (m,) + tuple(group["betas"][1:])
+        else:
+            group["momentum"] = m
+
+    def _scale(self, x):
+        if self.scale_fn is not None:
+            return self.scale_fn(x)
+        if self.mode == "triangular":
+            return 1.0
+        if self.mode == "triangular2":
+            return 1 / (2.0 ** (x - 1))
+        return self.gamma ** x
+
+    def get_lr(self):
+        e = self.last_epoch
+        cycle = math.floor(1 + e / self.total_size)
+        x = 1.0 + e / self.total_size - cycle
+        frac = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
+        scale = self._scale(cycle if self.scale_mode == "cycle" else e)
+        lrs = [base + (top - base) * frac * scale for base, top in zip(self.base_lrs,
+                                                                        self.max_lrs)]
+        if self.cycle_momentum:
+            for g, m_base, m_max in zip(self.optimizer.param_groups, self.base_momentums,
+                                        self.max_momentums):
+                self._set_momentum(g, m_max - (m_max - m_base) * frac * scale)
+        return lrs
+
+    def state_dict(self):
+        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "scale_fn")}
+
+
+class ChainedScheduler(_OfSchedulers):
+    """Step several schedulers of one optimizer together: each ``step()`` calls every
+    scheduler's ``step()`` in order, so chainable schedulers compose (ExponentialLR after
+    ConstantLR multiplies the reduced lr, and so on), as PyTorch's.
+
+    Example:
+        >>> sched = ChainedScheduler([ConstantLR(opt, factor=0.1, total_iters=2),
+        ...                           ExponentialLR(opt, gamma=0.9)])
+    """
+
+    _held = "_schedulers"
+
+    def __init__(self, schedulers, optimizer=None):
+        schedulers = list(schedulers)
+        if not schedulers:
+            raise ValueError("ChainedScheduler expects at least one scheduler to be chained, "
+                             "but got no scheduler")
+        optimizer = optimizer or schedulers[0].optimizer
+        for i, s in enumerate(schedulers):
+            if not hasattr(s, "optimizer"):
+                raise TypeError(f"ChainedScheduler: the scheduler at index {i} "
+                                f"({type(s).__name__}) has no optimizer attribute")
+            if isinstance(s, ReduceLROnPlateau):
+                raise ValueError(f"ChainedScheduler does not support ReduceLROnPlateau (its "
+                                 f"step needs a metric), got one at index {i}")
+            if s.optimizer is not optimizer:
+                raise ValueError(f"ChainedScheduler expects all schedulers to belong to the "
+                                 f"same optimizer, but the {type(s).__name__} at index {i} "
+                                 f"drives another one")
+        self._schedulers = schedulers
+        self.optimizer = optimizer
+        self._last_lr = self._group_lrs()
+
+    def step(self):
+        for s in self._schedulers:
+            s.step()
+        self._last_lr = self._group_lrs()

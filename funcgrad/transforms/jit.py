@@ -6,6 +6,7 @@ the staged Jaxpr, so every transformation sees one equation it knows how to tran
 import contextlib
 import functools
 import inspect
+import types
 import weakref
 
 from funcgrad import tree_util
@@ -510,7 +511,30 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=()):
     if fun is None:
         return functools.partial(jit, static_argnums=static_argnums,
                                  static_argnames=static_argnames, donate_argnums=donate_argnums)
+    if _is_callable_pytree(fun):
+        return _jit_callable_pytree(fun, static_argnums, static_argnames, donate_argnums)
     return JitFunction(fun, static_argnums, static_argnames, donate_argnums)
+
+
+def _is_callable_pytree(fun):
+    """A callable object that is a pytree node (an ``nn.Module``): its arrays must be read at
+    each call, not baked into the trace as constants."""
+    return not isinstance(fun, (types.FunctionType, types.MethodType, functools.partial)) \
+        and not tree_util.treedef_is_leaf(tree_util.tree_structure(fun))
+
+
+def _jit_callable_pytree(obj, static_argnums, static_argnames, donate_argnums):
+    """``jit(model)``: the object travels as the first (pytree) argument of a jitted call, so
+    its current parameters are used and the state it writes is written back."""
+    shift = lambda nums: tuple(n + 1 for n in ((nums,) if isinstance(nums, int) else nums))
+
+    def call(obj_, *args, **kwargs):
+        return obj_(*args, **kwargs)
+    call.__name__ = type(obj).__name__
+    jitted = JitFunction(call, shift(static_argnums), static_argnames, shift(donate_argnums))
+    bound = functools.partial(jitted, obj)
+    bound.lower = functools.partial(jitted.lower, obj)
+    return bound
 
 
 def _call_unjitted(self, *args, **kwargs):

@@ -387,3 +387,21 @@ def test_forward_hooks_and_pre_hooks_eager_jit_and_grad():
     np.testing.assert_allclose(np.asarray(s(jnp.ones(2))), [6.0, 6.0])
     with pytest.raises(TypeError, match="a hook must be callable"):
         s.register_forward_hook(3)
+
+
+def test_jit_of_a_module_reads_its_current_state():
+    # jit(model) passes the model as an argument: parameters updated in place after the first
+    # call are used by later calls, and the state a forward pass writes is written back
+    funcgrad.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Linear(4, 1))
+    fast = funcgrad.jit(model)
+    x = jnp.asarray(np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32))
+    before = np.asarray(fast(x))
+    assert float(model[1].num_batches_tracked) == 1
+    opt = funcgrad.optim.SGD(model.parameters(), lr=0.5)
+    opt.step(funcgrad.grad(lambda m: jnp.sum(m(x) ** 2))(model))
+    model.eval()
+    after = np.asarray(fast(x))
+    np.testing.assert_allclose(after, np.asarray(model(x)), rtol=1e-6, atol=1e-6)
+    assert not np.allclose(after, before)
+    assert "funcgrad_Sequential" in fast.lower(x).as_text().splitlines()[0]
