@@ -10,6 +10,7 @@ Example:
     >>> funcgrad.numpy.ones(2).dtype
     dtype('float64')
 """
+import contextlib
 import os
 
 _TRUE = ("1", "true", "yes", "on")
@@ -54,6 +55,22 @@ class Config:
         self._values[name] = value
         for listener in self._listeners:
             listener(name, value)
+
+    @contextlib.contextmanager
+    def override(self, name, value):
+        """Set option ``name`` to ``value`` inside a ``with`` block, then restore it.
+
+        Example:
+            >>> with funcgrad.config.override("enable_x64", True):
+            ...     funcgrad.numpy.ones(2).dtype
+            dtype('float64')
+        """
+        old = getattr(self, name)
+        self.update(name, value)
+        try:
+            yield
+        finally:
+            self.update(name, old)
 
     def validate_with(self, name, check):
         """Call ``check(value)`` before option ``name`` is set; it raises for a bad value."""

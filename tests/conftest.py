@@ -7,12 +7,8 @@ import funcgrad
 @pytest.fixture
 def x64():
     """Run a test with 64-bit types enabled, restoring the previous setting afterwards."""
-    old = funcgrad.config.enable_x64
-    funcgrad.config.update("enable_x64", True)
-    try:
+    with funcgrad.config.override("enable_x64", True):
         yield
-    finally:
-        funcgrad.config.update("enable_x64", old)
 
 
 @pytest.fixture
@@ -24,12 +20,8 @@ def rng():
 def on_cpu():
     """Run a test on the CPU backend even where a GPU is the default (tests of CPU-only
     lowerings, host pointers and compile options)."""
-    old = funcgrad.config.platform
-    funcgrad.config.update("platform", "cpu")
-    try:
+    with funcgrad.config.override("platform", "cpu"):
         yield
-    finally:
-        funcgrad.config.update("platform", old)
 
 
 # On a GPU, XLA runs float32 products on TensorFloat-32 by default; the suite compares against

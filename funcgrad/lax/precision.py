@@ -14,8 +14,6 @@ Example:
     >>> with funcgrad.default_matmul_precision("highest"):
     ...     y = funcgrad.jit(f)(x)          # every product in f at full float32
 """
-import contextlib
-
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
@@ -72,7 +70,6 @@ def check_default_precision(value):
         canonicalize_precision(value, "funcgrad.config.update('default_matmul_precision')")
 
 
-@contextlib.contextmanager
 def default_matmul_precision(name):
     """Run the block with ``default_matmul_precision`` set to ``name`` (then restore it).
 
@@ -80,9 +77,4 @@ def default_matmul_precision(name):
         >>> with funcgrad.default_matmul_precision("highest"):
         ...     y = x @ w
     """
-    old = config.default_matmul_precision
-    config.update("default_matmul_precision", name)
-    try:
-        yield
-    finally:
-        config.update("default_matmul_precision", old)
+    return config.override("default_matmul_precision", name)

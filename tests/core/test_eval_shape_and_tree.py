@@ -60,3 +60,17 @@ def test_tree_namespace_is_tree_util():
     inner = funcgrad.tree.structure((0, 0, 0))
     assert funcgrad.tree.transpose(outer, inner, [(1, 2, 3), (4, 5, 6)]) == \
         ([1, 4], [2, 5], [3, 6])
+
+
+def test_config_override_restores_the_old_value_even_on_error():
+    assert funcgrad.config.enable_x64 is False
+    with funcgrad.config.override("enable_x64", True):
+        assert jnp.ones(2).dtype == np.float64
+    assert funcgrad.config.enable_x64 is False and jnp.ones(2).dtype == np.float32
+    with pytest.raises(ZeroDivisionError):
+        with funcgrad.config.override("default_matmul_precision", "highest"):
+            1 / 0
+    assert funcgrad.config.default_matmul_precision is None
+    with pytest.raises(AttributeError, match="no option .nope."):
+        with funcgrad.config.override("nope", 1):
+            pass

@@ -25,12 +25,8 @@ def _precisions(text):
 @pytest.fixture(autouse=True)
 def no_default_precision():
     """These tests start from the switch unset (the suite sets it to "highest" on a GPU)."""
-    old = funcgrad.config.default_matmul_precision
-    funcgrad.config.update("default_matmul_precision", None)
-    try:
+    with funcgrad.config.override("default_matmul_precision", None):
         yield
-    finally:
-        funcgrad.config.update("default_matmul_precision", old)
 
 
 @pytest.fixture
