@@ -5,7 +5,21 @@ import numpy as np
 _keys = {}   # (shape, dtype, weak_type) -> int
 
 
-class ShapedArray:
+class ShapeAndDtype:
+    """``ndim`` and ``size`` for classes with a ``shape`` (ShapedArray, ShapeDtypeStruct)."""
+
+    __slots__ = ()
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+
+class ShapedArray(ShapeAndDtype):
     """The abstract value of an array: a shape, a dtype and a weak-type flag.
 
     Weakly typed values come from Python scalars and adopt the dtype of strong operands.
@@ -33,14 +47,6 @@ class ShapedArray:
     def __reduce__(self):
         # ``key`` is per process: rebuild it instead of pickling it.
         return (ShapedArray, (self.shape, self.dtype, self.weak_type))
-
-    @property
-    def ndim(self):
-        return len(self.shape)
-
-    @property
-    def size(self):
-        return int(np.prod(self.shape, dtype=np.int64))
 
     def update(self, shape=None, dtype=None, weak_type=None):
         return ShapedArray(self.shape if shape is None else shape,

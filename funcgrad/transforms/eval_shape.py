@@ -4,12 +4,12 @@ import numpy as np
 
 from funcgrad import tree_util
 from funcgrad.core import dtypes
-from funcgrad.core.avals import ShapedArray
+from funcgrad.core.avals import ShapeAndDtype, ShapedArray
 from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.core.values import aval_of
 
 
-class ShapeDtypeStruct:
+class ShapeDtypeStruct(ShapeAndDtype):
     """A shape and a dtype standing in for an array (``eval_shape``, ``make_jaxpr``).
 
     Example:
@@ -22,14 +22,6 @@ class ShapeDtypeStruct:
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
         self.weak_type = bool(weak_type)
-
-    @property
-    def ndim(self):
-        return len(self.shape)
-
-    @property
-    def size(self):
-        return int(np.prod(self.shape, dtype=np.int64))
 
     def __repr__(self):
         weak = ", weak_type=True" if self.weak_type else ""
