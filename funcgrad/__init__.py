@@ -25,6 +25,8 @@ from funcgrad import numpy  # noqa: E402
 from funcgrad.transforms.jit import disable_jit, jit, make_jaxpr  # noqa: E402
 from funcgrad.transforms.eval_shape import ShapeDtypeStruct, eval_shape  # noqa: E402
 from funcgrad import tree  # noqa: E402,F401
+from funcgrad.lax.callbacks import pure_callback  # noqa: E402
+from funcgrad import debug  # noqa: E402,F401
 from funcgrad.transforms.ad import (grad, hessian, jacfwd, jacrev, jvp,  # noqa: E402
                                     linearize, value_and_grad, vjp)
 from funcgrad.transforms.custom_derivatives import custom_jvp, custom_vjp  # noqa: E402

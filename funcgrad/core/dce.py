@@ -1,6 +1,8 @@
 """Dead-code elimination: drop the equations of a Jaxpr whose results nothing uses.
 
-Equations of effectful primitives (``prim.effectful``) are always kept. Higher-order primitives
+Equations with effects are always kept: those of effectful primitives (``prim.effectful``, a
+bool or a function of the equation's params) and those whose sub-Jaxprs (a nested ``jit``, a
+loop body) hold such equations. Higher-order primitives
 can register a rule in ``dce_rules`` to prune their own sub-Jaxprs (``jit`` does, so unused
 outputs of a nested jitted call cost nothing).
 
@@ -12,6 +14,24 @@ from funcgrad.core.jaxpr import ClosedJaxpr, Jaxpr, Var
 
 # prim -> rule(eqn, used_outputs: list[bool]) -> (used_inputs: list[bool], new_eqn or None)
 dce_rules = {}
+
+
+def has_effects(eqn):
+    """Whether ``eqn`` must run even when its results are unused."""
+    effectful = eqn.prim.effectful
+    if effectful(eqn.params) if callable(effectful) else effectful:
+        return True
+    return any(has_effects(inner) for j in _sub_jaxprs(eqn.params.values()) for inner in j.eqns)
+
+
+def _sub_jaxprs(values):
+    for v in values:
+        if isinstance(v, ClosedJaxpr):
+            yield v.jaxpr
+        elif isinstance(v, Jaxpr):
+            yield v
+        elif isinstance(v, (tuple, list)):
+            yield from _sub_jaxprs(v)
 
 
 def dce_jaxpr(jaxpr, used_outputs=None, prune_invars=False):
@@ -28,7 +48,7 @@ def dce_jaxpr(jaxpr, used_outputs=None, prune_invars=False):
     for eqn in reversed(jaxpr.eqns):
         used = [v in live for v in eqn.outvars]
         rule = dce_rules.get(eqn.prim)
-        if not any(used) and not eqn.prim.effectful:
+        if not any(used) and not has_effects(eqn):
             continue
         if rule is not None:
             used_ins, new_eqn = rule(eqn, used)

@@ -19,6 +19,7 @@ from funcgrad.lax.reductions import (
     reduce_or, reduce_prod, reduce_sum, reduce_xor)
 from funcgrad.lax.dot import dot, dot_general
 from funcgrad.lax.precision import Precision
+from funcgrad.lax.callbacks import debug_callback, pure_callback
 from funcgrad.lax.indexing import (
     GatherDimensionNumbers, ScatterDimensionNumbers, dynamic_index_in_dim, dynamic_slice,
     dynamic_update_slice, gather, scatter, scatter_add, scatter_max, scatter_min, scatter_mul)

@@ -85,7 +85,10 @@ def _option_overrides(device):
             if k not in flags and k not in _rejected_options]
 
 
-def compile_module(module_text, device):
+def compile_module(module_text, device, module=None, host_callbacks=()):
+    """Compile StableHLO text for ``device``. With ``host_callbacks`` (Python functions that the
+    module's callback custom calls name by index), the ``module`` object itself is compiled,
+    inside its MLIR context, since only that entry point takes callbacks."""
     options = xc.CompileOptions()
     # Without an explicit assignment XLA runs replica 0 on the client's first device, whatever
     # device list the executable was loaded for.
@@ -93,22 +96,27 @@ def compile_module(module_text, device):
     overrides = _option_overrides(device)
     if overrides:
         options.env_option_overrides = overrides
+    devices = _jax.DeviceList((device,))
     try:
-        return device.client.compile_and_load(module_text, _jax.DeviceList((device,)), options)
+        if host_callbacks:
+            return device.client.compile_and_load(module, devices, compile_options=options,
+                                                  host_callbacks=list(host_callbacks))
+        return device.client.compile_and_load(module_text, devices, options)
     except _jax.JaxRuntimeError as exc:
         unknown = [k for k, _ in overrides if k in str(exc)]
         if not unknown:
             raise
         _rejected_options.update(unknown)      # an older or newer jaxlib: compile without
-        return compile_module(module_text, device)
+        return compile_module(module_text, device, module, host_callbacks)
 
 
 def compile_closed_jaxpr(closed, device, name="main", donated=()):
     """Lower and compile ``closed`` for ``device``; consts become leading arguments."""
+    callbacks = []
     module, ctx = mlir.lower_closed_jaxpr(closed, name=name, platform=backend.platform_of(device),
-                                          donated=donated)
+                                          donated=donated, host_callbacks=callbacks)
     with ctx:
         text = str(module)
-    loaded = compile_module(text, device)
+        loaded = compile_module(text, device, module, callbacks)
     in_avals = [v.aval for v in closed.jaxpr.constvars] + closed.in_avals
     return Executable(loaded, device, in_avals, closed.out_avals, text, donated)

@@ -37,16 +37,27 @@ class LoweringRuleContext:
     sub-jaxpr inline at the current insertion point and returns its output values.
     """
 
-    __slots__ = ("module", "avals_in", "avals_out", "platform", "axis_env")
+    __slots__ = ("module", "avals_in", "avals_out", "platform", "axis_env", "host_callbacks")
 
-    def __init__(self, module, avals_in, avals_out, platform, axis_env):
+    def __init__(self, module, avals_in, avals_out, platform, axis_env, host_callbacks=None):
         self.module, self.avals_in, self.avals_out = module, avals_in, avals_out
         self.platform, self.axis_env = platform, axis_env
+        self.host_callbacks = host_callbacks
 
     def lower_jaxpr(self, jaxpr, consts, args):
         if isinstance(jaxpr, ClosedJaxpr):
             jaxpr = jaxpr.jaxpr
-        return lower_jaxpr_inline(self.module, jaxpr, consts, args, self.platform, self.axis_env)
+        return lower_jaxpr_inline(self.module, jaxpr, consts, args, self.platform, self.axis_env,
+                                  self.host_callbacks)
+
+    def add_host_callback(self, fn):
+        """Register Python function ``fn`` for the executable being built; returns the index a
+        host-callback custom call names it by."""
+        if self.host_callbacks is None:
+            raise LoweringError("a host callback needs a lowering made for compilation (this "
+                                "lowering keeps no callbacks)")
+        self.host_callbacks.append(fn)
+        return len(self.host_callbacks) - 1
 
     def lower_fun(self, fn, args, name="lowered"):
         """Lower lax code in place of the rule's operation: ``fn`` takes values of
@@ -63,7 +74,8 @@ def _literal_value(lit):
     return _hlo.constant(lit.val, lit.aval.dtype)
 
 
-def lower_jaxpr_inline(module, jaxpr, consts, args, platform="cpu", axis_env=()):
+def lower_jaxpr_inline(module, jaxpr, consts, args, platform="cpu", axis_env=(),
+                       host_callbacks=None):
     """Emit ``jaxpr``'s equations at the current insertion point; returns output values."""
     env = {}
     for var, val in zip(jaxpr.constvars, consts):
@@ -81,7 +93,8 @@ def lower_jaxpr_inline(module, jaxpr, consts, args, platform="cpu", axis_env=())
         if rule is None:
             raise LoweringError(f"primitive {eqn.prim.name} has no lowering rule")
         ctx = LoweringRuleContext(module, [a.aval for a in eqn.invars],
-                                  [v.aval for v in eqn.outvars], platform, axis_env)
+                                  [v.aval for v in eqn.outvars], platform, axis_env,
+                                  host_callbacks)
         try:
             outs = rule(ctx, *[read(a) for a in eqn.invars], **eqn.params)
         except LoweringError:
@@ -102,11 +115,12 @@ def lower_jaxpr_inline(module, jaxpr, consts, args, platform="cpu", axis_env=())
 
 
 def lower_closed_jaxpr(closed, name="main", platform="cpu", donated=(), consts_as_args=True,
-                       axis_env=()):
+                       axis_env=(), host_callbacks=None):
     """A StableHLO module whose ``main`` takes (consts..., args...) and returns the outputs.
 
     Returns (module, context). ``donated`` flags (one per non-const argument) let XLA reuse
-    those input buffers for outputs.
+    those input buffers for outputs. Python functions that host-callback custom calls name are
+    appended to the list ``host_callbacks`` (the compiler must be given them).
     """
     jaxpr = closed.jaxpr
     ctx = new_context()
@@ -131,7 +145,8 @@ def lower_closed_jaxpr(closed, name="main", platform="cpu", donated=(), consts_a
             with ir.InsertionPoint(block):
                 n = len(jaxpr.constvars)
                 outs = lower_jaxpr_inline(module, jaxpr, block.arguments[:n],
-                                          block.arguments[n:], platform, axis_env)
+                                          block.arguments[n:], platform, axis_env,
+                                          host_callbacks)
                 func_dialect.ReturnOp(outs)
         module.operation.attributes["sym_name"] = ir.StringAttr.get("funcgrad_" + _sanitize(name))
     return module, ctx

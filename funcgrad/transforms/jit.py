@@ -111,7 +111,7 @@ class Lowered:
         """
         module, ctx = mlir.lower_closed_jaxpr(self.jaxpr, name=self._jitted.__name__,
                                               platform=backend.platform_of(self._device),
-                                              donated=self._donated)
+                                              donated=self._donated, host_callbacks=[])
         with ctx:
             return str(module)
 
