@@ -7,6 +7,7 @@ import funcgrad
 import funcgrad.nn as nn
 import funcgrad.numpy as jnp
 import funcgrad.optim as optim
+from tests.optim.helpers import assert_jitted_steps_match
 
 
 def ref_adamax(p, grads, lr, b1, b2, eps, wd):
@@ -87,12 +88,7 @@ def test_matches_numpy_reference_float64_and_jit(name, kw, ref, x64, rng):
         opt.step([jnp.asarray(g)])
     np.testing.assert_allclose(np.asarray(box.data), ref(p0, grads), rtol=1e-10, atol=1e-12)
     # the same steps inside a jitted function (traced once), from a fresh optimizer
-    box2 = nn.Parameter(jnp.asarray(p0))
-    opt2 = getattr(optim, name)([box2], **kw)
-    step = funcgrad.jit(lambda o, g: o.step([g]))
-    for g in grads:
-        step(opt2, jnp.asarray(g))
-    np.testing.assert_allclose(np.asarray(box2.data), np.asarray(box.data), rtol=1e-12)
+    assert_jitted_steps_match(name, kw, p0, grads, np.asarray(box.data), rtol=1e-12)
 
 
 def test_argument_errors():

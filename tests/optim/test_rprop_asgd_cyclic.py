@@ -10,6 +10,7 @@ import funcgrad
 import funcgrad.nn as nn
 import funcgrad.numpy as jnp
 import funcgrad.optim as optim
+from tests.optim.helpers import assert_jitted_steps_match
 from funcgrad.optim import lr_scheduler as L
 
 
@@ -68,12 +69,7 @@ def test_matches_numpy_reference_float64_and_jit(name, kw, ref, x64, rng):
     for k, v in want_state.items():
         np.testing.assert_allclose(np.asarray(opt.state[box][k]), v, rtol=1e-12, atol=1e-14,
                                    err_msg=k)
-    box2 = nn.Parameter(jnp.asarray(p0))
-    opt2 = getattr(optim, name)([box2], **kw)
-    step = funcgrad.jit(lambda o, g: o.step([g]))
-    for g in grads:
-        step(opt2, jnp.asarray(g))
-    np.testing.assert_allclose(np.asarray(box2.data), np.asarray(box.data), rtol=1e-13)
+    assert_jitted_steps_match(name, kw, p0, grads, np.asarray(box.data), rtol=1e-13)
 
 
 @pytest.mark.parametrize("name, kw", [(c[0], c[1]) for c in CASES], ids=["rprop", "rprop_max",
