@@ -361,6 +361,9 @@ class Module:
 
     def __call__(self, *args, **kwargs):
         d = self.__dict__
+        compiled = d.get("_compiled_call")
+        if compiled is not None and _current_interpreter() is _root_interpreter():
+            return compiled(self, *args, **kwargs)
         if d.get("_forward_pre_hooks") or d.get("_forward_hooks"):
             return self._call_with_hooks(args, kwargs)
         return self.forward(*args, **kwargs)
@@ -571,6 +574,40 @@ class Module:
     def half(self):
         return self.to(dtype="float16")
 
+    def bfloat16(self):
+        return self.to(dtype="bfloat16")
+
+    def cuda(self, device=None):
+        """Move every parameter and buffer to CUDA device ``device`` (an index, default 0);
+        raises when no CUDA device is usable."""
+        from funcgrad.lowering import backend
+        try:
+            devices = backend.devices("cuda")
+        except Exception as exc:
+            raise RuntimeError(f"{type(self).__name__}.cuda(): no CUDA device is usable "
+                               f"({exc})") from exc
+        index = 0 if device is None else int(device)
+        if not 0 <= index < len(devices):
+            raise ValueError(f"{type(self).__name__}.cuda(): device {index} out of range "
+                             f"({len(devices)} CUDA devices)")
+        return self.to(devices[index])
+
+    def compile(self, *, mode=None, fullgraph=False, dynamic=None, backend=None, options=None):
+        """Compile the module's calls with XLA from now on, as ``torch.nn.Module.compile``: a
+        call made outside any transformation runs ``funcgrad.jit`` over the module (traced
+        once per input signature and train/eval mode; the current parameters and buffers are
+        read at every call and written state is written back). Calls under ``grad``, ``vmap``
+        or an enclosing ``jit`` trace as before. Forward hooks run while tracing only.
+        PyTorch's options are accepted for compatibility and change nothing: XLA compiles the
+        whole forward, with no graph breaks.
+
+        Example:
+            >>> model.compile()
+            >>> model(x)            # compiled on the first call, then cached
+        """
+        from funcgrad.transforms.jit import jit
+        self.__dict__["_compiled_call"] = jit(_call_module)
+
     def type(self, dtype):
         return self.to(dtype=dtype)
 
@@ -707,6 +744,21 @@ class _IncompatibleKeys(collections.namedtuple("IncompatibleKeys",
 
 
 _MISSING = object()
+
+
+def _call_module(module, *args, **kwargs):
+    """What ``Module.compile`` jits: the module is the first (pytree) argument."""
+    return module(*args, **kwargs)
+
+
+def _current_interpreter():
+    from funcgrad.core import interpreters
+    return interpreters.current()
+
+
+def _root_interpreter():
+    from funcgrad.core import interpreters
+    return interpreters.root()
 
 
 def _same(a, b):

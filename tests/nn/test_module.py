@@ -405,3 +405,43 @@ def test_jit_of_a_module_reads_its_current_state():
     np.testing.assert_allclose(after, np.asarray(model(x)), rtol=1e-6, atol=1e-6)
     assert not np.allclose(after, before)
     assert "funcgrad_Sequential" in fast.lower(x).as_text().splitlines()[0]
+
+
+def test_compile_runs_calls_through_jit_and_keeps_eager_semantics():
+    funcgrad.manual_seed(0)
+    make = lambda: nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 2))
+    model, eager = make(), make()
+    eager.load_state_dict(model.state_dict())
+    calls = []
+    model[0].register_forward_hook(lambda mod, args, out: calls.append(out.shape))
+    model.compile(mode="max-autotune")          # PyTorch's options are accepted
+    rng = np.random.default_rng(0)
+    for k in range(3):
+        x = jnp.asarray(rng.standard_normal((5, 3)).astype(np.float32) + k)
+        np.testing.assert_allclose(np.asarray(model(x)), np.asarray(eager(x)), rtol=1e-5,
+                                   atol=1e-6)
+    np.testing.assert_allclose(np.asarray(model[1].running_var),
+                               np.asarray(eager[1].running_var), rtol=1e-5)
+    assert int(model[1].num_batches_tracked) == 3
+    compiled = model.__dict__["_compiled_call"]
+    assert compiled.trace_count == 1 and calls == [(5, 4)]     # hooks run while tracing
+    # parameters updated in place are read by the next call; grad traces through as before
+    opt = funcgrad.optim.SGD(model.parameters(), lr=0.1)
+    eager_opt = funcgrad.optim.SGD(eager.parameters(), lr=0.1)
+    loss = lambda m: jnp.sum(m(x) ** 2)
+    opt.step(funcgrad.grad(loss)(model))
+    eager_opt.step(funcgrad.grad(loss)(eager))
+    model.eval()
+    eager.eval()
+    np.testing.assert_allclose(np.asarray(model(x)), np.asarray(eager(x)), rtol=1e-5, atol=1e-6)
+    assert compiled.trace_count == 2                          # eval mode is a new signature
+
+
+def test_bfloat16_and_cuda():
+    m = nn.Linear(2, 3).bfloat16()
+    assert m.weight.dtype == jnp.bfloat16 and m.bias.dtype == jnp.bfloat16
+    if funcgrad.default_backend() == "cpu":
+        with pytest.raises(RuntimeError, match=r"Linear.cuda\(\): no CUDA device is usable"):
+            nn.Linear(2, 3).cuda()
+    else:
+        assert nn.Linear(2, 3).cuda().weight.device.platform == "gpu"
