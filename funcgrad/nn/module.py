@@ -540,13 +540,7 @@ class Module:
         ``dtype`` when given.
         """
         import funcgrad
-        dev = device
-        if isinstance(device, str):
-            platform = device.split(":")[0]
-            index = int(device.split(":")[1]) if ":" in device else 0
-            candidates = [d for d in funcgrad.devices() if d.platform == platform] or \
-                funcgrad.devices()
-            dev = candidates[min(index, len(candidates) - 1)]
+        dev = _device_named(device, type(self).__name__) if isinstance(device, str) else device
 
         def move(x):
             if x is None:
@@ -580,17 +574,7 @@ class Module:
     def cuda(self, device=None):
         """Move every parameter and buffer to CUDA device ``device`` (an index, default 0);
         raises when no CUDA device is usable."""
-        from funcgrad.lowering import backend
-        try:
-            devices = backend.devices("cuda")
-        except Exception as exc:
-            raise RuntimeError(f"{type(self).__name__}.cuda(): no CUDA device is usable "
-                               f"({exc})") from exc
-        index = 0 if device is None else int(device)
-        if not 0 <= index < len(devices):
-            raise ValueError(f"{type(self).__name__}.cuda(): device {index} out of range "
-                             f"({len(devices)} CUDA devices)")
-        return self.to(devices[index])
+        return self.to(f"cuda:{0 if device is None else int(device)}")
 
     def compile(self, *, mode=None, fullgraph=False, dynamic=None, backend=None, options=None):
         """Compile the module's calls with XLA from now on, as ``torch.nn.Module.compile``: a
@@ -744,6 +728,23 @@ class _IncompatibleKeys(collections.namedtuple("IncompatibleKeys",
 
 
 _MISSING = object()
+
+
+def _device_named(name, owner):
+    """The device a string such as "cpu", "cuda" or "cuda:1" names; raises when there is none."""
+    from funcgrad.lowering import backend
+    platform, _, index = name.partition(":")
+    platform = {"gpu": "cuda"}.get(platform, platform)
+    try:
+        devices = backend.devices(platform)
+    except Exception as exc:
+        raise RuntimeError(f"{owner}.to({name!r}): no {platform} device is usable ({exc})") \
+            from exc
+    i = int(index) if index else 0
+    if not 0 <= i < len(devices):
+        raise ValueError(f"{owner}.to({name!r}): device {i} out of range ({len(devices)} "
+                         f"{platform} devices)")
+    return devices[i]
 
 
 def _call_module(module, *args, **kwargs):

@@ -441,7 +441,11 @@ def test_bfloat16_and_cuda():
     m = nn.Linear(2, 3).bfloat16()
     assert m.weight.dtype == jnp.bfloat16 and m.bias.dtype == jnp.bfloat16
     if funcgrad.default_backend() == "cpu":
-        with pytest.raises(RuntimeError, match=r"Linear.cuda\(\): no CUDA device is usable"):
+        with pytest.raises(RuntimeError, match=r"Linear.to\(.cuda:0.\): no cuda device is "
+                                               r"usable"):
             nn.Linear(2, 3).cuda()
     else:
         assert nn.Linear(2, 3).cuda().weight.device.platform == "gpu"
+    with pytest.raises(ValueError, match=r"Linear.to\('cpu:9'\): device 9 out of range"):
+        nn.Linear(2, 3).to("cpu:9")
+    assert nn.Linear(2, 3).to("cpu").weight.device == funcgrad.devices("cpu")[0]
