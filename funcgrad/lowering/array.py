@@ -172,6 +172,12 @@ class Array(Value):
             return np.zeros(self.aval.shape, dtypes.float0)
         return value
 
+    def __copy__(self):
+        return self                 # immutable: a copy could not differ from the original
+
+    def __deepcopy__(self, memo):
+        return self
+
     def __array__(self, dtype=None, copy=None):
         value = self._value()
         if dtype is not None and np.dtype(dtype) != value.dtype:

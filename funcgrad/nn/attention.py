@@ -310,19 +310,10 @@ class TransformerDecoderLayer(_TransformerLayer):
 
 
 def _clones(layer, n):
-    """``n`` independent copies of ``layer`` (fresh parameter boxes holding the same arrays,
-    as PyTorch's deep copies), made by a pytree round trip."""
-    from funcgrad import tree_util
+    """``n`` independent copies of ``layer`` (deep copies, as PyTorch's)."""
+    import copy
     from funcgrad.nn.containers import ModuleList
-    out = []
-    for _ in range(n):
-        leaves, td = tree_util.tree_flatten(layer)
-        clone = td.unflatten(leaves)
-        for m in clone.modules():
-            m.__dict__["_origin"] = None
-            m.__dict__["_aux"] = None
-        out.append(clone)
-    return ModuleList(out)
+    return ModuleList([copy.deepcopy(layer) for _ in range(n)])
 
 
 class TransformerEncoder(Module):

@@ -718,6 +718,25 @@ class Module:
         raise TypeError("funcgrad modules are not pickled; save model.state_dict() with "
                         "funcgrad.save instead")
 
+    def __deepcopy__(self, memo):
+        """``copy.deepcopy(model)``: an independent model, as PyTorch's. It has new Parameter
+        boxes and buffers (holding the same immutable arrays, so no data is copied), its own
+        submodules, copies of its other attributes, and the same hooks."""
+        import copy
+        leaves, treedef = tree_util.tree_flatten(self)
+        clone = treedef.unflatten(leaves)
+        memo[id(self)] = clone
+        for m in clone.modules():
+            d = m.__dict__
+            d["_origin"] = d["_aux"] = None
+            for k, v in list(d.items()):
+                if k in _PRIVATE:
+                    if isinstance(v, dict) and k.endswith("hooks"):
+                        d[k] = dict(v)
+                elif k != "_compiled_call":       # a compiled call takes the model as argument
+                    d[k] = copy.deepcopy(v, memo)
+        return clone
+
 
 class _IncompatibleKeys(collections.namedtuple("IncompatibleKeys",
                                                ["missing_keys", "unexpected_keys"])):

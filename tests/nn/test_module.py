@@ -449,3 +449,27 @@ def test_bfloat16_and_cuda():
     with pytest.raises(ValueError, match=r"Linear.to\('cpu:9'\): device 9 out of range"):
         nn.Linear(2, 3).to("cpu:9")
     assert nn.Linear(2, 3).to("cpu").weight.device == funcgrad.devices("cpu")[0]
+
+
+def test_deepcopy_makes_an_independent_model():
+    import copy
+    funcgrad.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Linear(4, 1))
+    model.notes = {"lr": [0.1]}
+    seen = []
+    model[0].register_forward_hook(lambda mod, args, out: seen.append(out.shape))
+    ema = copy.deepcopy(model)
+    assert type(ema) is nn.Sequential and ema[0] is not model[0]
+    for (k, a), (k2, b) in zip(model.state_dict().items(), ema.state_dict().items()):
+        assert k == k2
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert ema.notes == model.notes and ema.notes["lr"] is not model.notes["lr"]
+    x = jnp.ones((5, 3))
+    funcgrad.optim.SGD(model.parameters(), lr=0.5).step(
+        funcgrad.grad(lambda m: jnp.sum(m(x)))(model))
+    assert not np.array_equal(np.asarray(ema[0].weight), np.asarray(model[0].weight))
+    assert int(ema[1].num_batches_tracked) == 0 and int(model[1].num_batches_tracked) == 1
+    ema(x)
+    assert len(seen) == 2                                      # the hook was copied too
+    both = funcgrad.jit(lambda a, b, v: a(v) - b(v))(model, ema, x)
+    assert np.abs(np.asarray(both)).max() > 0
