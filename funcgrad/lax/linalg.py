@@ -14,9 +14,9 @@ rest of the rule (shapes, layouts, post-processing) is shared:
   triangular solves lower to the native ``stablehlo.cholesky``/``stablehlo.triangular_solve``,
   which XLA:GPU runs itself. cuSOLVER's ``gesvd`` needs m >= n: a wide matrix is passed
   row-major (the kernel sees its transpose) and the two singular-vector results swap. Its
-  ``geev`` has no left eigenvectors (``eig(compute_left_eigenvectors=True)`` raises
-  ``MissingRuleError`` there) and returns a real matrix's complex eigenvectors in LAPACK's
-  packed real form, unpacked in the lowering.
+  ``geev`` computes no left eigenvectors (they are derived from ``inv(vr)`` in the lowering)
+  and returns a real matrix's complex eigenvectors in LAPACK's packed real form, unpacked in
+  the lowering.
 
 Both families take column-major matrices with any number of leading batch dimensions (passed
 through ``operand_layouts``/``result_layouts``) and report failures in an ``info`` status per

@@ -5,8 +5,8 @@ The CUDA plugin wheel (``jax-cuda13-plugin`` or ``jax-cuda12-plugin``) ships an 
 ``cusolver_syevd_ffi``...) to XLA FFI handlers: a PyCapsule, or a dict of execution stage ->
 capsule. A handler has to be known to the CUDA PJRT plugin before an executable that calls it is
 compiled; :func:`ensure_registered` does that the first time a lowering rule emits the target
-(through ``funcgrad.lowering.backend.register_cuda_custom_call``, imported lazily: the one place
-where ``lax`` reaches into ``lowering``, because only the PJRT client knows the plugin's C API).
+(through ``funcgrad.lowering.backend.register_cuda_custom_call``, imported lazily: ``lax``
+reaches into ``lowering`` here because only the PJRT client knows the plugin's C API).
 
 Example:
     >>> from funcgrad.lax import linalg_gpu
