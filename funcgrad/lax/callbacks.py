@@ -29,6 +29,7 @@ from jaxlib.mlir.dialects import stablehlo
 
 from funcgrad import tree_util
 from funcgrad.core import dtypes
+from funcgrad.core.ad_util import Zero, is_zero, tangent_aval
 from funcgrad.core.avals import ShapedArray
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import aval_of
@@ -141,19 +142,17 @@ python_callback_p.def_batch(_batch)
 
 def _jvp(primals, tangents, host_fn, vmap_method):
     if not host_fn.effect:
-        from funcgrad.core.ad_util import is_zero
         if any(not is_zero(t) for t in tangents):
             raise TypeError(f"{host_fn.name}: pure_callback has no derivative; define one "
                             f"with funcgrad.custom_jvp around the callback")
     outs = python_callback_p.bind(*primals, host_fn=host_fn, vmap_method=vmap_method)
-    from funcgrad.core.ad_util import Zero, tangent_aval
     return outs, [Zero(tangent_aval(aval_of(o))) for o in outs]
 
 
 python_callback_p.def_jvp(_jvp)
 
 
-def _flat_host_fn(fn, args, kwargs, name, result_avals, out_tree, effect):
+def _flat_host_fn(fn, args, kwargs, name, result_avals, effect):
     """A function of the flattened argument leaves calling ``fn(*args, **kwargs)`` rebuilt."""
     leaves, in_tree = tree_util.tree_flatten((args, kwargs))
 
@@ -191,7 +190,7 @@ def pure_callback(callback, result_shape_dtypes, *args, vmap_method="sequential"
                             f"got {type(s).__name__}")
         result_avals.append(ShapedArray(s.shape, dtypes.canonicalize(s.dtype)))
     name = f"pure_callback({getattr(callback, '__name__', type(callback).__name__)})"
-    leaves, host_fn = _flat_host_fn(callback, args, kwargs, name, result_avals, out_tree, False)
+    leaves, host_fn = _flat_host_fn(callback, args, kwargs, name, result_avals, False)
     outs = python_callback_p.bind(*[_as_operand(x) for x in leaves], host_fn=host_fn,
                                   vmap_method=vmap_method)
     return out_tree.unflatten(outs)
@@ -207,7 +206,7 @@ def debug_callback(callback, *args, **kwargs):
         >>> funcgrad.jit(lambda x: lax.debug_callback(print, x) or x + 1)(jnp.ones(2))
     """
     name = f"debug_callback({getattr(callback, '__name__', type(callback).__name__)})"
-    leaves, host_fn = _flat_host_fn(callback, args, kwargs, name, (), None, True)
+    leaves, host_fn = _flat_host_fn(callback, args, kwargs, name, (), True)
     python_callback_p.bind(*[_as_operand(x) for x in leaves], host_fn=host_fn,
                            vmap_method="sequential")
 

@@ -27,7 +27,7 @@ import itertools
 import numpy as np
 
 from funcgrad import tree_util
-from funcgrad.core import mutable_state
+from funcgrad.core import interpreters, mutable_state
 from funcgrad.core.interpreters import Tracer, Value
 
 
@@ -362,7 +362,7 @@ class Module:
     def __call__(self, *args, **kwargs):
         d = self.__dict__
         compiled = d.get("_compiled_call")
-        if compiled is not None and _current_interpreter() is _root_interpreter():
+        if compiled is not None and interpreters.current() is interpreters.root():
             return compiled(self, *args, **kwargs)
         if d.get("_forward_pre_hooks") or d.get("_forward_hooks"):
             return self._call_with_hooks(args, kwargs)
@@ -769,16 +769,6 @@ def _device_named(name, owner):
 def _call_module(module, *args, **kwargs):
     """What ``Module.compile`` jits: the module is the first (pytree) argument."""
     return module(*args, **kwargs)
-
-
-def _current_interpreter():
-    from funcgrad.core import interpreters
-    return interpreters.current()
-
-
-def _root_interpreter():
-    from funcgrad.core import interpreters
-    return interpreters.root()
 
 
 def _same(a, b):
