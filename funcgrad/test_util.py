@@ -176,29 +176,15 @@ def count_equations(jaxpr, name):
 
 
 def registered_primitives():
-    """{Primitive: where it is defined} for every primitive of ``funcgrad.lax`` and the
-    call-like primitives of ``funcgrad.transforms`` (jit, remat, custom_jvp/custom_vjp calls):
-    what rule checklists iterate over.
+    """{Primitive: where it is defined} for every primitive that transformations can meet
+    (``core.primitive.all_primitives()`` once all of funcgrad is imported): what rule
+    checklists iterate over.
 
     Example:
-        >>> missing = [w for p, w in registered_primitives().items() if p.batch is None]
+        >>> prims = registered_primitives()
+        >>> [w for p, w in prims.items() if p.name == "exp"]
+        ['funcgrad.lax.elementwise']
     """
-    import importlib
-    import pkgutil
-
-    import funcgrad.lax
-    from funcgrad.core.primitive import Primitive
-    from funcgrad.transforms import custom_derivatives, jit, remat
-    prims = {}
-    for info in pkgutil.iter_modules(funcgrad.lax.__path__):
-        module = importlib.import_module(f"funcgrad.lax.{info.name}")
-        for attr, value in vars(module).items():
-            if isinstance(value, Primitive):
-                prims[value] = f"funcgrad.lax.{info.name}.{attr}"
-    # custom_lin_p (the linear half of a custom_vjp inside linearize) is internal: only its
-    # transpose is ever applied.
-    for module, attr in ((jit, "jit_p"), (remat, "remat_p"),
-                         (custom_derivatives, "custom_jvp_call_p"),
-                         (custom_derivatives, "custom_vjp_call_p")):
-        prims[getattr(module, attr)] = f"{module.__name__}.{attr}"
-    return prims
+    import funcgrad  # noqa: F401  (importing funcgrad defines every primitive)
+    from funcgrad.core.primitive import all_primitives
+    return {p: p.defined_in for p in all_primitives()}

@@ -14,7 +14,7 @@ Example:
 """
 import numpy as np
 
-from funcgrad.core import dtypes
+from funcgrad.core import array_ops, dtypes
 from funcgrad.core.avals import ShapedArray
 
 
@@ -64,21 +64,11 @@ def zeros_like_aval(aval):
 
     Example:
         >>> zeros_like_aval(ShapedArray((2,), np.float32))
+        Array([0., 0.], dtype=float32)
     """
     if aval.dtype == dtypes.float0:
         return float0_zeros(aval.shape)
-    from funcgrad.core import interpreters
-    from funcgrad.lax.elementwise import convert_element_type_p
-    from funcgrad.lax.shapes import broadcast_in_dim_p
-    zero = np.zeros((), aval.dtype)
-    if aval.weak_type:
-        zero = convert_element_type_p.bind(zero, new_dtype=aval.dtype, weak_type=True)
-    if aval.shape:
-        return broadcast_in_dim_p.bind(zero, shape=aval.shape, broadcast_dimensions=())
-    if interpreters.current() is interpreters.root() and not aval.weak_type:
-        # hand users a device array rather than a bare NumPy scalar
-        return convert_element_type_p.bind(zero, new_dtype=aval.dtype, weak_type=False)
-    return zero
+    return array_ops.zeros(aval)
 
 
 def instantiate(t):
@@ -109,8 +99,7 @@ def add_tangents(a, b):
         return a
     if _is_float0(a) or _is_float0(b):
         return a
-    from funcgrad.lax.elementwise import add_p
-    return add_p.bind(a, b)
+    return array_ops.add(a, b)
 
 
 def _is_float0(x):

@@ -14,24 +14,23 @@ Example (a rule for an elementwise primitive, and for a one-operand reduction):
     ...     return reduce_sum_p.bind(x, axes=shift_axes(axes)), 0
     >>> reduce_sum_p.def_batch(_reduce_sum_batch)
 
-This module depends on ``funcgrad.core`` and (lazily) ``funcgrad.lax`` only, so every
-primitive family can use it. ``batch_jaxpr`` (for higher-order primitives: control flow,
-``jit``) calls into ``funcgrad.transforms.batching`` when used.
+This module depends on ``funcgrad.core`` only (the array operations it applies are registered
+by ``funcgrad.lax``, see ``core/array_ops.py``), so every primitive family can use it.
+``batch_jaxpr`` (for higher-order primitives: control flow, ``jit``) is in
+``funcgrad.core.batching``.
 """
+from funcgrad.core import array_ops
+from funcgrad.core.primitive import rule_table
 from funcgrad.core.values import aval_of
 
 not_mapped = None
 
-#: Collective primitives (psum, axis_index, ...): prim -> rule(axis_data, args, dims, /,
-#: **params) where ``axis_data`` has ``.name`` and ``.size`` (make it positional-only if the
-#: primitive has a param of the same name); consulted by the batching interpreter before
-#: ``prim.batch`` when the primitive's ``axis_name`` param names vmap's axis.
-collective_rules = {}
-
-
-def _shapes():
-    from funcgrad.lax import shapes
-    return shapes
+#: Collective primitives (psum, axis_index, ...): the ``collective`` rules,
+#: prim -> rule(axis_data, args, dims, /, **params) where ``axis_data`` has ``.name`` and
+#: ``.size`` (make it positional-only if the primitive has a param of the same name); consulted
+#: by the batching interpreter before ``prim.batch`` when the primitive's ``axis_name`` param
+#: names vmap's axis. Register with ``prim.def_rule("collective", rule)``.
+collective_rules = rule_table("collective")
 
 
 def ndim_of(x):
@@ -58,7 +57,7 @@ def moveaxis(x, src, dst):
         return x
     perm = [i for i in range(ndim) if i != src]
     perm.insert(dst, src)
-    return _shapes().transpose(x, perm)
+    return array_ops.transpose(x, perm)
 
 
 def broadcast_batched(x, size, dst=0):
@@ -72,7 +71,7 @@ def broadcast_batched(x, size, dst=0):
     shape = list(aval.shape)
     shape.insert(dst, size)
     dims = [i for i in range(len(shape)) if i != dst]
-    return _shapes().broadcast_in_dim(x, tuple(shape), tuple(dims))
+    return array_ops.broadcast_in_dim(x, tuple(shape), tuple(dims))
 
 
 def bdim_at(x, d, dst, size=None):
@@ -165,7 +164,7 @@ def broadcast_batcher(prim):
                     raise TypeError(f"vmap of {prim.name}: cannot align operand "
                                     f"{aval.str_short()} (batch axis {d}) with per-example "
                                     f"shape {full}")
-                x = _shapes().broadcast_in_dim(x, batched_full, (out_dim,))
+                x = array_ops.broadcast_in_dim(x, batched_full, (out_dim,))
             elif s != ():
                 raise TypeError(f"vmap of {prim.name}: unbatched operand {aval.str_short()} "
                                 f"does not match the per-example shape {full}")
@@ -199,18 +198,3 @@ def vectorized_batcher(prim):
         return out, 0
     rule.__name__ = f"{prim.name}_vectorized_batcher"
     return rule
-
-
-def batch_jaxpr(closed, axis_size, in_dims, out_dims=None, axis_name=None):
-    """Batch a ClosedJaxpr: returns ``(batched ClosedJaxpr, out_dims)``.
-
-    ``in_dims[i]`` is the batch axis of input i or None. With ``out_dims`` given (a list of
-    ints/None, or one int for all) every output is forced there (unbatched outputs are
-    broadcast); otherwise outputs stay unbatched when they do not depend on the batch.
-    For higher-order primitives (jit, cond, scan, while): batch the body, bind again.
-
-    Example:
-        >>> new, out_dims = batch_jaxpr(closed, 8, [0, None], out_dims=0)
-    """
-    from funcgrad.transforms import batching
-    return batching.batch_jaxpr(closed, axis_size, in_dims, out_dims, axis_name)

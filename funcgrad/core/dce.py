@@ -3,17 +3,18 @@
 Equations with effects are always kept: those of effectful primitives (``prim.effectful``, a
 bool or a function of the equation's params) and those whose sub-Jaxprs (a nested ``jit``, a
 loop body) hold such equations. Higher-order primitives
-can register a rule in ``dce_rules`` to prune their own sub-Jaxprs (``jit`` does, so unused
+can register a ``dce`` rule (``prim.def_rule("dce", rule)``) to prune their own sub-Jaxprs (``jit`` does, so unused
 outputs of a nested jitted call cost nothing).
 
 Example:
     >>> closed = make_jaxpr(f)(x)
     >>> dce_closed_jaxpr(closed)        # same outputs, no dead equations
 """
-from funcgrad.core.jaxpr import ClosedJaxpr, Jaxpr, Var
+from funcgrad.core.jaxpr import ClosedJaxpr, Jaxpr, Var, subjaxprs
+from funcgrad.core.primitive import rule_table
 
 # prim -> rule(eqn, used_outputs: list[bool]) -> (used_inputs: list[bool], new_eqn or None)
-dce_rules = {}
+dce_rules = rule_table("dce")
 
 
 def has_effects(eqn):
@@ -21,17 +22,7 @@ def has_effects(eqn):
     effectful = eqn.prim.effectful
     if effectful(eqn.params) if callable(effectful) else effectful:
         return True
-    return any(has_effects(inner) for j in _sub_jaxprs(eqn.params.values()) for inner in j.eqns)
-
-
-def _sub_jaxprs(values):
-    for v in values:
-        if isinstance(v, ClosedJaxpr):
-            yield v.jaxpr
-        elif isinstance(v, Jaxpr):
-            yield v
-        elif isinstance(v, (tuple, list)):
-            yield from _sub_jaxprs(v)
+    return any(has_effects(inner) for j in subjaxprs(eqn) for inner in j.eqns)
 
 
 def dce_jaxpr(jaxpr, used_outputs=None, prune_invars=False):

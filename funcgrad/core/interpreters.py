@@ -25,6 +25,31 @@ def current():
     return _current.get(_root)
 
 
+def is_eager():
+    """Whether primitives run now, on device arrays: no transformation is tracing here.
+
+    Example:
+        >>> import funcgrad
+        >>> from funcgrad.core import interpreters
+        >>> interpreters.is_eager()
+        True
+        >>> funcgrad.jit(lambda x: print(interpreters.is_eager()) or x)(1.0)
+        False
+        Array(1., dtype=float32, weak_type=True)
+    """
+    if not entered[0]:   # no ``using`` block is open anywhere: the root is current
+        return True
+    interp = _current.get(None)
+    return interp is None or interp is _root
+
+
+def to_device(value):
+    """``value`` (a NumPy array or Python scalar) as a concrete array on the default device:
+    the root (eager) interpreter's ``device_put``. For rules that make values on the host (host
+    callbacks) without importing ``funcgrad.lowering``, a layer above them."""
+    return _root.device_put(value)
+
+
 def set_root(interp):
     """Install the eager (device) interpreter; done by ``funcgrad.lowering`` on import."""
     global _root

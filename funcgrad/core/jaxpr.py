@@ -116,6 +116,49 @@ def consts_as_args(closed):
     return ClosedJaxpr(Jaxpr([], j.constvars + j.invars, j.eqns, j.outvars), []), closed.consts
 
 
+# --- higher-order equations: the Jaxprs in their params ---------------------------------------
+def _map_params(value, fn):
+    if isinstance(value, (ClosedJaxpr, Jaxpr)):
+        return fn(value)
+    if type(value) in (tuple, list):   # not named tuples: those are plain params
+        mapped = [_map_params(v, fn) for v in value]
+        return type(value)(mapped)
+    return value
+
+
+def subjaxprs(eqn):
+    """The Jaxprs (as ``Jaxpr``, unwrapping ClosedJaxprs) that ``eqn``'s params carry: the bodies
+    of ``jit``, ``cond``'s branches, a loop's cond and body, ``custom_jvp``'s call...
+
+    Example:
+        >>> import funcgrad, funcgrad.numpy as jnp
+        >>> closed = funcgrad.make_jaxpr(lambda x: funcgrad.jit(jnp.sin)(x))(1.0)
+        >>> [len(j.eqns) for j in subjaxprs(closed.eqns[0])]
+        [1]
+    """
+    found = []
+    for value in eqn.params.values():
+        _map_params(value, lambda j: found.append(j.jaxpr if isinstance(j, ClosedJaxpr) else j))
+    return found
+
+
+def map_subjaxprs(eqn, fn):
+    """A copy of ``eqn`` whose sub-Jaxprs are replaced by ``fn(sub)``, for every param that is a
+    ClosedJaxpr or a Jaxpr (or a tuple/list of them): one way to rebuild any higher-order
+    equation (cond, while, scan, jit, remat, custom_jvp/vjp, and those still to come).
+    ``fn`` receives what the param holds (ClosedJaxpr or Jaxpr) and returns its replacement.
+
+    Example:
+        >>> closed = funcgrad.make_jaxpr(lambda x: funcgrad.jit(jnp.sin)(x))(1.0)
+        >>> seen = []
+        >>> new = map_subjaxprs(closed.eqns[0], lambda j: seen.append(j) or j)
+        >>> len(seen), new.prim.name
+        (1, 'jit')
+    """
+    params = {k: _map_params(v, fn) for k, v in eqn.params.items()}
+    return Eqn(eqn.prim, eqn.invars, params, eqn.outvars)
+
+
 # --- printing ----------------------------------------------------------------------------------
 def _names():
     for size in itertools.count(1):

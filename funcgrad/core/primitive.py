@@ -1,37 +1,92 @@
-"""Primitives: named operations with a table of rules, one per interpreter that needs one.
+"""Primitives: named operations with a table of rules, one per kind of interpretation.
+
+A rule kind is a name. The kinds every interpreter of core uses (``abstract_eval``,
+``lowering``, ``jvp``, ``transpose``, ``batch``, ``impl``) are slots on the primitive, read on
+hot paths; any other kind (``dce``, ``collective``, a platform's lowering ``lowering:cuda``, and
+whatever a new transformation needs) lives in a per-kind table that any module may add to with
+``prim.def_rule(kind, rule)``, without editing core. ``rule_table(kind)`` is that table.
 
 Example:
-    >>> exp_p = Primitive("exp")
-    >>> exp_p.def_abstract_eval(lambda x: x)
-    >>> exp_p.bind(x)          # dispatches to the current interpreter
+    >>> import numpy as np
+    >>> from funcgrad.core.primitive import Primitive, rule_table
+    >>> twice_p = Primitive("twice_example", internal=True)
+    >>> _ = twice_p.def_abstract_eval(lambda x: x)
+    >>> _ = twice_p.def_rule("my_transform", lambda x: 2 * x)
+    >>> rule_table("my_transform")[twice_p](3)
+    6
 """
+import sys
+
 from funcgrad.core import errors
 from funcgrad.core import interpreters
 
 _current_get = interpreters._current.get
 
+#: The rule kinds stored as attributes of every primitive.
+SLOT_KINDS = ("abstract_eval", "lowering", "jvp", "transpose", "batch", "impl")
+
+_tables = {}          # kind -> {Primitive: rule}, for kinds that are not slots
+_primitives = []      # every primitive made, in order (internal ones left out)
+
+
+def rule_table(kind):
+    """{primitive: rule} for rule ``kind``: the live table for a non-slot kind (``dce``,
+    ``collective``, ``lowering:<platform>``, ...), a fresh dict built from the slots otherwise.
+
+    Example:
+        >>> from funcgrad.lax.elementwise import exp_p
+        >>> rule_table("jvp")[exp_p] is exp_p.jvp
+        True
+    """
+    if kind in SLOT_KINDS:
+        return {p: getattr(p, kind) for p in _primitives if getattr(p, kind) is not None}
+    return _tables.setdefault(kind, {})
+
+
+def all_primitives():
+    """Every primitive defined so far (by ``funcgrad.lax``, the call-like primitives of ``jit``,
+    ``checkpoint``, ``custom_jvp``/``custom_vjp``, ...), in definition order. Internal
+    primitives (those no transformation sees) are left out.
+
+    Example:
+        >>> import funcgrad
+        >>> "exp" in {p.name for p in all_primitives()}
+        True
+    """
+    return list(_primitives)
+
 
 class Primitive:
     """An operation known to every interpreter through its rules.
 
-    Rules (set with the ``def_*`` methods or assigned directly):
+    Rules (set with ``def_rule(kind, fn)`` or its shorthands ``def_*``):
       abstract_eval(*avals, **params) -> aval, or a list of avals if ``multiple_results``
       lowering(ctx, *mlir_values, **params) -> mlir value or list of values
       jvp(primals, tangents, **params) -> (primal_out, tangent_out); tangents may be ``Zero``
       transpose(cts, *args, **params) -> cotangent per argument (``None`` for non-linear ones)
       batch(args, dims, **params) -> (out, out_dim), dims are ints or ``None`` (not batched)
       impl(*args, **params): optional eager implementation (used by higher-order primitives)
+      dce(eqn, used_outputs) -> (used_inputs, new eqn or None): prunes a higher-order equation
+      collective(axis_data, args, dims, /, **params) -> (out, out_dim): a collective over a
+        vmap axis it names
+      lowering:<platform>: a lowering used on that platform instead of ``lowering``
+
+    ``internal=True`` keeps a primitive out of ``all_primitives()`` (one that only ever
+    appears inside another rule, such as the linear half of a ``custom_vjp``).
     """
 
-    __slots__ = ("name", "multiple_results", "abstract_eval", "lowering", "jvp", "transpose",
-                 "batch", "impl", "effectful", "__weakref__")
+    __slots__ = ("name", "multiple_results") + SLOT_KINDS + ("effectful", "defined_in",
+                                                             "__weakref__")
 
-    def __init__(self, name, multiple_results=False):
+    def __init__(self, name, multiple_results=False, internal=False):
         self.name = name
         self.multiple_results = multiple_results
+        self.defined_in = sys._getframe(1).f_globals.get("__name__")   # for messages
         self.abstract_eval = self.lowering = self.jvp = self.transpose = None
         self.batch = self.impl = None
         self.effectful = False
+        if not internal:
+            _primitives.append(self)
 
     def __repr__(self):
         return self.name
@@ -43,29 +98,46 @@ class Primitive:
             interp = interpreters._root
         return interp.process_primitive(self, args, params)
 
-    def def_abstract_eval(self, rule):
-        self.abstract_eval = rule
+    def def_rule(self, kind, rule):
+        """Register ``rule`` for ``kind``; returns ``rule`` (usable as a decorator)."""
+        if kind in SLOT_KINDS:
+            setattr(self, kind, rule)
+        else:
+            _tables.setdefault(kind, {})[self] = rule
         return rule
 
-    def def_lowering(self, rule):
-        self.lowering = rule
-        return rule
+    def get_rule(self, kind):
+        """The rule of ``kind`` for this primitive, or None."""
+        if kind in SLOT_KINDS:
+            return getattr(self, kind)
+        table = _tables.get(kind)
+        return None if table is None else table.get(self)
+
+    def lowering_for(self, platform):
+        """The lowering rule for ``platform``: its own ``lowering:<platform>`` rule if one is
+        registered, else the generic ``lowering``."""
+        table = _tables.get("lowering:" + platform)
+        rule = None if table is None else table.get(self)
+        return self.lowering if rule is None else rule
+
+    def def_abstract_eval(self, rule):
+        return self.def_rule("abstract_eval", rule)
+
+    def def_lowering(self, rule, platform=None):
+        """The StableHLO lowering, for every platform or (``platform="cpu"``...) for one."""
+        return self.def_rule("lowering" if platform is None else "lowering:" + platform, rule)
 
     def def_jvp(self, rule):
-        self.jvp = rule
-        return rule
+        return self.def_rule("jvp", rule)
 
     def def_transpose(self, rule):
-        self.transpose = rule
-        return rule
+        return self.def_rule("transpose", rule)
 
     def def_batch(self, rule):
-        self.batch = rule
-        return rule
+        return self.def_rule("batch", rule)
 
     def def_impl(self, rule):
-        self.impl = rule
-        return rule
+        return self.def_rule("impl", rule)
 
 
 def out_avals(prim, avals, params):

@@ -8,7 +8,7 @@ import numpy as np
 
 from funcgrad.core import interpreters
 from funcgrad.core.interpreters import Interpreter, Tracer, Value
-from funcgrad.core.jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, literal
+from funcgrad.core.jaxpr import ClosedJaxpr, Eqn, Jaxpr, Var, literal
 from funcgrad.core.primitive import out_avals
 from funcgrad.core.values import PYTHON_SCALARS, aval_of
 

@@ -16,6 +16,8 @@ import operator
 
 import numpy as np
 
+from funcgrad.lowering import array, backend
+
 __all__ = ["prefetch_to_device", "shard"]
 
 
@@ -63,22 +65,7 @@ def shard(batch, num_shards):
     return _tree_map(split, batch)
 
 
-def _core(where):
-    """The funcgrad package, checked for the device API that prefetching needs."""
-    try:
-        import funcgrad
-    except ImportError as exc:
-        raise ImportError(f"{where}: cannot import funcgrad ({exc}); device prefetch needs the "
-                          f"funcgrad core") from exc
-    missing = [name for name in ("device_put", "devices") if not hasattr(funcgrad, name)]
-    if missing:
-        raise ImportError(f"{where}: this funcgrad has no {', '.join(missing)}; device "
-                          f"prefetch needs the funcgrad core's device API")
-    return funcgrad
-
-
 def _resolve_devices(devices):
-    import funcgrad
     if devices is None:
         return None, False
     if isinstance(devices, (list, tuple)):
@@ -87,18 +74,14 @@ def _resolve_devices(devices):
             raise ValueError("prefetch_to_device: devices is an empty list")
         return devs, True
     if isinstance(devices, str) and devices == "all":
-        return list(funcgrad.devices()), True
+        return list(backend.devices()), True
     return devices, False
 
 
 def _sharded_put(x, devs):
     """Put the rows x[i] on devs[i]; returns one array with a leading device axis."""
-    import funcgrad
-    put_sharded = getattr(funcgrad, "device_put_sharded", None)
     shards = [x[i] for i in range(x.shape[0])]
-    if put_sharded is not None:
-        return put_sharded(shards, devs)
-    return [funcgrad.device_put(s, d) for s, d in zip(shards, devs)]
+    return [array.device_put(s, d) for s, d in zip(shards, devs)]
 
 
 def prefetch_to_device(iterable, size=2, devices=None):
@@ -122,7 +105,6 @@ def prefetch_to_device(iterable, size=2, devices=None):
         >>> np.asarray(out[0]).tolist()
         [0, 1, 2, 3]
     """
-    funcgrad = _core("prefetch_to_device")
     try:
         size = operator.index(size)
     except TypeError:
@@ -137,7 +119,7 @@ def prefetch_to_device(iterable, size=2, devices=None):
             return _sharded_put(shard(x, n), target)
     else:
         def put_leaf(x):
-            return funcgrad.device_put(np.asarray(x) if not hasattr(x, "block_until_ready")
+            return array.device_put(np.asarray(x) if not hasattr(x, "block_until_ready")
                                        else x, target)
 
     def put(batch):

@@ -29,7 +29,7 @@ def stop_gradient(x):
     """
     def stop(leaf):
         from funcgrad.core import interpreters
-        if interpreters.current() is interpreters.root() and not isinstance(
+        if interpreters.is_eager() and not isinstance(
                 leaf, interpreters.Tracer):
             return leaf
         return stop_gradient_p.bind(leaf)

@@ -28,7 +28,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
 from funcgrad import tree_util
-from funcgrad.core import dtypes
+from funcgrad.core import dtypes, interpreters
 from funcgrad.core.ad_util import Zero, is_zero, tangent_aval
 from funcgrad.core.avals import ShapedArray
 from funcgrad.core.primitive import Primitive
@@ -81,9 +81,8 @@ def _abstract(*avals, host_fn, vmap_method):
 
 @python_callback_p.def_impl
 def _impl(*args, host_fn, vmap_method):
-    from funcgrad.lowering.array import device_put
     outs = host_fn(*[np.asarray(a) for a in args])
-    return [device_put(o) for o in outs]
+    return [interpreters.to_device(o) for o in outs]
 
 
 def _lowering(ctx, *operands, host_fn, vmap_method):
@@ -212,8 +211,6 @@ def debug_callback(callback, *args, **kwargs):
 
 
 def _as_operand(x):
-    from funcgrad.core.interpreters import Value
-    if isinstance(x, Value):
+    if isinstance(x, interpreters.Value):
         return x
-    from funcgrad.lowering.array import device_put
-    return device_put(x)
+    return interpreters.to_device(x)

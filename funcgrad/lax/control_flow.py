@@ -656,7 +656,7 @@ def map(f, xs, *, batch_size=None):
     if batch_size is None:
         _, ys = scan(lambda c, x: (c, f(x)), (), xs)
         return ys
-    from funcgrad.transforms.batching import vmap
+    from funcgrad.core.batching import map_leading_axis
     leaves, tree = tree_util.tree_flatten(xs)
     n = aval_of(leaves[0]).shape[0]
     b = int(batch_size)
@@ -664,12 +664,12 @@ def map(f, xs, *, batch_size=None):
     from funcgrad.lax import shapes
     main = [shapes.reshape(shapes.slice_in_dim(x, 0, n_main), (n // b, b) + aval_of(x).shape[1:])
             for x in leaves]
-    _, ys = scan(lambda c, x: (c, vmap(f)(tree_util.tree_unflatten(tree, list(x)))), (),
+    _, ys = scan(lambda c, x: (c, map_leading_axis(f)(tree_util.tree_unflatten(tree, list(x)))), (),
                  tuple(main))
     ys = tree_util.tree_map(lambda y: shapes.reshape(y, (n_main,) + aval_of(y).shape[2:]), ys)
     if n_main < n:
         rest = [shapes.slice_in_dim(x, n_main, n) for x in leaves]
-        ys_rest = vmap(f)(tree_util.tree_unflatten(tree, rest))
+        ys_rest = map_leading_axis(f)(tree_util.tree_unflatten(tree, rest))
         ys = tree_util.tree_map(lambda a, r: shapes.concatenate([a, r], 0), ys, ys_rest)
     return ys
 
@@ -795,7 +795,7 @@ def _nonzero(t):
 # --- cond: jvp, transpose, batching ------------------------------------------------------
 def _cond_jvp(primals, tangents, branches):
     from funcgrad.core.ad_util import Zero, tangent_aval
-    from funcgrad.transforms.ad import jvp_jaxpr
+    from funcgrad.core.ad import jvp_jaxpr
     index, ops = primals[0], list(primals[1:])
     op_avals = [aval_of(o) for o in ops]
     in_nz = [_nonzero(t) and _inexact(a) for t, a in zip(tangents[1:], op_avals)]
@@ -823,7 +823,7 @@ def _cond_jvp(primals, tangents, branches):
 
 def _cond_transpose(cts, index, *ops, branches):
     from funcgrad.core.ad_util import is_undefined_primal
-    from funcgrad.transforms.ad import transpose_jaxpr
+    from funcgrad.core.ad import transpose_jaxpr
     if is_undefined_primal(index):
         raise TypeError("cond: cannot transpose with respect to the branch index")
     linear = [is_undefined_primal(o) for o in ops]
@@ -845,7 +845,7 @@ def _cond_transpose(cts, index, *ops, branches):
 
 def _cond_batch(args, dims, branches):
     from funcgrad.core import batching_util as bu
-    from funcgrad.transforms.batching import batch_jaxpr
+    from funcgrad.core.batching import batch_jaxpr
     index, ops = args[0], list(args[1:])
     idx_dim, op_dims = dims[0], list(dims[1:])
     size = bu.batch_size(args, dims)
@@ -900,7 +900,7 @@ cond_p.def_batch(_cond_batch)
 # --- while: jvp (forward mode only), batching --------------------------------------------
 def _while_jvp(primals, tangents, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     from funcgrad.core.ad_util import Zero, tangent_aval
-    from funcgrad.transforms.ad import jvp_jaxpr
+    from funcgrad.core.ad import jvp_jaxpr
     nc = cond_nconsts
     cconsts, bconsts = primals[:nc], primals[nc:nc + body_nconsts]
     carry = primals[nc + body_nconsts:]
@@ -944,7 +944,7 @@ def _while_batch(args, dims, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts)
     from funcgrad.core.jaxpr import eval_jaxpr
     from funcgrad.lax import elementwise as ew
     from funcgrad.lax import reductions, shapes
-    from funcgrad.transforms.batching import batch_jaxpr
+    from funcgrad.core.batching import batch_jaxpr
     size = bu.batch_size(args, dims)
     nc, nb = cond_nconsts, body_nconsts
     cconsts, bconsts, carry = args[:nc], args[nc:nc + nb], list(args[nc + nb:])
@@ -1006,7 +1006,7 @@ while_p.def_batch(_while_batch)
 # --- scan: jvp, transpose (reverse mode), batching ----------------------------------------
 def _scan_jvp(primals, tangents, jaxpr, num_consts, num_carry, length, reverse, unroll):
     from funcgrad.core.ad_util import Zero, tangent_aval
-    from funcgrad.transforms.ad import jvp_jaxpr
+    from funcgrad.core.ad import jvp_jaxpr
     n_c, n_k = num_consts, num_carry
     n_x = len(primals) - n_c - n_k
     avals = [aval_of(p) for p in primals]
@@ -1299,7 +1299,7 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, u
     from funcgrad.core.ad_util import instantiate, is_undefined_primal
     from funcgrad.core.jaxpr import eval_jaxpr
     from funcgrad.lax import elementwise as ew
-    from funcgrad.transforms.ad import transpose_jaxpr
+    from funcgrad.core.ad import transpose_jaxpr
     n_c, n_k = num_consts, num_carry
     j = jaxpr.jaxpr
     undefined = [is_undefined_primal(a) for a in args]
@@ -1473,7 +1473,7 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, u
 
 def _scan_batch(args, dims, jaxpr, num_consts, num_carry, length, reverse, unroll):
     from funcgrad.core import batching_util as bu
-    from funcgrad.transforms.batching import batch_jaxpr
+    from funcgrad.core.batching import batch_jaxpr
     size = bu.batch_size(args, dims)
     n_c, n_k = num_consts, num_carry
     consts, carry, xs = args[:n_c], list(args[n_c:n_c + n_k]), args[n_c + n_k:]

@@ -7,7 +7,7 @@ operand's dtype, as in ``jax.lax``.
 import numpy as np
 from jaxlib.mlir.dialects import chlo, stablehlo
 
-from funcgrad.core import dtypes
+from funcgrad.core import array_ops, dtypes
 from funcgrad.core.avals import ShapedArray
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import PYTHON_SCALARS, aval_of
@@ -684,3 +684,7 @@ def full_like_scalar(x, value):
 
 
 _def_elementwise_ad()
+
+
+# --- what core's machinery applies without naming a primitive (core/array_ops.py) -------------
+array_ops.register(add=lambda a, b: add_p.bind(a, b), convert_element_type=convert_element_type)

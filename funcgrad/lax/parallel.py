@@ -256,7 +256,7 @@ def _passthrough_batch(prim):
 
 
 for _p, _k in ((psum_p, "sum"), (pmax_p, "max"), (pmin_p, "min")):
-    _bu.collective_rules[_p] = _allreduce_collective(_p, _k)
+    _p.def_rule("collective", _allreduce_collective(_p, _k))
     _p.def_batch(_passthrough_batch(_p))
 ppermute_p.def_batch(_passthrough_batch(ppermute_p))
 del _p, _k
@@ -279,7 +279,7 @@ def _all_gather_batch(args, dims, axis, **params):
     return all_gather_p.bind(x, axis=axis + 1, **params), 0
 
 
-_bu.collective_rules[all_gather_p] = _all_gather_collective
+all_gather_p.def_rule("collective", _all_gather_collective)
 all_gather_p.def_batch(_all_gather_batch)
 
 
@@ -288,7 +288,7 @@ def _axis_index_collective(axis, args, dims, axis_name):
     return iota(dtypes.int32, axis.size), 0
 
 
-_bu.collective_rules[axis_index_p] = _axis_index_collective
+axis_index_p.def_rule("collective", _axis_index_collective)
 axis_index_p.def_batch(lambda args, dims, axis_name: (axis_index_p.bind(axis_name=axis_name),
                                                       _bu.not_mapped))
 
@@ -311,7 +311,7 @@ def _ppermute_collective(axis, args, dims, axis_name, perm):
     return out, 0
 
 
-_bu.collective_rules[ppermute_p] = _ppermute_collective
+ppermute_p.def_rule("collective", _ppermute_collective)
 
 
 # --- jvp and transpose rules ---

@@ -7,11 +7,11 @@ import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
-from funcgrad.core import dtypes
+from funcgrad.core import array_ops, dtypes, interpreters
 from funcgrad.core.avals import ShapedArray
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import aval_of
-from funcgrad.lax import _hlo
+from funcgrad.lax import _hlo, elementwise
 
 
 def _ints(values):
@@ -604,3 +604,21 @@ def _def_shapes_ad():
 
 
 _def_shapes_ad()
+
+
+# --- what core's machinery applies without naming a primitive (core/array_ops.py) -------------
+def _zeros_of_aval(aval):
+    """Zeros of ``aval``: one broadcast of a (weakly typed, if asked) scalar zero; a device
+    scalar when eager, so users get ``Array``s."""
+    zero = np.zeros((), aval.dtype)
+    if aval.weak_type:
+        zero = elementwise.convert_element_type_p.bind(zero, new_dtype=aval.dtype, weak_type=True)
+    if aval.shape:
+        return broadcast_in_dim_p.bind(zero, shape=aval.shape, broadcast_dimensions=())
+    if interpreters.is_eager() and not aval.weak_type:
+        return elementwise.convert_element_type_p.bind(zero, new_dtype=aval.dtype,
+                                                       weak_type=False)
+    return zero
+
+
+array_ops.register(zeros=_zeros_of_aval, broadcast_in_dim=broadcast_in_dim, transpose=transpose)

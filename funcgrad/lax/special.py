@@ -420,7 +420,8 @@ _jvp_in_second(zeta_p, "the exponent x",
 def _igamma_jvp_rule(prim, upper):
     def rule(primals, tangents):
         from funcgrad.core.ad_util import Zero
-        from funcgrad.transforms.ad import jvp as _jvp
+        from funcgrad.core.ad import jvp_flat
+        from funcgrad.core.ad_util import instantiate
         a, x = primals
         ta, tx = tangents
         y = prim.bind(a, x)
@@ -434,7 +435,8 @@ def _igamma_jvp_rule(prim, upper):
             t = ew.mul(tx, ew.neg(d) if upper else d)
         if type(ta) is not Zero:
             # d/da: forward mode through the series / continued fraction.
-            _, ta_out = _jvp(lambda a_: _igamma_impl(a_, x, upper), (a,), (ta,))
+            _, (ta_out,) = jvp_flat(lambda a_: [_igamma_impl(a_, x, upper)], [a], [ta])
+            ta_out = instantiate(ta_out)
             t = ta_out if t is None else ew.add(t, ta_out)
         if t is None:
             return y, Zero(aval_of(y).update(weak_type=False))

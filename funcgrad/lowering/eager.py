@@ -11,7 +11,7 @@ from funcgrad.core.jaxpr import ClosedJaxpr, Eqn, Jaxpr, Var
 from funcgrad.core.primitive import out_avals
 from funcgrad.core.values import aval_of
 from funcgrad.lowering import backend
-from funcgrad.lowering.array import Array, put_numpy, sharding_for
+from funcgrad.lowering.array import Array, device_put, put_numpy, sharding_for
 from funcgrad.lowering.executable import compile_closed_jaxpr
 
 _op_cache = {}
@@ -61,6 +61,11 @@ class EagerInterpreter(Interpreter):
     """The root interpreter: runs primitives now on device arrays."""
 
     debug_name = "eager"
+
+    @staticmethod
+    def device_put(value):
+        """A host value as an Array on the default device (``interpreters.to_device``)."""
+        return device_put(value)
 
     def process_primitive(self, prim, args, params):
         if prim.impl is not None:

@@ -89,9 +89,10 @@ def lower_jaxpr_inline(module, jaxpr, consts, args, platform="cpu", axis_env=(),
         return env[atom]
 
     for eqn in jaxpr.eqns:
-        rule = eqn.prim.lowering
+        rule = eqn.prim.lowering_for(platform)
         if rule is None:
-            raise LoweringError(f"primitive {eqn.prim.name} has no lowering rule")
+            raise LoweringError(f"primitive {eqn.prim.name} has no lowering rule (for "
+                                f"platform {platform})")
         ctx = LoweringRuleContext(module, [a.aval for a in eqn.invars],
                                   [v.aval for v in eqn.outvars], platform, axis_env,
                                   host_callbacks)

@@ -362,7 +362,7 @@ class Module:
     def __call__(self, *args, **kwargs):
         d = self.__dict__
         compiled = d.get("_compiled_call")
-        if compiled is not None and interpreters.current() is interpreters.root():
+        if compiled is not None and interpreters.is_eager():
             return compiled(self, *args, **kwargs)
         if d.get("_forward_pre_hooks") or d.get("_forward_hooks"):
             return self._call_with_hooks(args, kwargs)
@@ -539,7 +539,7 @@ class Module:
         ``device`` is a funcgrad device or a string such as "cpu"; floating arrays are cast to
         ``dtype`` when given.
         """
-        import funcgrad
+        from funcgrad.lowering.array import device_put
         dev = _device_named(device, type(self).__name__) if isinstance(device, str) else device
 
         def move(x):
@@ -547,7 +547,7 @@ class Module:
                 return None
             if dtype is not None and np.issubdtype(np.dtype(x.dtype), np.floating):
                 x = x.astype(dtype)
-            return funcgrad.device_put(x, dev) if dev is not None else x
+            return device_put(x, dev) if dev is not None else x
         for m in self.modules():
             for p in m._parameters.values():
                 if p is not None:

@@ -13,7 +13,7 @@ import functools
 import numpy as np
 
 from funcgrad import lax
-from funcgrad.core import dtypes
+from funcgrad.core import batching, dtypes
 from funcgrad.core.interpreters import Tracer, Value
 from funcgrad.core.values import aval_of
 from funcgrad.numpy import ufuncs as uf
@@ -295,7 +295,6 @@ def put_along_axis(arr, indices, values, axis, inplace=False, mode=None):
     av = aval_of(arr)
     idx = promote_dtypes(_asarray(indices))[0]
     if axis is None:
-        from funcgrad.numpy.shape_ops import ravel
         return put(arr, idx, values, mode=mode)
     axis = canonicalize_axis("put_along_axis", axis, av.ndim)
     if aval_of(idx).ndim != av.ndim:
@@ -515,18 +514,6 @@ def extract(condition, arr, *, size=None, fill_value=0):
 
 
 # --- applying functions over axes ----------------------------------------------------------
-def _vmap():
-    try:
-        from funcgrad.transforms.batching import vmap
-        return vmap
-    except ImportError:
-        try:
-            import funcgrad
-            return getattr(funcgrad, "vmap", None)
-        except ImportError:
-            return None
-
-
 def apply_along_axis(func1d, axis, arr, *args, **kwargs):
     """``func1d`` applied to the 1-D slices of ``arr`` along ``axis`` (with ``vmap``).
 
@@ -534,24 +521,16 @@ def apply_along_axis(func1d, axis, arr, *args, **kwargs):
         >>> jnp.apply_along_axis(jnp.sum, 1, jnp.ones((2, 3)))
         Array([3., 3.], dtype=float32)
     """
-    from funcgrad.numpy.shape_ops import moveaxis, stack
+    from funcgrad.numpy.shape_ops import moveaxis
     arr = _asarray(arr)
     nd = aval_of(arr).ndim
     axis = canonicalize_axis("apply_along_axis", axis, nd)
     f = lambda x: func1d(x, *args, **kwargs)  # noqa: E731
     moved = moveaxis(arr, axis, -1)
     batch_shape = shape_of(moved)[:-1]
-    vmap = _vmap()
-    if vmap is not None:
-        for _ in range(nd - 1):
-            f = vmap(f)
-        out = _asarray(f(moved))
-    else:
-        flat = lax.reshape(moved, (int(np.prod(batch_shape, dtype=np.int64)),
-                                   shape_of(moved)[-1]))
-        rows = [_asarray(func1d(flat[i], *args, **kwargs)) for i in range(shape_of(flat)[0])]
-        out = stack(rows)
-        out = lax.reshape(out, batch_shape + shape_of(out)[1:])
+    for _ in range(nd - 1):
+        f = batching.map_leading_axis(f, "apply_along_axis")
+    out = _asarray(f(moved))
     # result axes of func1d replace the applied axis
     extra = aval_of(out).ndim - len(batch_shape)
     perm = list(range(axis)) + list(range(len(batch_shape), len(batch_shape) + extra)) + \
@@ -613,11 +592,8 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
                 full[i] = v
             return pyfunc(*full, **kwargs)
         f = call
-        vmap = _vmap()
-        if vmap is None:
-            raise RuntimeError("funcgrad.numpy.vectorize needs funcgrad.vmap")
         for _ in range(len(bshape)):
-            f = vmap(f)
+            f = batching.map_leading_axis(f, "vectorize")
         return f(*arrs)
     return wrapped
 

@@ -142,7 +142,7 @@ class Optimizer:
                 items.append((gi, p, g))
         if not items:
             return loss
-        if traced or interpreters.current() is not interpreters.root():
+        if traced or not interpreters.is_eager():
             if self._origin is None:
                 raise TypeError(
                     f"{type(self).__name__}.step: called with traced gradients on an optimizer "
@@ -175,7 +175,7 @@ class Optimizer:
 
     def _apply_compiled(self, items):
         """Eager step: one jitted update over all parameters (cached per structure)."""
-        import funcgrad
+        from funcgrad.transforms.jit import jit
         fn = self.__dict__.get("_compiled")
         if fn is None:
             def pure(hypers, ps, gs, sts, static):
@@ -189,7 +189,7 @@ class Optimizer:
                     outs_p.append(np_)
                     outs_s.append(ns)
                 return outs_p, outs_s
-            fn = self.__dict__["_compiled"] = funcgrad.jit(pure, static_argnums=(4,))
+            fn = self.__dict__["_compiled"] = jit(pure, static_argnums=(4,))
         hypers = [self._numeric_hyper(g) for g in self.param_groups]
         ps = [p.data for _, p, _ in items]
         gs = [g for _, _, g in items]

@@ -1,189 +1,25 @@
-"""``vmap``: automatic vectorization by a batching interpreter.
+"""``vmap``: automatic vectorization, the user API over ``funcgrad.core.batching``.
 
-Inside ``vmap(f)`` every value that differs across the batch is a ``BatchTracer`` holding the
-batched value (an array, or a tracer of the enclosing transformation) and the axis along which
-it is batched. Each primitive applied to such tracers runs its batching rule (the ``batch``
-slot, see ``funcgrad.core.batching_util``), which computes the whole batch with ordinary
-primitives under the parent interpreter. Values that do not depend on the batch stay plain
-values, so unbatched work is not repeated.
+``vmap(f, in_axes, out_axes)`` checks and flattens the arguments, runs ``f`` under a batching
+interpreter (each primitive applied to batched values runs its batching rule) and moves each
+output's batch axis where ``out_axes`` asks.
 
 Named axes: ``vmap(f, axis_name="i")`` lets collectives (``lax.psum(x, "i")``,
 ``lax.axis_index("i")``...) inside ``f`` operate across the batch.
+
+Example:
+    >>> import funcgrad, funcgrad.numpy as jnp
+    >>> funcgrad.vmap(jnp.dot)(jnp.ones((4, 3)), jnp.ones((4, 3)))
+    Array([3., 3., 3., 3.], dtype=float32)
 """
-import contextvars
 import functools
 import inspect
-import weakref
 
-from funcgrad.core import errors
 from funcgrad import tree_util
 from funcgrad.core import interpreters
-from funcgrad.core.avals import ShapedArray
-from funcgrad.core.batching_util import bdim_at, collective_rules, not_mapped
-from funcgrad.core.interpreters import Interpreter, Tracer
-from funcgrad.core.jaxpr import eval_jaxpr
-from funcgrad.core.staging import trace_to_jaxpr
+from funcgrad.core.batching import BatchInterpreter
+from funcgrad.core.batching_util import bdim_at, not_mapped
 from funcgrad.core.values import aval_of, is_arraylike
-
-
-class AxisData:
-    """The axis a batching interpreter maps over: its ``name`` (or None) and ``size``."""
-
-    __slots__ = ("name", "size")
-
-    def __init__(self, name, size):
-        self.name, self.size = name, size
-
-    def __repr__(self):
-        return f"AxisData(name={self.name!r}, size={self.size})"
-
-
-# The axis of the batching interpreter whose rule is running: higher-order rules (jit, control
-# flow) read it to batch their bodies with the same axis name.
-_rule_axis = contextvars.ContextVar("funcgrad_batch_rule_axis", default=None)
-
-
-def current_rule_axis():
-    """The AxisData of the batching rule being run (None outside batching rules)."""
-    return _rule_axis.get()
-
-
-class BatchTracer(Tracer):
-    """A batched value inside ``vmap``: ``val`` has the batch along axis ``bdim``."""
-
-    __slots__ = ("aval", "val", "bdim")
-
-    def __init__(self, interp, val, bdim):
-        self._interp, self.val, self.bdim = interp, val, bdim
-        a = aval_of(val)
-        self.aval = ShapedArray(a.shape[:bdim] + a.shape[bdim + 1:], a.dtype, a.weak_type)
-
-    def __repr__(self):
-        return (f"BatchTracer<{self.aval.str_short()}, batch axis {self.bdim} of size "
-                f"{self._interp.axis.size}>")
-
-
-def _axis_names(names):
-    return names if isinstance(names, tuple) else (names,)
-
-
-class BatchInterpreter(Interpreter):
-    """Runs batching rules for primitives applied to its own ``BatchTracer``s."""
-
-    def __init__(self, parent, axis_size, axis_name=None, debug_name=None):
-        self.parent = parent
-        self.axis = AxisData(axis_name, axis_size)
-        self.debug_name = debug_name
-
-    def wrap(self, val, bdim):
-        return val if bdim is not_mapped else BatchTracer(self, val, bdim)
-
-    def unwrap(self, x):
-        if type(x) is BatchTracer and x._interp is self:
-            return x.val, x.bdim
-        return x, not_mapped
-
-    def process_primitive(self, prim, args, params):
-        own = False
-        for a in args:
-            if type(a) is BatchTracer and a._interp is self:
-                own = True
-                break
-        rule = None
-        if self.axis.name is not None and prim in collective_rules:
-            names = params.get("axis_name")
-            if names is not None and self.axis.name in _axis_names(names):
-                rule = functools.partial(collective_rules[prim], self.axis)
-        if rule is None:
-            if not own:
-                return self.forward_to_parent(prim, args, params)
-            rule = prim.batch
-            if rule is None:
-                raise errors.MissingRuleError(
-                    f"vmap: primitive '{prim.name}' has no batching rule (used on "
-                    f"{', '.join(aval_of(a).str_short() for a in args)})")
-        vals, dims = [], []
-        for a in args:
-            v, d = self.unwrap(a)
-            vals.append(v)
-            dims.append(d)
-        token = _rule_axis.set(self.axis)
-        try:
-            with interpreters.using(self.parent):
-                out, out_dim = rule(vals, dims, **params)
-        finally:
-            _rule_axis.reset(token)
-        if prim.multiple_results:
-            return [self.wrap(o, d) for o, d in zip(out, out_dim)]
-        return self.wrap(out, out_dim)
-
-
-# --- batching a Jaxpr (for higher-order primitives) -------------------------------------------
-_batched_jaxprs = weakref.WeakKeyDictionary()
-
-
-def _batched_aval(aval, d, size):
-    if d is not_mapped:
-        return aval
-    shape = list(aval.shape)
-    shape.insert(d, size)
-    return ShapedArray(shape, aval.dtype, aval.weak_type)
-
-
-def batch_jaxpr(closed, axis_size, in_dims, out_dims=None, axis_name=None):
-    """Batch ``closed`` (a ClosedJaxpr): returns ``(batched ClosedJaxpr, out_dims)``.
-
-    ``in_dims``: per input, its batch axis or None. ``out_dims``: None (each output keeps the
-    axis its computation gives it, None when it does not depend on the batch), one int for every
-    output, or a list whose ints force an output to that axis (broadcasting if needed) and whose
-    Nones leave it natural. ``axis_name`` defaults to the axis of the batching rule being run,
-    so collectives in the body see the enclosing vmap's name. Results are cached per Jaxpr.
-
-    Example:
-        >>> new, dims = batch_jaxpr(closed, 8, [0, None])
-    """
-    in_dims = tuple(in_dims)
-    n_out = len(closed.jaxpr.outvars)
-    if out_dims is None or isinstance(out_dims, int):
-        forced = (out_dims,) * n_out
-    else:
-        forced = tuple(out_dims)
-        if len(forced) != n_out:
-            raise ValueError(f"batch_jaxpr: {len(forced)} out_dims for {n_out} outputs")
-    if axis_name is None:
-        rule_axis = _rule_axis.get()
-        if rule_axis is not None and rule_axis.size == axis_size:
-            axis_name = rule_axis.name
-    key = (axis_size, in_dims, forced, axis_name)
-    cacheable = not any(isinstance(c, Tracer) for c in closed.consts)
-    if cacheable:
-        per_jaxpr = _batched_jaxprs.get(closed)
-        if per_jaxpr is not None and key in per_jaxpr:
-            return per_jaxpr[key]
-    in_avals = [_batched_aval(a, d, axis_size) for a, d in zip(closed.in_avals, in_dims)]
-    found = []
-
-    def fun(*args):
-        interp = BatchInterpreter(interpreters.current(), axis_size, axis_name, "batch_jaxpr")
-        tracers = [interp.wrap(a, d) for a, d in zip(args, in_dims)]
-        with interpreters.using(interp):
-            outs = eval_jaxpr(closed.jaxpr, closed.consts, *tracers)
-        res, dims = [], []
-        for o, want in zip(outs, forced):
-            v, d = interp.unwrap(o)
-            if want is not None:
-                v = bdim_at(v, d, want, axis_size)
-                d = want
-            res.append(v)
-            dims.append(d)
-        found.append(dims)
-        return res
-
-    new, _ = trace_to_jaxpr(fun, in_avals, debug_name="batched")
-    result = (new, found[0])
-    if cacheable:
-        _batched_jaxprs.setdefault(closed, {})[key] = result
-    return result
 
 
 # --- vmap --------------------------------------------------------------------------------------

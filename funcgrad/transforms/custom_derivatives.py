@@ -20,7 +20,7 @@ import functools
 import inspect
 
 from funcgrad import tree_util
-from funcgrad.core import dtypes, interpreters
+from funcgrad.core import batching, batching_util, dtypes, interpreters
 from funcgrad.core.ad_util import Zero, instantiate, tangent_aval
 from funcgrad.core.interpreters import Tracer
 from funcgrad.core.jaxpr import consts_as_args, eval_jaxpr
@@ -184,7 +184,7 @@ class custom_jvp:
             raise AttributeError(f"custom_jvp function {name} has no JVP rule: define one with "
                                  f"@{name}.defjvp")
         args = _resolve_args(self.fun, args, kwargs)
-        if interpreters.current() is interpreters.root() and not _is_traced(args):
+        if interpreters.is_eager() and not _is_traced(args):
             return self.fun(*args)
         nondiff, dyn, rebuild = _split_nondiff(args, self.nondiff_argnums)
         body, consts, leaves, in_tree, out_tree = _stage(self.fun, dyn, rebuild)
@@ -219,7 +219,7 @@ custom_vjp_call_p.def_abstract_eval(lambda *avals, call_jaxpr, **_: list(call_ja
 custom_vjp_call_p.def_impl(_call_body)
 custom_vjp_call_p.def_lowering(_lower_body)
 
-custom_lin_p = Primitive("custom_lin", multiple_results=True)
+custom_lin_p = Primitive("custom_lin", multiple_results=True, internal=True)
 custom_lin_p.def_abstract_eval(lambda *avals, out_avals, **_: list(out_avals))
 
 
@@ -308,7 +308,7 @@ class custom_vjp:
             raise AttributeError(f"custom_vjp function {name} has no VJP rule: define one with "
                                  f"{name}.defvjp(fwd, bwd)")
         args = _resolve_args(self.fun, args, kwargs)
-        if interpreters.current() is interpreters.root() and not _is_traced(args):
+        if interpreters.is_eager() and not _is_traced(args):
             return self.fun(*args)
         nondiff, dyn, rebuild = _split_nondiff(args, self.nondiff_argnums)
         body, consts, leaves, in_tree, out_tree = _stage(self.fun, dyn, rebuild)
@@ -360,10 +360,9 @@ class custom_vjp:
 # --- batching rules ---
 # The body is batched with outputs on axis 0; the user's rules are vmapped to match.
 def _batched_body(call_jaxpr, args, dims):
-    from funcgrad.core import batching_util
     size = batching_util.batch_size(args, dims)
     n_out = len(call_jaxpr.out_avals)
-    batched, _ = batching_util.batch_jaxpr(call_jaxpr, size, list(dims), out_dims=[0] * n_out)
+    batched, _ = batching.batch_jaxpr(call_jaxpr, size, list(dims), out_dims=[0] * n_out)
     body, consts = consts_as_args(batched)
     return size, body, consts, n_out
 
@@ -384,7 +383,6 @@ def _custom_jvp_call_batch(args, dims, call_jaxpr, jvp, num_consts, name):
 
 
 def _custom_vjp_call_batch(args, dims, call_jaxpr, fwd, bwd, num_consts, name):
-    from funcgrad.core import batching_util
     from funcgrad.lax.reductions import reduce_sum
     from funcgrad.transforms.batching import vmap
     size, body, new_consts, n_out = _batched_body(call_jaxpr, args, dims)

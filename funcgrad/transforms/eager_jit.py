@@ -61,7 +61,7 @@ def jit_when_eager(fun, static=()):
 
     @functools.wraps(fun)
     def wrapper(*args, **kwargs):
-        if interpreters.current() is not interpreters.root():
+        if not interpreters.is_eager():
             return fun(*args, **kwargs)
         try:
             bound = sig.bind(*args, **kwargs)
@@ -112,7 +112,7 @@ _INT32_RANGE = (-2 ** 31, 2 ** 31)
 def eager_operands(*args):
     """Whether a call with these operands runs eagerly on concrete arrays (at least one
     device Array, the rest Arrays or Python scalars that fit their default dtype)."""
-    if interpreters.current() is not interpreters.root():
+    if not interpreters.is_eager():
         return False
     seen = False
     for a in args:

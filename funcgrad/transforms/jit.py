@@ -10,7 +10,7 @@ import types
 import weakref
 
 from funcgrad import tree_util
-from funcgrad.core import interpreters, mutable_state
+from funcgrad.core import batching, batching_util, interpreters, mutable_state
 from funcgrad.core.avals import ShapedArray
 from funcgrad.core.dce import dce_closed_jaxpr
 from funcgrad.core.jaxpr import ClosedJaxpr, consts_as_args
@@ -378,7 +378,7 @@ class JitFunction:
 
     def _call_slow(self, args, kwargs):
         entry, leaves, device = self._entry(args, kwargs)
-        if interpreters.current() is not interpreters.root():
+        if not interpreters.is_eager():
             if entry.bindable is None:
                 entry.bindable = consts_as_args(entry.closed)
             jaxpr, consts = entry.bindable
@@ -605,9 +605,8 @@ _batched_bodies = weakref.WeakKeyDictionary()   # batched ClosedJaxpr -> (body, 
 def _jit_batch(args, dims, jaxpr, name, donated):
     """Batch the staged body and bind ``jit`` again, so the batched computation stays one
     compiled executable (the batched Jaxpr is cached per body, batch axes and size)."""
-    from funcgrad.core import batching_util
     size = batching_util.batch_size(args, dims)
-    batched, out_dims = batching_util.batch_jaxpr(jaxpr, size, dims)
+    batched, out_dims = batching.batch_jaxpr(jaxpr, size, dims)
     entry = _batched_bodies.get(batched)
     if entry is None:
         entry = _batched_bodies[batched] = consts_as_args(batched)
@@ -630,7 +629,7 @@ _jit_transpose_cache = weakref.WeakKeyDictionary()  # body -> {(linear, cts_nz):
 
 def _linearize_body(closed, in_nz):
     from funcgrad.core.jaxpr import Jaxpr
-    from funcgrad.transforms import ad
+    from funcgrad.core import ad
     box = []
 
     def known_fun(*primals):
@@ -663,7 +662,7 @@ def _linearize_body(closed, in_nz):
 def _jit_jvp(primals, tangents, jaxpr, name, donated):
     from funcgrad.core.ad_util import Zero
     from funcgrad.core import dtypes
-    from funcgrad.transforms import ad as _ad
+    from funcgrad.core import ad as _ad
     in_nz = tuple(type(t) is not Zero and dtypes.is_inexact(a.dtype)
                   for t, a in zip(tangents, jaxpr.in_avals))
     per_body = _jit_jvp_cache.get(jaxpr)
@@ -688,7 +687,7 @@ def _jit_jvp(primals, tangents, jaxpr, name, donated):
 
 
 def _jit_transpose(cts, *args, jaxpr, name, donated):
-    from funcgrad.transforms import ad
+    from funcgrad.core import ad
     return ad.transpose_call(
         jaxpr, cts, args, _jit_transpose_cache,
         lambda operands, body: jit_p.bind(*operands, jaxpr=body, name=f"transpose({name})",
@@ -727,9 +726,4 @@ def _jit_dce(eqn, used_outputs):
     return used_in, new
 
 
-def _register_jit_dce():
-    from funcgrad.core.dce import dce_rules
-    dce_rules[jit_p] = _jit_dce
-
-
-_register_jit_dce()
+jit_p.def_rule("dce", _jit_dce)

@@ -11,7 +11,7 @@ import functools
 import weakref
 
 from funcgrad import tree_util
-from funcgrad.core import dtypes, interpreters
+from funcgrad.core import batching, batching_util, dtypes, interpreters
 from funcgrad.core.ad_util import Zero, tangent_aval
 from funcgrad.core.dce import dce_closed_jaxpr
 from funcgrad.core.jaxpr import ClosedJaxpr, consts_as_args, eval_jaxpr
@@ -41,7 +41,7 @@ _jvp_cache = weakref.WeakKeyDictionary()   # body -> {in_nz: (tangent body, out_
 
 
 def _tangent_body(jaxpr, in_nz):
-    from funcgrad.transforms.ad import jvp_jaxpr
+    from funcgrad.core.ad import jvp_jaxpr
     per_body = _jvp_cache.get(jaxpr)
     if per_body is None:
         per_body = _jvp_cache[jaxpr] = {}
@@ -65,7 +65,7 @@ def _remat_jvp(primals, tangents, jaxpr, prevent_cse):
     out_avals = [tangent_aval(a) for a in jaxpr.out_avals]
     if not any(out_nz):
         return outs, [Zero(a) for a in out_avals]
-    from funcgrad.transforms.ad import cast_like
+    from funcgrad.core.ad import cast_like
     nz_ts = [cast_like(t, a) for t, a, nz in zip(tangents, jaxpr.in_avals, in_nz) if nz]
     t_outs = iter(remat_p.bind(*consts, *primals, *nz_ts, jaxpr=body, prevent_cse=prevent_cse))
     return outs, [next(t_outs) if nz else Zero(a) for nz, a in zip(out_nz, out_avals)]
@@ -77,7 +77,7 @@ _transpose_cache = weakref.WeakKeyDictionary()   # body -> {(linear, cts_nz): (b
 def _remat_transpose(cts, *args, jaxpr, prevent_cse):
     """The backward pass of the body, itself bound as ``remat``: it recomputes the forward
     values it needs (behind the optimization barrier) right where the cotangents are formed."""
-    from funcgrad.transforms.ad import transpose_call
+    from funcgrad.core.ad import transpose_call
     return transpose_call(jaxpr, cts, args, _transpose_cache,
                           lambda operands, body: remat_p.bind(*operands, jaxpr=body,
                                                               prevent_cse=prevent_cse))
@@ -106,7 +106,7 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
 
     @functools.wraps(fun)
     def remat_fun(*args, **kwargs):
-        if interpreters.current() is interpreters.root():
+        if interpreters.is_eager():
             return fun(*args, **kwargs)       # nothing is stored outside transformations
         static = {i: args[i] for i in static_argnums}
         dyn = [a for i, a in enumerate(args) if i not in static]
@@ -135,9 +135,8 @@ remat = checkpoint
 
 # --- batching rules ---
 def _remat_batch(args, dims, jaxpr, prevent_cse):
-    from funcgrad.core import batching_util
     size = batching_util.batch_size(args, dims)
-    batched, out_dims = batching_util.batch_jaxpr(jaxpr, size, dims)
+    batched, out_dims = batching.batch_jaxpr(jaxpr, size, dims)
     body, consts = consts_as_args(batched)
     outs = remat_p.bind(*consts, *args, jaxpr=body, prevent_cse=prevent_cse)
     return outs, out_dims

@@ -120,7 +120,8 @@ def test_prefetch_issues_device_put_ahead_of_use(monkeypatch):
         calls.append(int(np.asarray(x).ravel()[0]))
         return real(x, device)
 
-    monkeypatch.setattr(funcgrad, "device_put", recording_put)
+    from funcgrad.lowering import array   # prefetch puts through funcgrad.lowering.array
+    monkeypatch.setattr(array, "device_put", recording_put)
     batches = (np.full(3, k, np.float32) for k in range(6))
     for k, b in enumerate(prefetch_to_device(batches, size=2)):
         assert type(b) is funcgrad.Array and float(b[0]) == k
