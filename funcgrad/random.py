@@ -31,7 +31,7 @@ from funcgrad import lax
 from funcgrad import numpy as jnp
 from funcgrad.core import dtypes
 from funcgrad.core.values import aval_of
-from funcgrad.transforms.eager_jit import jit_when_eager_in
+from funcgrad.lowering.eager_jit import jit_when_eager_in
 from funcgrad.transforms.jit import jit
 
 __all__ = [

@@ -414,17 +414,17 @@ def test_pytree_call_with_python_scalar_leaves_uses_current_values():
 
 
 def test_cpu_compile_options_respect_xla_flags_and_unknown_options(monkeypatch, on_cpu):
-    from funcgrad.lowering import executable
+    from funcgrad.lowering import cpu, executable
     device = funcgrad.devices()[0]
     key = "xla_cpu_experimental_ynn_fusion_type"
     monkeypatch.delenv("XLA_FLAGS", raising=False)
-    assert dict(executable._option_overrides(device))[key] == executable.CPU_COMPILE_OPTIONS[key]
+    assert dict(executable._option_overrides(device))[key] == cpu.CPU_COMPILE_OPTIONS[key]
     # a user's XLA_FLAGS setting of the same option wins
     monkeypatch.setenv("XLA_FLAGS", f"--{key}=LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT")
     assert key not in dict(executable._option_overrides(device))
     monkeypatch.delenv("XLA_FLAGS")
     # an option this jaxlib does not know is dropped, and the program still compiles and runs
-    monkeypatch.setitem(executable.CPU_COMPILE_OPTIONS, "xla_cpu_no_such_option_here", "1")
+    monkeypatch.setitem(cpu.CPU_COMPILE_OPTIONS, "xla_cpu_no_such_option_here", "1")
     monkeypatch.setattr(executable, "_rejected_options", set())
     out = funcgrad.jit(lambda x: x * 3.0 + 1.0)(jnp.arange(3.0))
     np.testing.assert_allclose(np.asarray(out), [1.0, 4.0, 7.0])

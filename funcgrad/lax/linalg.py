@@ -5,11 +5,14 @@ typed-FFI kernel; the platform picks the kernel family, target name and attribut
 rest of the rule (shapes, layouts, post-processing) is shared:
 
 * CPU: jaxlib's LAPACK kernels ``lapack_<s|d|c|z><routine>_ffi``, registered with XLA at the
-  first lowering. Their attributes are ``uint8`` characters (``uplo='L'``, ``mode='V'``...).
+  first lowering.
+Which kernels a platform has, and their registration, is the platform file's business
+(``lowering/cpu.py``, ``lowering/cuda.py``, through ``KERNELS``); the rules here speak the two
+calling conventions. Their attributes are ``uint8`` characters (``uplo='L'``, ``mode='V'``...).
 * CUDA: the cuSOLVER kernels of the CUDA plugin wheel (``cusolver_getrf_ffi``,
   ``cusolver_geqrf_ffi``/``cusolver_orgqr_ffi``, ``cusolver_syevd_ffi``, ``cusolver_gesvd_ffi``,
   ``cusolver_geev_ffi``), one target for all four dtypes, registered with the CUDA PJRT plugin at
-  the first lowering that needs one (``lax/linalg_gpu.py``). Their attributes are bools and
+  the first lowering that needs one. Their attributes are bools and
   small integers (``lower=True``, ``algorithm=0 : ui8``, ``full_matrices``...). Cholesky and
   triangular solves lower to the native ``stablehlo.cholesky``/``stablehlo.triangular_solve``,
   which XLA:GPU runs itself. cuSOLVER's ``gesvd`` needs m >= n: a wide matrix is passed
@@ -40,60 +43,39 @@ from jaxlib.mlir.dialects import stablehlo
 from funcgrad.core import errors
 from funcgrad.core import dtypes
 from funcgrad.core.avals import ShapedArray
+from funcgrad.core.interpreters import Value
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import aval_of
 from funcgrad.lax import _hlo
-from funcgrad.lax import linalg_gpu
 from funcgrad.lax.reductions import reduce_hlo
 
 # --- custom-call plumbing -------------------------------------------------------------------
-_registered = False
-
-
-def _register_lapack():
-    # Done at the first lowering rather than at import: loading the LAPACK module costs
-    # ~0.15 s, which a program that never factorizes a matrix should not pay.
-    global _registered
-    if _registered:
-        return
-    from jaxlib import _jax
-    from jaxlib.cpu import _lapack
-    _lapack.initialize()
-    for name, capsule in _lapack.registrations().items():
-        if name.endswith("_ffi"):
-            _jax.register_custom_call_target(name, capsule, "cpu", api_version=1)
-    _registered = True
-
-
-_PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
-           np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
-
-
 LAPACK, CUSOLVER = "lapack", "cusolver"
+
+#: The kernels behind the decompositions on each platform: platform name -> kernel set, filled
+#: by the platform files (``lowering/cpu.py``: jaxlib's LAPACK; ``lowering/cuda.py``: the CUDA
+#: plugin's cuSOLVER). A kernel set has ``family``, the calling convention the rules below
+#: speak (LAPACK or CUSOLVER), and ``target(fn_name, routine, dtype)``, the name of a
+#: custom-call target it has registered with XLA for ``routine`` (``getrf``...) on ``dtype``.
+KERNELS = {}
 
 
 def _kernel_family(ctx, name):
-    """The kernels behind ``lax.linalg.<name>`` on ``ctx.platform``: LAPACK on the CPU, cuSOLVER
-    (and XLA's own Cholesky and triangular solve) on CUDA."""
-    if ctx.platform in ("cpu", "host"):
-        return LAPACK
-    if ctx.platform in ("cuda", "gpu"):
-        return CUSOLVER
-    raise errors.MissingRuleError(
-        f"lax.linalg.{name}: no linear-algebra kernels for platform {ctx.platform!r} (there "
-        f"are LAPACK kernels for 'cpu' and cuSOLVER kernels for 'cuda')")
+    """The calling convention of the kernels behind ``lax.linalg.<name>`` on ``ctx.platform``."""
+    kernels = KERNELS.get(ctx.platform)
+    if kernels is None:
+        raise errors.MissingRuleError(
+            f"lax.linalg.{name}: no linear-algebra kernels for platform {ctx.platform!r} "
+            f"(there are kernels for {', '.join(repr(k) for k in sorted(KERNELS))})")
+    return kernels.family
 
 
 def _kernel(family, name, routine, dtype):
-    """The custom-call target running ``routine`` for ``lax.linalg.<name>``, registered with
-    XLA: ``lapack_<s|d|c|z><routine>_ffi`` (one per dtype) or ``cusolver_<routine>_ffi``
-    (dispatching on the dtype itself)."""
-    if family == LAPACK:
-        _register_lapack()
-        return f"lapack_{_PREFIX[np.dtype(dtype)]}{routine}_ffi"
-    target = f"cusolver_{routine}_ffi"
-    linalg_gpu.ensure_registered(target, name, "cuda")
-    return target
+    """The registered custom-call target running ``routine`` for ``lax.linalg.<name>``."""
+    for kernels in KERNELS.values():
+        if kernels.family == family:
+            return kernels.target(name, routine, dtype)
+    raise errors.MissingRuleError(f"lax.linalg.{name}: no {family} kernels are registered")
 
 
 def _layout(ndim, matrix):
@@ -193,7 +175,7 @@ def _pad_cols(x, aval, new_cols):
 
 
 # --- checks ----------------------------------------------------------------------------------
-_LAPACK_DTYPES = tuple(_PREFIX)
+_LAPACK_DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
 
 
 def _check_matrix(name, a, square=False):
@@ -722,12 +704,20 @@ def _left_from_right(v):
     """Left eigenvectors from the right ones ``v`` (columns): ``inv(v) @ a == w * inv(v)``, so
     the conjugated rows of ``inv(v)`` are left eigenvectors. Each is scaled to unit 2-norm with
     its largest component real and positive (LAPACK's geev makes it real)."""
-    from funcgrad import numpy as jnp
-    vl = jnp.conj(jnp.swapaxes(jnp.linalg.inv(v), -1, -2))
-    norms = jnp.sqrt(jnp.sum(jnp.real(vl * jnp.conj(vl)), axis=-2, keepdims=True))
-    big = jnp.take_along_axis(vl, jnp.argmax(jnp.abs(vl), axis=-2, keepdims=True), axis=-2)
-    phase = big / jnp.abs(big)
-    return vl / (norms * phase)
+    lax = _lax()
+    aval = aval_of(v)
+    col_axis = aval.ndim - 2
+    vl = _H(solve(v, _eye_like(aval.shape, aval.dtype)))
+    mag = lax.abs(vl)
+    norms = lax.sqrt(lax.reduce_sum(lax.mul(mag, mag), (col_axis,)))
+    rows = lax.broadcasted_iota(np.int32, aval.shape, col_axis)
+    biggest = lax.expand_dims(lax.argmax(mag, col_axis, np.int32), (col_axis,))
+    pick = lax.eq(rows, lax.broadcast_in_dim(biggest, aval.shape, tuple(range(aval.ndim))))
+    big = lax.reduce_sum(lax.select(pick, vl, lax.full(aval.shape, 0, aval.dtype)), (col_axis,))
+    phase = lax.div(big, _to(lax.abs(big), aval.dtype))
+    scale = lax.mul(_to(norms, aval.dtype), phase)
+    return lax.div(vl, lax.broadcast_in_dim(scale, aval.shape,
+                                            tuple(d for d in range(aval.ndim) if d != col_axis)))
 
 
 def _lower_lax(ctx, fn, args, avals):
@@ -1190,9 +1180,10 @@ def lu_pivots_to_permutation(pivots, permutation_size):
         >>> lu, piv, perm = lax.linalg.lu(a)
         >>> lax.linalg.lu_pivots_to_permutation(piv, a.shape[-2])   # == perm
     """
-    from funcgrad import numpy as jnp
     lax = _lax()
-    pivots = jnp.asarray(pivots, np.int32)
+    if not isinstance(pivots, Value):
+        pivots = np.asarray(pivots)
+    pivots = lax.convert_element_type(pivots, np.int32)
     pa = aval_of(pivots)
     if pa.ndim < 1:
         raise TypeError(f"lax.linalg.lu_pivots_to_permutation: pivots must have at least one "
@@ -1203,13 +1194,20 @@ def lu_pivots_to_permutation(pivots, permutation_size):
         raise ValueError(f"lax.linalg.lu_pivots_to_permutation: {k} pivots exceed "
                          f"permutation_size {m}")
     shape = pa.shape[:-1] + (m,)
-    cols = lax.broadcasted_iota(np.int32, shape, len(shape) - 1)
+    last = len(shape) - 1
+    cols = lax.broadcasted_iota(np.int32, shape, last)
+    spread = tuple(range(len(shape)))
+
+    def column(x, i):      # x[..., i] broadcast over the last axis
+        return lax.broadcast_in_dim(lax.dynamic_index_in_dim(x, i, last), shape, spread)
 
     def body(i, perm):
-        j = jnp.take(pivots, i, axis=-1)[..., None]
-        p_i = jnp.take(perm, i, axis=-1)[..., None]
-        is_j = cols == j
-        p_j = jnp.sum(jnp.where(is_j, perm, 0), axis=-1, keepdims=True)
-        return jnp.where(cols == i, p_j, jnp.where(is_j, p_i, perm))
+        j, p_i = column(pivots, i), column(perm, i)
+        is_j = lax.eq(cols, j)
+        p_j = lax.broadcast_in_dim(
+            lax.reduce_sum(lax.select(is_j, perm, lax.full(shape, 0, np.int32)), (last,)),
+            shape, spread[:-1])
+        is_i = lax.eq(cols, lax.full(shape, i, np.int32))
+        return lax.select(is_i, p_j, lax.select(is_j, p_i, perm))
 
     return lax.fori_loop(0, k, body, cols)

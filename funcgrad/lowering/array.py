@@ -238,12 +238,6 @@ class Array(Value):
     def __reduce__(self):
         return (_rebuild, (self._value(),))
 
-    def __copy__(self):
-        return self
-
-    def __deepcopy__(self, memo):
-        return self
-
     # --- DLPack -----------------------------------------------------------------------------
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         if self.device.platform != "cpu":

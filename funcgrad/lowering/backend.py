@@ -1,27 +1,28 @@
 """PJRT clients and devices: one client per platform, created on first use.
 
-The CPU client is always there (``FUNCGRAD_CPU_DEVICES=N`` or ``config.update("cpu_devices", N)``
-before first use gives N host devices, for testing multi-device code on one machine). A CUDA
-client is made when the CUDA PJRT plugin wheel (``jax-cuda13-plugin``/``jax-cuda12-plugin``) is
-installed; ``FUNCGRAD_PLATFORM=cpu`` or ``config.update("platform", "cpu")`` forces the CPU.
+The platforms themselves (how to make a client, compile options, kernels) are one file each,
+``lowering/cpu.py`` and ``lowering/cuda.py``, registered in ``lowering/platforms.py``. The
+default backend is the installed platform of highest priority whose client starts (CUDA when
+the plugin wheel is installed and a GPU answers, else the CPU); ``FUNCGRAD_PLATFORM=cpu`` or
+``config.update("platform", "cpu")`` forces one.
+
+Example:
+    >>> from funcgrad.lowering import backend
+    >>> backend.default_backend()
+    'cpu'
 """
-import glob
-import importlib
-import importlib.util
-import os
 import threading
 
 from jaxlib import _jax
-from jaxlib import xla_client as xc
 
 from funcgrad.config import config
+from funcgrad.lowering import cpu, cuda, platforms  # noqa: F401  (each registers its platform)
 
 _lock = threading.Lock()
 _clients = {}
 client_listeners = []   # called after each new client (funcgrad.lowering.array uses it)
 _failed = {}
 _x64_transfer_state = None
-_cuda_c_api = None      # the CUDA plugin's PJRT_Api capsule, kept for registering custom calls
 
 
 def _set_x64_state_once():
@@ -43,90 +44,43 @@ def keep_64bit_transfers():
     _jax.jax_jit.set_enable_x64_state(_x64_transfer_state)
 
 
-def _cuda_plugin_path():
-    for name in ("jax_cuda13_plugin", "jax_cuda12_plugin", "jax_plugins.xla_cuda13",
-                 "jax_plugins.xla_cuda12"):
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is None or not spec.submodule_search_locations:
-            continue
-        for folder in spec.submodule_search_locations:
-            found = glob.glob(os.path.join(folder, "xla_cuda_plugin*.so"))
-            if found:
-                return found[0]
-    return None
-
-
-def _make_client(platform):
-    global _cuda_c_api
-    if platform == "cpu":
-        return xc.make_cpu_client(num_devices=int(config.cpu_devices))
-    if platform in ("cuda", "gpu"):
-        path = _cuda_plugin_path()
-        if path is None:
-            raise RuntimeError("no CUDA PJRT plugin is installed (pip install jax-cuda13-plugin)")
-        if not xc.pjrt_plugin_loaded("cuda"):
-            _cuda_c_api = xc.load_pjrt_plugin_dynamically("cuda", path)
-        if not xc.pjrt_plugin_initialized("cuda"):
-            xc.initialize_pjrt_plugin("cuda")
-        return xc.make_c_api_client("cuda", xc.generate_pjrt_gpu_plugin_options())
-    raise ValueError(f"funcgrad: unknown platform {platform!r} (known: 'cpu', 'cuda')")
-
-
 def register_cuda_custom_call(name, handler, api_version=1):
-    """Register an XLA FFI handler (a PyCapsule, or a dict of stage name -> capsule) as custom
-    call target ``name`` with the CUDA PJRT plugin; call it before compiling code that uses it.
-
-    Plugin platforms take their handlers through the plugin's own extension module
-    (``cuda_plugin_extension`` of the jax-cuda13/12-plugin wheel), not through jaxlib.
+    """Register an XLA FFI handler as custom call target ``name`` with the CUDA PJRT plugin
+    (``lowering/cuda.py``); call it before compiling code that uses it.
 
     Example:
         >>> backend.register_cuda_custom_call("cusolver_getrf_ffi", capsule)
     """
-    get_client("cuda")
-    if _cuda_c_api is None:
-        raise RuntimeError(f"cannot register custom call {name!r}: the CUDA PJRT plugin was "
-                           "loaded outside funcgrad, so its C API handle is unknown")
-    failures = []
-    for package in ("jax_cuda13_plugin", "jax_cuda12_plugin"):
-        try:
-            ext = importlib.import_module(package + ".cuda_plugin_extension")
-        except ImportError as exc:
-            failures.append(f"{package}: {exc}")
-            continue
-        ext.register_custom_call_target(_cuda_c_api, name, handler, "CUDA", api_version)
-        return
-    raise RuntimeError(f"cannot register custom call {name!r}: no CUDA plugin extension module "
-                       f"could be imported ({'; '.join(failures)})")
+    cuda.CUDA.register_custom_call(name, handler, api_version)
 
 
 def get_client(platform=None):
     """The PJRT client for ``platform`` ('cpu', 'cuda'); the default platform when None."""
-    platform = platform or default_backend()
+    platform = platforms.get(platform).name if platform else default_backend()
     client = _clients.get(platform)
     if client is not None:
         return client
     with _lock:
         if platform not in _clients:
             _set_x64_state_once()
-            _clients[platform] = _make_client(platform)
+            _clients[platform] = platforms.get(platform).make_client(config)
             for listener in list(client_listeners):
                 listener()
         return _clients[platform]
 
 
-def _cuda_available():
-    if "cuda" in _clients:
+def _usable(platform):
+    """Whether ``platform`` is installed and its client starts (a broken driver or no GPU
+    makes it unusable, and the next platform is the default)."""
+    if platform.name in _clients:
         return True
-    if "cuda" in _failed or _cuda_plugin_path() is None:
+    if platform.name in _failed or not platform.is_installed():
         return False
     try:
-        get_client("cuda")
+        get_client(platform.name)
         return True
-    except Exception as exc:  # a broken driver or no GPU: fall back to the CPU
-        _failed["cuda"] = exc
+    except Exception as exc:
+        _failed[platform.name] = exc
         return False
 
 
@@ -152,9 +106,9 @@ def default_backend():
     if name is None:
         forced = config.platform
         if forced:
-            name = "cuda" if forced == "gpu" else forced
+            name = platforms.get(forced).name
         else:
-            name = "cuda" if _cuda_available() else "cpu"
+            name = next(p.name for p in platforms.by_priority() if _usable(p))
         _default["backend"] = name
     return name
 
@@ -187,8 +141,7 @@ def default_device():
 
 def platform_of(device):
     """The lowering platform of ``device``: 'cpu' or 'cuda' (PJRT calls CUDA devices 'gpu')."""
-    platform = device.platform
-    return "cuda" if platform == "gpu" else platform
+    return platforms.name_of_device(device)
 
 
 def total_device_count():

@@ -9,7 +9,7 @@ import numpy as np
 from jaxlib import _jax
 from jaxlib import xla_client as xc
 
-from funcgrad.lowering import backend, mlir
+from funcgrad.lowering import backend, mlir, platforms
 from funcgrad.lowering.array import Array, _BufferAval, put_numpy, sharding_for
 
 
@@ -67,22 +67,15 @@ def to_buffer(x, device, aval=None):
     return put_numpy(np.asarray(x, aval.dtype) if aval is not None else x, device, aval)._buf
 
 
-# XLA:CPU compile options funcgrad sets unless XLA_FLAGS names them. YNNPACK runs matrix
-# products and reductions; convolutions stay with XLA's own (Eigen) kernels, which measured
-# 1.1-2.7x faster for LeNet and ResNet shapes, forward and backward (bench/conv_kernels.py).
-CPU_COMPILE_OPTIONS = {
-    "xla_cpu_experimental_ynn_fusion_type":
-        "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE",
-}
 _rejected_options = set()     # options this jaxlib does not know (then compiled without them)
 
 
 def _option_overrides(device):
-    if device.platform != "cpu":
-        return []
+    """The compile options of ``device``'s platform (``lowering/cpu.py``...) that XLA_FLAGS
+    does not name and this jaxlib has not rejected."""
     flags = os.environ.get("XLA_FLAGS", "")
-    return [(k, v) for k, v in CPU_COMPILE_OPTIONS.items()
-            if k not in flags and k not in _rejected_options]
+    options = platforms.get(device.platform).compile_options
+    return [(k, v) for k, v in options.items() if k not in flags and k not in _rejected_options]
 
 
 def compile_module(module_text, device, module=None, host_callbacks=()):

@@ -21,7 +21,7 @@ from funcgrad.core.interpreters import Tracer
 from funcgrad.nn import functions as _fn
 from funcgrad.nn.functions import (elu, hard_tanh as hardtanh, log_sigmoid,  # noqa
                                    mish, relu, relu6, selu, silu, soft_sign as softsign)
-from funcgrad.transforms.eager_jit import jit_when_eager_in
+from funcgrad.lowering.eager_jit import jit_when_eager_in
 
 logsigmoid = log_sigmoid
 

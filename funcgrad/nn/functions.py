@@ -17,7 +17,7 @@ import numpy as np
 import funcgrad.numpy as jnp
 from funcgrad import lax
 from funcgrad.transforms.custom_derivatives import custom_jvp
-from funcgrad.transforms.eager_jit import jit_when_eager_in
+from funcgrad.lowering.eager_jit import jit_when_eager_in
 
 
 def _stop(x):

@@ -743,7 +743,7 @@ _STATIC = {
 
 
 def _install_eager_jit():
-    from funcgrad.transforms.eager_jit import jit_when_eager_in
+    from funcgrad.lowering.eager_jit import jit_when_eager_in
     jit_when_eager_in(globals(), _STATIC)
 
 

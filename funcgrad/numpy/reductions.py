@@ -9,7 +9,7 @@ from funcgrad.core import dtypes
 from funcgrad.core.values import aval_of
 from funcgrad.numpy._util import (canonical_dtype, canonicalize_axes, canonicalize_axis,
                                   check_arraylike, promote_dtypes, to_inexact)
-from funcgrad.transforms.eager_jit import jit_when_eager_in
+from funcgrad.lowering.eager_jit import jit_when_eager_in
 
 
 def _keep(x, axes, ndim):

@@ -10,7 +10,7 @@ from funcgrad.core.interpreters import Value
 from funcgrad.core.values import aval_of
 from funcgrad.numpy._util import (check_arraylike, promote_and_broadcast, promote_dtypes,
                                   to_inexact)
-from funcgrad.transforms.eager_jit import one_dispatch_when_eager
+from funcgrad.lowering.eager_jit import one_dispatch_when_eager
 
 
 def _doc(name, what, example):

@@ -12,8 +12,8 @@ import pytest
 import funcgrad
 from funcgrad.core import errors
 from funcgrad.lax import linalg as L
-from funcgrad.lax import linalg_gpu
-from funcgrad.lowering import backend, executable, mlir
+from funcgrad.lowering import cuda, executable, mlir
+from funcgrad.lowering.cuda import CUSOLVER as linalg_gpu
 
 
 @pytest.fixture
@@ -161,7 +161,7 @@ def test_registration_happens_once(monkeypatch):
     calls = []
     monkeypatch.setattr(linalg_gpu, "_handlers", {"cusolver_getrf_ffi": handler})
     monkeypatch.setattr(linalg_gpu, "_registered", set())
-    monkeypatch.setattr(backend, "register_cuda_custom_call",
+    monkeypatch.setattr(cuda.CUDA, "register_custom_call",
                         lambda name, h, api_version: calls.append((name, h, api_version)))
     for _ in range(2):
         linalg_gpu.ensure_registered("cusolver_getrf_ffi", "lu", "cuda")
@@ -175,7 +175,7 @@ def test_failed_registration_is_a_missing_rule(monkeypatch):
 
     def refuse(name, h, api_version):
         raise RuntimeError("no custom call extension")
-    monkeypatch.setattr(backend, "register_cuda_custom_call", refuse)
+    monkeypatch.setattr(cuda.CUDA, "register_custom_call", refuse)
     with pytest.raises(errors.MissingRuleError, match="lax.linalg.lu.*no custom call extension"):
         linalg_gpu.ensure_registered("cusolver_getrf_ffi", "lu", "cuda")
     assert linalg_gpu.registered_targets() == []

@@ -10,6 +10,7 @@ import funcgrad
 import funcgrad.numpy as jnp
 from funcgrad import lax
 from funcgrad.lax import convolution as C
+from funcgrad.lowering import cpu_convolution as CPU
 from funcgrad.lax import windowed as W
 
 
@@ -115,7 +116,7 @@ TAP_SUM_CASES = [
 def test_conv_cpu_lowerings_match_numpy(case, tap_sum, rng, monkeypatch, on_cpu):
     # both CPU lowerings (tap sum and XLA's convolution) against the reference, float32 and
     # float64, with fresh jitted functions so neither reuses the other's executable
-    monkeypatch.setattr(C, "CPU_TAP_SUM_MAX_TERMS", 32 if tap_sum else 0)
+    monkeypatch.setattr(CPU, "CPU_TAP_SUM_MAX_TERMS", 32 if tap_sum else 0)
     xs, ws, st, pads, ld, rd, fgc, bgc = case
     x = rng.standard_normal(xs)
     w = rng.standard_normal(ws)
@@ -125,7 +126,7 @@ def test_conv_cpu_lowerings_match_numpy(case, tap_sum, rng, monkeypatch, on_cpu)
     got = f(x.astype(np.float32), w.astype(np.float32))
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4)
     assert ("convolution" in f.lower(x.astype(np.float32), w.astype(np.float32)).as_text()) \
-        is not tap_sum or C.CPU_TAP_SUM_MAX_TERMS < np.prod(ws[1:])
+        is not tap_sum or CPU.CPU_TAP_SUM_MAX_TERMS < np.prod(ws[1:])
 
 
 def test_conv_tap_sum_grads_and_layouts(x64, rng, monkeypatch):
@@ -140,7 +141,7 @@ def test_conv_tap_sum_grads_and_layouts(x64, rng, monkeypatch):
                                                          dimension_numbers=dn)))
     results = []
     for limit in (32, 0):
-        monkeypatch.setattr(C, "CPU_TAP_SUM_MAX_TERMS", limit)
+        monkeypatch.setattr(CPU, "CPU_TAP_SUM_MAX_TERMS", limit)
         results.append(funcgrad.jit(funcgrad.value_and_grad(
             lambda a, b: loss(a, b), argnums=(0, 1)))(x, w))
     (v1, (gx1, gw1)), (v2, (gx2, gw2)) = results
@@ -471,7 +472,7 @@ PADDED_INPUT_CASES = [
 
 @pytest.mark.parametrize("case", PADDED_INPUT_CASES)
 def test_conv_padded_input_lowering_values_and_grads(case, x64, rng, monkeypatch, on_cpu):
-    monkeypatch.setattr(C, "CPU_PHASES_MAX_FEATURES", 0)     # only this rewrite
+    monkeypatch.setattr(CPU, "CPU_PHASES_MAX_FEATURES", 0)     # only this rewrite
     xs, ws, st, pads, ld, rd, fgc, bgc = case
     x = rng.standard_normal(xs)
     w = rng.standard_normal(ws)
@@ -527,7 +528,7 @@ def test_conv_output_phases_lowering_values_and_grads(case, x64, rng, monkeypatc
     assert strides and all("2" in s for s in strides), text
     np.testing.assert_allclose(np.asarray(funcgrad.jit(conv)(x, w)), want, rtol=1e-12,
                                atol=1e-12)
-    monkeypatch.setattr(C, "CPU_PHASES_MAX_FEATURES", 0)     # XLA's convolution as it is
+    monkeypatch.setattr(CPU, "CPU_PHASES_MAX_FEATURES", 0)     # XLA's convolution as it is
     assert "stride = [2" not in funcgrad.jit(conv).lower(x, w).as_text()
     np.testing.assert_allclose(np.asarray(funcgrad.jit(conv)(x, w)), want, rtol=1e-12,
                                atol=1e-12)

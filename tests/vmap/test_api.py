@@ -98,7 +98,7 @@ def test_vmap_of_jit_stays_compiled_and_cached():
 
     xs = f32(5, 4)
     close(vmap(f)(xs), np.sin(xs) @ w)
-    from funcgrad.transforms import jit as jit_mod
+    from funcgrad.lowering import dispatch as jit_mod
     cache = getattr(jit_mod, "_compiled_jaxprs", {})   # body -> executables
     compiled = len(cache)
     close(vmap(f)(xs), np.sin(xs) @ w)

@@ -23,6 +23,7 @@ import numpy as np
 from funcgrad.core import interpreters
 from funcgrad.core.interpreters import Value
 from funcgrad.lowering.array import Array
+from funcgrad.lowering.dispatch import JitFunction
 
 
 def _is_static_value(v):
@@ -53,7 +54,6 @@ def jit_when_eager(fun, static=()):
     Example:
         >>> det = jit_when_eager(_det)
     """
-    from funcgrad.transforms.jit import jit
 
     sig = inspect.signature(fun)
     jitted = {}
@@ -83,7 +83,7 @@ def jit_when_eager(fun, static=()):
         names = tuple(names)
         f = jitted.get(names)
         if f is None:
-            f = jitted[names] = jit(fun, static_argnames=names)
+            f = jitted[names] = JitFunction(fun, static_argnames=names)
         return f(**kw)
 
     wrapper.__wrapped__ = fun
@@ -143,8 +143,7 @@ def one_dispatch_when_eager(fn):
     def wrapper(*args):
         if eager_operands(*args):
             if not compiled:
-                from funcgrad.transforms.jit import jit
-                compiled.append(jit(fn))
+                            compiled.append(JitFunction(fn))
             return compiled[0](*args)
         return fn(*args)
     wrapper.__wrapped__ = fn

@@ -1,0 +1,175 @@
+"""The CUDA platform: the PJRT plugin of the ``jax-cuda13-plugin`` (or ``-cuda12-``) wheel, its
+custom-call registration, the plugin's cuSOLVER kernels for ``lax.linalg``, and the lowering
+rules that differ on NVIDIA GPUs.
+
+The plugin wheel ships the PJRT plugin as a shared library (``xla_cuda_plugin*.so``), an
+extension module ``cuda_plugin_extension`` that registers FFI handlers with that plugin, and a
+module ``_solver`` whose ``registrations()`` maps cuSOLVER custom-call target names
+(``cusolver_getrf_ffi``, ``cusolver_syevd_ffi``...) to handlers. A handler must be known to the
+plugin before an executable that calls it is compiled: ``CusolverKernels.target`` registers
+each one the first time a lowering rule emits it.
+
+Example:
+    >>> from funcgrad.lowering import cuda
+    >>> cuda.CUDA.is_installed()       # False without the plugin wheel
+    False
+"""
+import glob
+import importlib
+import importlib.util
+import os
+import threading
+
+from jaxlib import xla_client as xc
+
+from funcgrad.core import errors
+from funcgrad.lax import linalg
+from funcgrad.lowering import platforms
+
+PLUGIN_PACKAGES = ("jax_cuda13_plugin", "jax_cuda12_plugin")
+
+
+def plugin_path():
+    """The path of the CUDA PJRT plugin library, or None when no plugin wheel is installed."""
+    for name in PLUGIN_PACKAGES + ("jax_plugins.xla_cuda13", "jax_plugins.xla_cuda12"):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        for folder in spec.submodule_search_locations:
+            found = glob.glob(os.path.join(folder, "xla_cuda_plugin*.so"))
+            if found:
+                return found[0]
+    return None
+
+
+class CudaPlatform(platforms.Platform):
+    name = "cuda"
+    aliases = ("gpu",)
+    priority = 10          # the default backend when a GPU is usable
+
+    def __init__(self):
+        self.c_api = None   # the plugin's PJRT_Api capsule, kept for registering custom calls
+
+    def is_installed(self):
+        return plugin_path() is not None
+
+    def make_client(self, config):
+        path = plugin_path()
+        if path is None:
+            raise RuntimeError("no CUDA PJRT plugin is installed (pip install jax-cuda13-plugin)")
+        if not xc.pjrt_plugin_loaded("cuda"):
+            self.c_api = xc.load_pjrt_plugin_dynamically("cuda", path)
+        if not xc.pjrt_plugin_initialized("cuda"):
+            xc.initialize_pjrt_plugin("cuda")
+        return xc.make_c_api_client("cuda", xc.generate_pjrt_gpu_plugin_options())
+
+    def register_custom_call(self, target, handler, api_version=1):
+        """Register an XLA FFI handler with the CUDA PJRT plugin. Plugin platforms take their
+        handlers through the plugin's own extension module, not through jaxlib.
+
+        Example:
+            >>> CUDA.register_custom_call("cusolver_getrf_ffi", capsule)
+        """
+        from funcgrad.lowering import backend
+        backend.get_client("cuda")
+        if self.c_api is None:
+            raise RuntimeError(f"cannot register custom call {target!r}: the CUDA PJRT plugin "
+                               "was loaded outside funcgrad, so its C API handle is unknown")
+        failures = []
+        for package in PLUGIN_PACKAGES:
+            try:
+                ext = importlib.import_module(package + ".cuda_plugin_extension")
+            except ImportError as exc:
+                failures.append(f"{package}: {exc}")
+                continue
+            ext.register_custom_call_target(self.c_api, target, handler, "CUDA", api_version)
+            return
+        raise RuntimeError(f"cannot register custom call {target!r}: no CUDA plugin extension "
+                           f"module could be imported ({'; '.join(failures)})")
+
+
+CUDA = platforms.register(CudaPlatform())
+
+
+# --- cuSOLVER: the kernels of lax.linalg on CUDA ----------------------------------------------
+class CusolverKernels:
+    """The CUDA plugin's cuSOLVER kernels (one target per routine, for every dtype), each
+    registered with the plugin at the first lowering that emits it."""
+
+    family = linalg.CUSOLVER
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._handlers = None    # target -> handler; {} when no plugin solver module imports
+        self._origin = ""        # the module they came from, or why none could be imported
+        self._registered = set()
+
+    def _load(self):
+        if self._handlers is not None:
+            return self._handlers
+        reasons = []
+        for package in PLUGIN_PACKAGES:
+            try:
+                module = importlib.import_module(package + "._solver")
+            except ImportError as exc:
+                reasons.append(f"{package}._solver: {exc}")
+                continue
+            self._handlers = dict(module.registrations())
+            self._origin = module.__name__
+            return self._handlers
+        self._handlers = {}
+        self._origin = "; ".join(reasons)
+        return self._handlers
+
+    def solver_targets(self):
+        """Sorted names of the cuSOLVER targets the installed plugin provides ([] if none).
+
+        Example:
+            >>> cuda.CUSOLVER.solver_targets()
+            []
+        """
+        return sorted(self._load())
+
+    def registered_targets(self):
+        """Sorted names of the targets registered with the CUDA plugin so far."""
+        return sorted(self._registered)
+
+    def ensure_registered(self, target, fn_name, platform):
+        """Register handler ``target`` with the CUDA plugin once, or raise
+        ``MissingRuleError`` naming ``lax.linalg.<fn_name>``, the platform and what is
+        missing."""
+        if target in self._registered:
+            return
+        with self._lock:
+            if target in self._registered:
+                return
+            handlers = self._load()
+            if target not in handlers:
+                if handlers:
+                    missing = (f"the installed {self._origin} has no handler of that name (it "
+                               f"has {', '.join(sorted(handlers))})")
+                else:
+                    missing = ("no CUDA plugin solver module could be imported (install "
+                               f"jax-cuda13-plugin; {self._origin})")
+                raise errors.MissingRuleError(
+                    f"lax.linalg.{fn_name}: platform {platform!r} needs the cuSOLVER kernel "
+                    f"{target!r}, but {missing}")
+            try:
+                CUDA.register_custom_call(target, handlers[target], api_version=1)
+            except Exception as exc:
+                raise errors.MissingRuleError(
+                    f"lax.linalg.{fn_name}: registering the cuSOLVER kernel {target!r} from "
+                    f"{self._origin} with the {platform!r} PJRT plugin failed: {exc}") from exc
+            self._registered.add(target)
+
+    def target(self, fn_name, routine, dtype):
+        target = f"cusolver_{routine}_ffi"
+        self.ensure_registered(target, fn_name, "cuda")
+        return target
+
+
+CUSOLVER = CusolverKernels()
+linalg.KERNELS["cuda"] = CUSOLVER
