@@ -39,22 +39,22 @@ from funcgrad.core.errors import (ConcretizationTypeError,  # noqa: E402
 __version__ = "0.1.0"
 
 
-def block_until_ready(tree):
-    """Wait for every array in ``tree``; returns ``tree``.
+def block_until_ready(x):
+    """Wait for every array in ``x`` (a pytree); returns ``x``.
 
     Example:
         >>> funcgrad.block_until_ready(f(x))
     """
-    for leaf in tree_util.tree_leaves(tree):
+    for leaf in tree_util.tree_leaves(x):
         if hasattr(leaf, "block_until_ready"):
             leaf.block_until_ready()
-    return tree
+    return x
 
 
-def device_get(tree):
-    """Copy every array in ``tree`` to NumPy. Example: ``funcgrad.device_get({"w": w})``."""
+def device_get(x):
+    """Copy every array in ``x`` (a pytree) to NumPy. Example: ``funcgrad.device_get({"w": w})``."""
     import numpy as _np
-    return tree_util.tree_map(lambda x: _np.asarray(x) if isinstance(x, Array) else x, tree)
+    return tree_util.tree_map(lambda a: _np.asarray(a) if isinstance(a, Array) else a, x)
 
 
 from funcgrad.serialization import load, save  # noqa: E402

@@ -6,7 +6,6 @@ import pytest
 
 import funcgrad
 import funcgrad.numpy as jnp
-from funcgrad import lax
 
 
 def _host_pointer(array):

@@ -379,7 +379,6 @@ def _lu_lowering(ctx, a):
 def _permutation_from_pivots(piv, piv_aval, perm_aval):
     """Apply the row swaps ``i <-> piv[..., i]`` in order to ``iota(m)``: a while loop."""
     k = piv_aval.shape[-1]
-    m = perm_aval.shape[-1]
     batch = perm_aval.shape[:-1]
     i32 = np.int32
     perm0 = _iota(perm_aval.shape, len(batch))

@@ -274,7 +274,6 @@ def logaddexp(x, y):
         >>> lax.logaddexp(jnp.array(1000.0), jnp.array(1000.0))   # 1000 + log 2
     """
     x, y = binary_operands(x, y)
-    dt = aval_of(x).dtype
     m = ew.max(x, y)
     finite = ew.is_finite(m)
     m_safe = ew.select(finite, m, _like(m, 0))

@@ -1,5 +1,4 @@
 """Jaxpr -> StableHLO module, with each equation lowered by its primitive's lowering rule."""
-import threading
 
 import numpy as np
 
@@ -11,7 +10,6 @@ from jaxlib.mlir.dialects import stablehlo
 from funcgrad.core.jaxpr import ClosedJaxpr, Literal
 from funcgrad.lax import _hlo
 
-_tls = threading.local()
 _registry = ir.DialectRegistry()
 _jax_mlir_ext.register_dialects(_registry)   # func, arith and the other upstream dialects
 

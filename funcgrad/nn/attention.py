@@ -11,7 +11,7 @@ from funcgrad.nn import functional as F
 from funcgrad.nn import init
 from funcgrad.nn.dropout import Dropout
 from funcgrad.nn.linear import Linear
-from funcgrad.nn.module import Module, Parameter, host_ones, host_zeros
+from funcgrad.nn.module import Module, Parameter, host_zeros
 from funcgrad.nn.normalization import LayerNorm
 
 

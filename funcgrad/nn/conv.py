@@ -2,10 +2,9 @@
 ``ConvTranspose2d`` with PyTorch's weight layouts and default initialization."""
 import math
 
-import funcgrad.numpy as jnp
 from funcgrad.nn import functional as F
 from funcgrad.nn import init
-from funcgrad.nn.module import Module, Parameter, host_ones, host_zeros
+from funcgrad.nn.module import Module, Parameter, host_zeros
 
 
 def _ntuple(v, n):

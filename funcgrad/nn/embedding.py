@@ -1,8 +1,7 @@
 """``Embedding``: a lookup table of ``num_embeddings`` rows, initialized N(0, 1) as PyTorch."""
-import funcgrad.numpy as jnp
 from funcgrad.nn import functional as F
 from funcgrad.nn import init
-from funcgrad.nn.module import Module, Parameter, host_ones, host_zeros
+from funcgrad.nn.module import Module, Parameter, host_zeros
 
 
 class Embedding(Module):

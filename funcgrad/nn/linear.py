@@ -1,10 +1,9 @@
 """Linear layers: ``Linear``, ``Bilinear``, ``Identity`` (PyTorch's shapes and initialization)."""
 import math
 
-import funcgrad.numpy as jnp
 from funcgrad.nn import functional as F
 from funcgrad.nn import init
-from funcgrad.nn.module import Module, Parameter, host_ones, host_zeros
+from funcgrad.nn.module import Module, Parameter, host_zeros
 
 
 class Identity(Module):

@@ -913,10 +913,6 @@ def _flatten_module_with_keys(m):
     return [(tree_util.GetAttrKey(k), c) for k, c in zip(keys, children)], aux
 
 
-class _PytreeMeta(type):
-    """Registers every Module subclass with funcgrad's pytree registry at class creation."""
-
-
 def register_module_class(cls):
     """Make ``cls`` (a Module subclass) a pytree node; done automatically for subclasses."""
     tree_util.register_pytree_node(cls, _flatten_module, _unflatten_module,

@@ -13,7 +13,7 @@ from funcgrad import lax
 from funcgrad.nn import functional as F
 from funcgrad.nn import init
 from funcgrad.nn.functions import sigmoid
-from funcgrad.nn.module import Module, Parameter, host_ones, host_zeros
+from funcgrad.nn.module import Module, Parameter, host_zeros
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
@@ -123,7 +123,7 @@ class RNNBase(Module):
         if x.shape[-1] != self.input_size:
             raise ValueError(f"{type(self).__name__}: input size {x.shape[-1]} != "
                              f"input_size {self.input_size}")
-        L, N = x.shape[0], x.shape[1]
+        N = x.shape[1]
         dirs = 2 if self.bidirectional else 1
         H = self.hidden_size
         lstm = self.mode == "LSTM"

@@ -21,7 +21,7 @@ from funcgrad.numpy.products import (dot, einsum, inner, matmul, outer, tensordo
                                      vecdot)
 from funcgrad.numpy.reductions import (
     all, amax, amin, any, argmax, argmin, average, count_nonzero, cumprod, cumsum,
-    cumulative_prod, cumulative_sum, max, mean, min, prod, ptp, std, sum, var)
+    max, mean, min, prod, ptp, std, sum, var)
 from funcgrad.numpy.searching import argwhere, flatnonzero, nonzero
 from funcgrad.numpy.sorting import (
     argpartition, argsort, lexsort, median, msort, nanmedian, nanpercentile, nanquantile,

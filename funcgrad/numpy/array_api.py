@@ -15,7 +15,7 @@ from funcgrad import lax
 from funcgrad.core import dtypes
 from funcgrad.core.interpreters import Tracer, Value
 from funcgrad.core.values import aval_of
-from funcgrad.numpy import ufuncs as _uf
+from funcgrad.numpy import reductions, ufuncs as _uf
 from funcgrad.numpy._util import (canonical_dtype, canonicalize_axis, check_arraylike,
                                   promote_dtypes)
 
@@ -122,28 +122,20 @@ def unstack(x, /, *, axis=0):
     return tuple(lax.index_in_dim(x, i, ax, keepdims=False) for i in range(av.shape[ax]))
 
 
-def _cumulative(name, lax_fn):
+def _cumulative(name, running):
+    """The array API's ``cumulative_sum``/``cumulative_prod``: NumPy's ``running`` (``cumsum``
+    or ``cumprod``) with the standard's axis rule and ``include_initial``."""
     def fn(x, /, *, axis=None, dtype=None, include_initial=False):
         check_arraylike(name, x)
-        x = promote_dtypes(x)[0]
         av = aval_of(x)
         if axis is None:
             if av.ndim > 1:
                 raise ValueError(f"funcgrad.numpy.{name}: axis must be given for an array of "
                                  f"rank {av.ndim} ({av.str_short()})")
-            if av.ndim == 0:
-                x = lax.reshape(x, (1,))
-                av = aval_of(x)
-            axis = 0
-        ax = canonicalize_axis(name, axis, av.ndim)
-        dt = canonical_dtype(dtype)
-        if dt is None and (av.dtype == dtypes.bool_ or (dtypes.is_integer(av.dtype) and
-                                                         av.dtype.itemsize < 4)):
-            dt = dtypes.default_uint() if dtypes.is_unsigned(av.dtype) else dtypes.default_int()
-        if dt is not None and dt != av.dtype:
-            x = lax.convert_element_type(x, dt)
-        out = lax_fn(x, ax)
+            axis = 0 if av.ndim else None    # a 0-d array runs as a 1-element one
+        out = running(x, axis=axis, dtype=dtype)
         if include_initial:
+            ax = canonicalize_axis(name, axis or 0, aval_of(out).ndim)
             init = 0 if name == "cumulative_sum" else 1
             shape = list(aval_of(out).shape)
             shape[ax] = 1
@@ -156,8 +148,8 @@ def _cumulative(name, lax_fn):
     return fn
 
 
-cumulative_sum = _cumulative("cumulative_sum", lax.cumsum)
-cumulative_prod = _cumulative("cumulative_prod", lax.cumprod)
+cumulative_sum = _cumulative("cumulative_sum", reductions.cumsum)
+cumulative_prod = _cumulative("cumulative_prod", reductions.cumprod)
 
 
 # --- unique_* ------------------------------------------------------------------------------

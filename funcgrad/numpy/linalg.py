@@ -442,7 +442,6 @@ def cond(x, p=None):
     Example:
         >>> jnp.linalg.cond(jnp.array([[1.0, 0.0], [0.0, 4.0]]))   # 4
     """
-    jnp = _jnp()
     if p in (None, 2, -2):
         s = svdvals(x)
         r = s[..., 0] / s[..., -1]

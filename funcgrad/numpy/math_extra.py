@@ -9,7 +9,7 @@ import numpy as np
 
 from funcgrad import lax
 from funcgrad.core import dtypes
-from funcgrad.core.interpreters import Tracer, Value
+from funcgrad.core.interpreters import Tracer
 from funcgrad.core.values import aval_of
 from funcgrad.numpy import ufuncs as uf
 from funcgrad.numpy._util import (broadcast_to_shape, canonicalize_axis, check_arraylike,

@@ -1,10 +1,8 @@
 """Operators and NumPy-style methods of arrays and tracers (installed on ``Value``)."""
-import operator
 
 import numpy as np
 
 from funcgrad import lax
-from funcgrad.core import dtypes
 from funcgrad.core.interpreters import Value
 from funcgrad.numpy import creation, indexing, products, reductions, shape_ops, ufuncs
 

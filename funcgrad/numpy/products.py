@@ -197,7 +197,6 @@ def _unary_einsum(spec, out, x):
 
 
 def _binary_einsum(a_spec, b_spec, out, a, b, precision, preferred_element_type):
-    from funcgrad.numpy.reductions import sum
     # sum out indices that appear only in one operand and not in the output
     for which in (0, 1):
         spec, other = (a_spec, b_spec) if which == 0 else (b_spec, a_spec)

@@ -192,7 +192,7 @@ def _cumulative(name, lax_fn, upcast):
         dt = canonical_dtype(dtype)
         if dt is None and upcast and (av.dtype == dtypes.bool_ or (
                 dtypes.is_integer(av.dtype) and av.dtype.itemsize < 4)):
-            dt = dtypes.default_int()
+            dt = dtypes.default_uint() if dtypes.is_unsigned(av.dtype) else dtypes.default_int()
         if dt is not None and dt != av.dtype:
             a = lax.convert_element_type(a, dt)
         return lax_fn(a, ax)
@@ -202,8 +202,8 @@ def _cumulative(name, lax_fn, upcast):
     return fn
 
 
-cumsum = cumulative_sum = _cumulative("cumsum", lax.cumsum, True)
-cumprod = cumulative_prod = _cumulative("cumprod", lax.cumprod, True)
+cumsum = _cumulative("cumsum", lax.cumsum, True)
+cumprod = _cumulative("cumprod", lax.cumprod, True)
 
 
 def ptp(a, axis=None, keepdims=False):

@@ -71,7 +71,7 @@ def _sorted_first(x):
 
 def _compact(values, keep, size, fill_value):
     """The entries of ``values`` where ``keep``, in order, in a length-``size`` array."""
-    from funcgrad.numpy.reductions import cumsum, min as _min, sum as _sum
+    from funcgrad.numpy.reductions import cumsum, min as _min
     dt = aval_of(values).dtype
     n = aval_of(values).shape[0]
     pos = lax.sub(cumsum(keep), np.ones((), dtypes.default_int()))

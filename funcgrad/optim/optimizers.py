@@ -5,7 +5,7 @@ stateful ``step`` (eagerly compiled, or traced inside a jitted training step) an
 functional ``init``/``update`` form.
 """
 import funcgrad.numpy as jnp
-from funcgrad.optim.optimizer import Optimizer, _flags
+from funcgrad.optim.optimizer import Optimizer
 
 
 def _f32(v):

@@ -6,7 +6,6 @@ import pytest
 
 import funcgrad
 import funcgrad.numpy as jnp
-from funcgrad import lax
 from funcgrad.core import dtypes
 from funcgrad.test_util import check_grads, count_equations
 

@@ -184,7 +184,7 @@ def test_scan_several_same_shaped_outputs_match_loop(reverse, unroll, length):
     xs = np.arange(length * 3, dtype=np.float32).reshape(length, 3) / 7.0
     step = lambda c, x: (c * 0.5 + x, (c * x, c + x, jnp.sum(x), c - 1.0))  # noqa: E731
     c0 = np.ones(3, np.float32)
-    c_ref, ys_ref = c0, []
+    c_ref = c0
     order = range(length - 1, -1, -1) if reverse else range(length)
     out = [None] * length
     for t in order:

@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 
 import funcgrad
-import funcgrad.numpy as jnp
 from funcgrad import lax
 from funcgrad.test_util import check_grads
 from funcgrad.transforms.batching import vmap

@@ -3,7 +3,6 @@ import numpy as np
 import pytest
 
 import funcgrad
-import funcgrad.numpy as jnp
 from funcgrad.lax import linalg as L
 
 

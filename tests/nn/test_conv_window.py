@@ -304,7 +304,6 @@ def test_reduce_window_batch_rule(kind, rng):
 def test_max_window_tangent_routes_to_argmax(rng):
     # the linear map used by the max jvp: tangent of the first maximal element of each window
     x = np.array([[1., 3., 3., 0.], [2., 5., 1., 5.]], np.float32)
-    t = np.arange(8, dtype=np.float32).reshape(2, 4)
     params = dict(window_dimensions=(1, 2), window_strides=(1, 2), padding=((0, 0), (0, 0)),
                   base_dilation=(1, 1), window_dilation=(1, 1))
     xs = W._window_patches(x, -np.inf, out_shape=(2, 2), **params)

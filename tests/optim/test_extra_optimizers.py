@@ -3,7 +3,6 @@ formulas (both RAdam branches), jit against eager, and against torch.optim when 
 import numpy as np
 import pytest
 
-import funcgrad
 import funcgrad.nn as nn
 import funcgrad.numpy as jnp
 import funcgrad.optim as optim
