@@ -16,11 +16,13 @@ import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
-from funcgrad.core import dtypes
+from funcgrad.core import ad_util, dtypes
 from funcgrad.core.avals import ShapedArray
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import aval_of
 from funcgrad.lax import _hlo
+from funcgrad.lax.elementwise import add, convert_element_type
+from funcgrad.lax.shapes import concatenate, expand_dims, index_in_dim, reshape, rev, transpose
 from funcgrad.lax.precision import canonicalize_precision, precision_config
 
 ConvDimensionNumbers = collections.namedtuple("ConvDimensionNumbers",
@@ -187,6 +189,240 @@ def _conv_lowering(ctx, lhs, rhs, **params):
 conv_general_dilated_p.def_lowering(_conv_lowering)
 
 
+# --- jvp and transpose rules -------------------------------------------------------------------
+def _is_zero(t):
+    return ad_util.is_zero(t) if hasattr(ad_util, "is_zero") else isinstance(t, ad_util.Zero)
+
+
+def _zero(aval):
+    return ad_util.Zero(aval)
+
+
+def _is_undefined(x):
+    return isinstance(x, ad_util.UndefinedPrimal)
+
+
+def _conv_jvp(primals, tangents, **params):
+    lhs, rhs = primals
+    tl, tr = tangents
+    out = conv_general_dilated_p.bind(lhs, rhs, **params)
+    parts = []
+    if not _is_zero(tl):
+        parts.append(conv_general_dilated_p.bind(tl, rhs, **params))
+    if not _is_zero(tr):
+        parts.append(conv_general_dilated_p.bind(lhs, tr, **params))
+    if not parts:
+        return out, _zero(aval_of(out).update(weak_type=False)
+                          if hasattr(aval_of(out), "update") else aval_of(out))
+    t = parts[0] if len(parts) == 1 else add(parts[0], parts[1])
+    return out, t
+
+
+conv_general_dilated_p.def_jvp(_conv_jvp)
+
+
+def _split_axis(x, axis, n, minor=False):
+    """Reshape axis ``axis`` of size s into (n, s // n) (or (s // n, n) if ``minor``)."""
+    shape = list(aval_of(x).shape)
+    s = shape[axis]
+    shape[axis:axis + 1] = [s // n, n] if minor else [n, s // n]
+    return reshape(x, tuple(shape))
+
+
+def _reshape_axis_into(src, dst, x):
+    """Merge axis ``src`` into axis ``dst`` as its major part; the result has one axis less.
+
+    ``dst`` indexes the array before the merge.
+    """
+    shape = list(aval_of(x).shape)
+    perm = [d for d in range(len(shape)) if d != src]
+    pos = perm.index(dst)
+    perm.insert(pos, src)
+    x = transpose(x, tuple(perm))
+    new_shape = [shape[d] for d in perm]
+    new_shape[pos:pos + 2] = [new_shape[pos] * new_shape[pos + 1]]
+    return reshape(x, tuple(new_shape))
+
+
+def _swap01(spec):
+    return (spec[1], spec[0]) + tuple(spec[2:])
+
+
+def _vjp_lhs_padding(in_shape, k_shape, strides, out_shape, padding, lhs_dil, rhs_dil):
+    pads = []
+    for n, k, s, o, (lo, _), ld, rd in zip(in_shape, k_shape, strides, out_shape, padding,
+                                          lhs_dil, rhs_dil):
+        nd, kd, od = _dilate(n, ld), _dilate(k, rd), _dilate(o, s)
+        before = kd - lo - 1
+        after = nd + kd - 1 - od - before
+        pads.append((before, after))
+    return tuple(pads)
+
+
+def _vjp_rhs_padding(in_shape, k_shape, strides, out_shape, padding, lhs_dil, rhs_dil):
+    pads = []
+    for n, k, s, o, (lo, _), ld, rd in zip(in_shape, k_shape, strides, out_shape, padding,
+                                          lhs_dil, rhs_dil):
+        nd, kd, od = _dilate(n, ld), _dilate(k, rd), _dilate(o, s)
+        pads.append((lo, od - nd + kd - lo - 1))
+    return tuple(pads)
+
+
+def _transpose_lhs(ct, rhs, lhs_aval, *, window_strides, padding, lhs_dilation, rhs_dilation,
+                   dimension_numbers, feature_group_count, batch_group_count, precision=None,
+                   preferred_element_type):
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    rhs_shape = aval_of(rhs).shape
+    ct_shape = aval_of(ct).shape
+    fgc = feature_group_count
+    if fgc > 1:
+        # Kernel (O=G*o, I, ...) -> (o, G*I, ...): each group's outputs become its inputs.
+        rhs = _split_axis(rhs, rhs_spec[0], fgc)
+        o_ax = rhs_spec[0]
+        i_ax = rhs_spec[1] + (1 if rhs_spec[1] > rhs_spec[0] else 0)
+        rhs = _reshape_axis_into(o_ax, i_ax, rhs)
+    elif batch_group_count > 1:
+        rhs = _split_axis(rhs, rhs_spec[0], batch_group_count)
+        o_ax = rhs_spec[0]
+        i_ax = rhs_spec[1] + (1 if rhs_spec[1] > rhs_spec[0] else 0)
+        rhs = _reshape_axis_into(o_ax, i_ax, rhs)
+        fgc = batch_group_count
+    sp = range(2, len(lhs_spec))
+    pads = _vjp_lhs_padding([lhs_aval.shape[lhs_spec[k]] for k in sp],
+                            [rhs_shape[rhs_spec[k]] for k in sp], window_strides,
+                            [ct_shape[out_spec[k]] for k in sp], padding, lhs_dilation,
+                            rhs_dilation)
+    dn = ConvDimensionNumbers(out_spec, _swap01(rhs_spec), lhs_spec)
+    rhs = rev(rhs, tuple(rhs_spec[2:]))
+    out = conv_general_dilated_p.bind(
+        ct, rhs, window_strides=tuple(lhs_dilation), padding=pads,
+        lhs_dilation=tuple(window_strides), rhs_dilation=tuple(rhs_dilation),
+        dimension_numbers=dn, feature_group_count=fgc, batch_group_count=1,
+        precision=precision, preferred_element_type=None)
+    if batch_group_count > 1:
+        # out has feature size bgc*C and batch n; put the group factor back into the batch.
+        out = _split_axis(out, lhs_spec[1], batch_group_count)
+        f_ax = lhs_spec[1]
+        b_ax = lhs_spec[0] + (1 if lhs_spec[0] > lhs_spec[1] else 0)
+        out = _reshape_axis_into(f_ax, b_ax, out)
+    return _cast(out, lhs_aval.dtype)
+
+
+def _cast(x, dtype):
+    if aval_of(x).dtype != dtype:
+        return convert_element_type(x, dtype)
+    return x
+
+
+def _transpose_rhs(ct, lhs, rhs_aval, *, window_strides, padding, lhs_dilation, rhs_dilation,
+                   dimension_numbers, feature_group_count, batch_group_count, precision=None,
+                   preferred_element_type):
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    lhs_shape = aval_of(lhs).shape
+    ct_shape = aval_of(ct).shape
+    fgc, bgc = feature_group_count, batch_group_count
+    if bgc > 1:
+        fgc, bgc = bgc, 1
+    elif fgc > 1:
+        fgc, bgc = 1, fgc
+    sp = range(2, len(lhs_spec))
+    pads = _vjp_rhs_padding([lhs_shape[lhs_spec[k]] for k in sp],
+                            [rhs_aval.shape[rhs_spec[k]] for k in sp], window_strides,
+                            [ct_shape[out_spec[k]] for k in sp], padding, lhs_dilation,
+                            rhs_dilation)
+    dn = ConvDimensionNumbers(_swap01(lhs_spec), _swap01(out_spec), _swap01(rhs_spec))
+    out = conv_general_dilated_p.bind(
+        lhs, ct, window_strides=tuple(rhs_dilation), padding=pads,
+        lhs_dilation=tuple(lhs_dilation), rhs_dilation=tuple(window_strides),
+        dimension_numbers=dn, feature_group_count=fgc, batch_group_count=bgc,
+        precision=precision, preferred_element_type=None)
+    return _cast(out, rhs_aval.dtype)
+
+
+def _conv_transpose_rule(ct, lhs, rhs, **params):
+    if _is_undefined(lhs) and _is_undefined(rhs):
+        raise TypeError("conv_general_dilated transpose: both operands are linear; the product "
+                        "is bilinear, not linear")
+    if _is_undefined(lhs):
+        if _is_zero(ct):
+            return [_zero(lhs.aval), None]
+        return [_transpose_lhs(ct, rhs, lhs.aval, **params), None]
+    if _is_zero(ct):
+        return [None, _zero(rhs.aval)]
+    return [None, _transpose_rhs(ct, lhs, rhs.aval, **params)]
+
+
+conv_general_dilated_p.def_transpose(_conv_transpose_rule)
+
+
+# --- batching rule -----------------------------------------------------------------------------
+def _move_to(x, src, dst):
+    nd = aval_of(x).ndim
+    perm = [d for d in range(nd) if d != src]
+    perm.insert(dst, src)
+    return transpose(x, tuple(perm)) if perm != list(range(nd)) else x
+
+
+def _conv_batch_rule(args, dims, **params):
+    lhs, rhs = args
+    ld, rd = dims
+    lhs_spec, rhs_spec, out_spec = params["dimension_numbers"]
+    fgc, bgc = params["feature_group_count"], params["batch_group_count"]
+    if ld is not None and rd is not None:
+        B = aval_of(lhs).shape[ld]
+        if bgc == 1:
+            # Fold the vmapped axis into feature groups: lhs (B*C), kernel (B*O).
+            lhs = _move_to(lhs, ld, 0)
+            rhs = _move_to(rhs, rd, 0)
+            new_lhs = _reshape_axis_into(0, lhs_spec[1] + 1, lhs)
+            new_rhs = _reshape_axis_into(0, rhs_spec[0] + 1, rhs)
+            p = dict(params, feature_group_count=fgc * B)
+            out = conv_general_dilated_p.bind(new_lhs, new_rhs, **p)
+            out = _split_axis(out, out_spec[1], B)
+            return out, out_spec[1]
+        # batch-grouped (rare: a kernel gradient of a depthwise conv under vmap): one at a time.
+        outs = [conv_general_dilated_p.bind(index_in_dim(lhs, b, ld, keepdims=False),
+                                            index_in_dim(rhs, b, rd, keepdims=False), **params)
+                for b in range(B)]
+        return concatenate([expand_dims(o, (0,)) for o in outs], 0), 0
+    if ld is not None:
+        B = aval_of(lhs).shape[ld]
+        lhs = _move_to(lhs, ld, 0)
+        if bgc == 1:
+            new_lhs = _reshape_axis_into(0, lhs_spec[0] + 1, lhs)
+            out = conv_general_dilated_p.bind(new_lhs, rhs, **params)
+            return _split_axis(out, out_spec[0], B), out_spec[0]
+        # lhs batch (N) holds bgc contiguous groups; keep groups major: (bgc, B, n).
+        lhs = _split_axis(lhs, lhs_spec[0] + 1, bgc)          # (B, ..., bgc, n, ...)
+        lhs = _reshape_axis_into(0, lhs_spec[0] + 2, lhs)     # B merged into n
+        new_lhs = _reshape_axis_into(lhs_spec[0], lhs_spec[0] + 1, lhs)
+        out = conv_general_dilated_p.bind(new_lhs, rhs, **params)
+        return _split_axis(out, out_spec[0], B), out_spec[0]
+    B = aval_of(rhs).shape[rd]
+    rhs = _move_to(rhs, rd, 0)
+    groups = fgc if fgc > 1 else bgc
+    if groups == 1:
+        new_rhs = _reshape_axis_into(0, rhs_spec[0] + 1, rhs)
+        out = conv_general_dilated_p.bind(lhs, new_rhs, **params)
+        return _split_axis(out, out_spec[1], B), out_spec[1]
+    # Kernel output features hold `groups` contiguous blocks: merge B inside each block.
+    rhs = _split_axis(rhs, rhs_spec[0] + 1, groups)           # (B, ..., G, o, ...)
+    rhs = _reshape_axis_into(0, rhs_spec[0] + 2, rhs)         # (..., G, B*o, ...)
+    new_rhs = _reshape_axis_into(rhs_spec[0], rhs_spec[0] + 1, rhs)
+    out = conv_general_dilated_p.bind(lhs, new_rhs, **params)  # features (G, B, o)
+    out = _split_axis(out, out_spec[1], groups)                # (G, B*o)
+    out = _split_axis(out, out_spec[1] + 1, B)                 # (G, B, o)
+    out = _move_to(out, out_spec[1] + 1, out_spec[1])          # (B, G, o)
+    shape = list(aval_of(out).shape)
+    f = out_spec[1]
+    shape[f + 1:f + 3] = [shape[f + 1] * shape[f + 2]]
+    return reshape(out, tuple(shape)), f
+
+
+conv_general_dilated_p.def_batch(_conv_batch_rule)
+
+
+# --- the public functions ------------------------------------------------------------------
 def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
                          rhs_dilation=None, dimension_numbers=None, feature_group_count=1,
                          batch_group_count=1, precision=None, preferred_element_type=None):
@@ -220,7 +456,6 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
         dt = dtypes.result_type(la.dtype, ra.dtype) if hasattr(dtypes, "result_type") else None
         if dt is None:
             raise TypeError(f"lax.conv_general_dilated: dtypes differ: {la.dtype} vs {ra.dtype}")
-        from funcgrad.lax.elementwise import convert_element_type
         lhs, rhs = convert_element_type(lhs, dt), convert_element_type(rhs, dt)
     pet = dtypes.canonicalize(preferred_element_type) if preferred_element_type else None
     return conv_general_dilated_p.bind(
@@ -280,7 +515,6 @@ def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numb
             pads.append((lo, total - lo))
         padding = pads
     if transpose_kernel:
-        from funcgrad.lax.shapes import rev, transpose
         rhs = rev(rhs, dnums.rhs_spec[2:])
         perm = list(range(ra.ndim))
         perm[dnums.rhs_spec[0]], perm[dnums.rhs_spec[1]] = (perm[dnums.rhs_spec[1]],
@@ -290,247 +524,3 @@ def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numb
                                 rhs_dilation=rhs_dilation, dimension_numbers=dnums,
                                 precision=precision,
                                 preferred_element_type=preferred_element_type)
-
-
-# --- jvp and transpose rules -------------------------------------------------------------------
-def _is_zero(t):
-    from funcgrad.core import ad_util
-    return ad_util.is_zero(t) if hasattr(ad_util, "is_zero") else isinstance(t, ad_util.Zero)
-
-
-def _zero(aval):
-    from funcgrad.core import ad_util
-    return ad_util.Zero(aval)
-
-
-def _is_undefined(x):
-    from funcgrad.core import ad_util
-    return isinstance(x, ad_util.UndefinedPrimal)
-
-
-def _conv_jvp(primals, tangents, **params):
-    lhs, rhs = primals
-    tl, tr = tangents
-    out = conv_general_dilated_p.bind(lhs, rhs, **params)
-    parts = []
-    if not _is_zero(tl):
-        parts.append(conv_general_dilated_p.bind(tl, rhs, **params))
-    if not _is_zero(tr):
-        parts.append(conv_general_dilated_p.bind(lhs, tr, **params))
-    if not parts:
-        return out, _zero(aval_of(out).update(weak_type=False)
-                          if hasattr(aval_of(out), "update") else aval_of(out))
-    from funcgrad.lax.elementwise import add
-    t = parts[0] if len(parts) == 1 else add(parts[0], parts[1])
-    return out, t
-
-
-conv_general_dilated_p.def_jvp(_conv_jvp)
-
-
-def _split_axis(x, axis, n, minor=False):
-    """Reshape axis ``axis`` of size s into (n, s // n) (or (s // n, n) if ``minor``)."""
-    from funcgrad.lax.shapes import reshape
-    shape = list(aval_of(x).shape)
-    s = shape[axis]
-    shape[axis:axis + 1] = [s // n, n] if minor else [n, s // n]
-    return reshape(x, tuple(shape))
-
-
-def _reshape_axis_into(src, dst, x):
-    """Merge axis ``src`` into axis ``dst`` as its major part; the result has one axis less.
-
-    ``dst`` indexes the array before the merge.
-    """
-    from funcgrad.lax.shapes import reshape, transpose
-    shape = list(aval_of(x).shape)
-    perm = [d for d in range(len(shape)) if d != src]
-    pos = perm.index(dst)
-    perm.insert(pos, src)
-    x = transpose(x, tuple(perm))
-    new_shape = [shape[d] for d in perm]
-    new_shape[pos:pos + 2] = [new_shape[pos] * new_shape[pos + 1]]
-    return reshape(x, tuple(new_shape))
-
-
-def _swap01(spec):
-    return (spec[1], spec[0]) + tuple(spec[2:])
-
-
-def _vjp_lhs_padding(in_shape, k_shape, strides, out_shape, padding, lhs_dil, rhs_dil):
-    pads = []
-    for n, k, s, o, (lo, _), ld, rd in zip(in_shape, k_shape, strides, out_shape, padding,
-                                          lhs_dil, rhs_dil):
-        nd, kd, od = _dilate(n, ld), _dilate(k, rd), _dilate(o, s)
-        before = kd - lo - 1
-        after = nd + kd - 1 - od - before
-        pads.append((before, after))
-    return tuple(pads)
-
-
-def _vjp_rhs_padding(in_shape, k_shape, strides, out_shape, padding, lhs_dil, rhs_dil):
-    pads = []
-    for n, k, s, o, (lo, _), ld, rd in zip(in_shape, k_shape, strides, out_shape, padding,
-                                          lhs_dil, rhs_dil):
-        nd, kd, od = _dilate(n, ld), _dilate(k, rd), _dilate(o, s)
-        pads.append((lo, od - nd + kd - lo - 1))
-    return tuple(pads)
-
-
-def _transpose_lhs(ct, rhs, lhs_aval, *, window_strides, padding, lhs_dilation, rhs_dilation,
-                   dimension_numbers, feature_group_count, batch_group_count, precision=None,
-                   preferred_element_type):
-    from funcgrad.lax.shapes import rev
-    lhs_spec, rhs_spec, out_spec = dimension_numbers
-    rhs_shape = aval_of(rhs).shape
-    ct_shape = aval_of(ct).shape
-    fgc = feature_group_count
-    if fgc > 1:
-        # Kernel (O=G*o, I, ...) -> (o, G*I, ...): each group's outputs become its inputs.
-        rhs = _split_axis(rhs, rhs_spec[0], fgc)
-        o_ax = rhs_spec[0]
-        i_ax = rhs_spec[1] + (1 if rhs_spec[1] > rhs_spec[0] else 0)
-        rhs = _reshape_axis_into(o_ax, i_ax, rhs)
-    elif batch_group_count > 1:
-        rhs = _split_axis(rhs, rhs_spec[0], batch_group_count)
-        o_ax = rhs_spec[0]
-        i_ax = rhs_spec[1] + (1 if rhs_spec[1] > rhs_spec[0] else 0)
-        rhs = _reshape_axis_into(o_ax, i_ax, rhs)
-        fgc = batch_group_count
-    sp = range(2, len(lhs_spec))
-    pads = _vjp_lhs_padding([lhs_aval.shape[lhs_spec[k]] for k in sp],
-                            [rhs_shape[rhs_spec[k]] for k in sp], window_strides,
-                            [ct_shape[out_spec[k]] for k in sp], padding, lhs_dilation,
-                            rhs_dilation)
-    dn = ConvDimensionNumbers(out_spec, _swap01(rhs_spec), lhs_spec)
-    rhs = rev(rhs, tuple(rhs_spec[2:]))
-    out = conv_general_dilated_p.bind(
-        ct, rhs, window_strides=tuple(lhs_dilation), padding=pads,
-        lhs_dilation=tuple(window_strides), rhs_dilation=tuple(rhs_dilation),
-        dimension_numbers=dn, feature_group_count=fgc, batch_group_count=1,
-        precision=precision, preferred_element_type=None)
-    if batch_group_count > 1:
-        # out has feature size bgc*C and batch n; put the group factor back into the batch.
-        out = _split_axis(out, lhs_spec[1], batch_group_count)
-        f_ax = lhs_spec[1]
-        b_ax = lhs_spec[0] + (1 if lhs_spec[0] > lhs_spec[1] else 0)
-        out = _reshape_axis_into(f_ax, b_ax, out)
-    return _cast(out, lhs_aval.dtype)
-
-
-def _cast(x, dtype):
-    if aval_of(x).dtype != dtype:
-        from funcgrad.lax.elementwise import convert_element_type
-        return convert_element_type(x, dtype)
-    return x
-
-
-def _transpose_rhs(ct, lhs, rhs_aval, *, window_strides, padding, lhs_dilation, rhs_dilation,
-                   dimension_numbers, feature_group_count, batch_group_count, precision=None,
-                   preferred_element_type):
-    lhs_spec, rhs_spec, out_spec = dimension_numbers
-    lhs_shape = aval_of(lhs).shape
-    ct_shape = aval_of(ct).shape
-    fgc, bgc = feature_group_count, batch_group_count
-    if bgc > 1:
-        fgc, bgc = bgc, 1
-    elif fgc > 1:
-        fgc, bgc = 1, fgc
-    sp = range(2, len(lhs_spec))
-    pads = _vjp_rhs_padding([lhs_shape[lhs_spec[k]] for k in sp],
-                            [rhs_aval.shape[rhs_spec[k]] for k in sp], window_strides,
-                            [ct_shape[out_spec[k]] for k in sp], padding, lhs_dilation,
-                            rhs_dilation)
-    dn = ConvDimensionNumbers(_swap01(lhs_spec), _swap01(out_spec), _swap01(rhs_spec))
-    out = conv_general_dilated_p.bind(
-        lhs, ct, window_strides=tuple(rhs_dilation), padding=pads,
-        lhs_dilation=tuple(lhs_dilation), rhs_dilation=tuple(window_strides),
-        dimension_numbers=dn, feature_group_count=fgc, batch_group_count=bgc,
-        precision=precision, preferred_element_type=None)
-    return _cast(out, rhs_aval.dtype)
-
-
-def _conv_transpose_rule(ct, lhs, rhs, **params):
-    if _is_undefined(lhs) and _is_undefined(rhs):
-        raise TypeError("conv_general_dilated transpose: both operands are linear; the product "
-                        "is bilinear, not linear")
-    if _is_undefined(lhs):
-        if _is_zero(ct):
-            return [_zero(lhs.aval), None]
-        return [_transpose_lhs(ct, rhs, lhs.aval, **params), None]
-    if _is_zero(ct):
-        return [None, _zero(rhs.aval)]
-    return [None, _transpose_rhs(ct, lhs, rhs.aval, **params)]
-
-
-conv_general_dilated_p.def_transpose(_conv_transpose_rule)
-
-
-# --- batching rule -----------------------------------------------------------------------------
-def _move_to(x, src, dst):
-    from funcgrad.lax.shapes import transpose
-    nd = aval_of(x).ndim
-    perm = [d for d in range(nd) if d != src]
-    perm.insert(dst, src)
-    return transpose(x, tuple(perm)) if perm != list(range(nd)) else x
-
-
-def _conv_batch_rule(args, dims, **params):
-    lhs, rhs = args
-    ld, rd = dims
-    lhs_spec, rhs_spec, out_spec = params["dimension_numbers"]
-    fgc, bgc = params["feature_group_count"], params["batch_group_count"]
-    if ld is not None and rd is not None:
-        B = aval_of(lhs).shape[ld]
-        if bgc == 1:
-            # Fold the vmapped axis into feature groups: lhs (B*C), kernel (B*O).
-            lhs = _move_to(lhs, ld, 0)
-            rhs = _move_to(rhs, rd, 0)
-            new_lhs = _reshape_axis_into(0, lhs_spec[1] + 1, lhs)
-            new_rhs = _reshape_axis_into(0, rhs_spec[0] + 1, rhs)
-            p = dict(params, feature_group_count=fgc * B)
-            out = conv_general_dilated_p.bind(new_lhs, new_rhs, **p)
-            out = _split_axis(out, out_spec[1], B)
-            return out, out_spec[1]
-        # batch-grouped (rare: a kernel gradient of a depthwise conv under vmap): one at a time.
-        from funcgrad.lax.shapes import concatenate, expand_dims, index_in_dim
-        outs = [conv_general_dilated_p.bind(index_in_dim(lhs, b, ld, keepdims=False),
-                                            index_in_dim(rhs, b, rd, keepdims=False), **params)
-                for b in range(B)]
-        return concatenate([expand_dims(o, (0,)) for o in outs], 0), 0
-    if ld is not None:
-        B = aval_of(lhs).shape[ld]
-        lhs = _move_to(lhs, ld, 0)
-        if bgc == 1:
-            new_lhs = _reshape_axis_into(0, lhs_spec[0] + 1, lhs)
-            out = conv_general_dilated_p.bind(new_lhs, rhs, **params)
-            return _split_axis(out, out_spec[0], B), out_spec[0]
-        # lhs batch (N) holds bgc contiguous groups; keep groups major: (bgc, B, n).
-        lhs = _split_axis(lhs, lhs_spec[0] + 1, bgc)          # (B, ..., bgc, n, ...)
-        lhs = _reshape_axis_into(0, lhs_spec[0] + 2, lhs)     # B merged into n
-        new_lhs = _reshape_axis_into(lhs_spec[0], lhs_spec[0] + 1, lhs)
-        out = conv_general_dilated_p.bind(new_lhs, rhs, **params)
-        return _split_axis(out, out_spec[0], B), out_spec[0]
-    B = aval_of(rhs).shape[rd]
-    rhs = _move_to(rhs, rd, 0)
-    groups = fgc if fgc > 1 else bgc
-    if groups == 1:
-        new_rhs = _reshape_axis_into(0, rhs_spec[0] + 1, rhs)
-        out = conv_general_dilated_p.bind(lhs, new_rhs, **params)
-        return _split_axis(out, out_spec[1], B), out_spec[1]
-    # Kernel output features hold `groups` contiguous blocks: merge B inside each block.
-    rhs = _split_axis(rhs, rhs_spec[0] + 1, groups)           # (B, ..., G, o, ...)
-    rhs = _reshape_axis_into(0, rhs_spec[0] + 2, rhs)         # (..., G, B*o, ...)
-    new_rhs = _reshape_axis_into(rhs_spec[0], rhs_spec[0] + 1, rhs)
-    out = conv_general_dilated_p.bind(lhs, new_rhs, **params)  # features (G, B, o)
-    out = _split_axis(out, out_spec[1], groups)                # (G, B*o)
-    out = _split_axis(out, out_spec[1] + 1, B)                 # (G, B, o)
-    out = _move_to(out, out_spec[1] + 1, out_spec[1])          # (B, G, o)
-    from funcgrad.lax.shapes import reshape
-    shape = list(aval_of(out).shape)
-    f = out_spec[1]
-    shape[f + 1:f + 3] = [shape[f + 1] * shape[f + 2]]
-    return reshape(out, tuple(shape)), f
-
-
-conv_general_dilated_p.def_batch(_conv_batch_rule)

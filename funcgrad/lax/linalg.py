@@ -38,14 +38,18 @@ Example:
 """
 import numpy as np
 from jaxlib.mlir import ir
-from jaxlib.mlir.dialects import stablehlo
+from jaxlib.mlir.dialects import chlo, stablehlo
 
 from funcgrad.core import errors
+from funcgrad.core import ad_util
+from funcgrad.core.batching_util import all_to_front, moveaxis, vectorized_batcher
+from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.core import dtypes
 from funcgrad.core.avals import ShapedArray
 from funcgrad.core.interpreters import Value
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import aval_of
+from funcgrad import lax  # the package: lax.linalg is imported last by lax/__init__.py
 from funcgrad.lax import _hlo
 from funcgrad.lax.reductions import reduce_hlo
 
@@ -192,6 +196,100 @@ def _int_aval(shape):
     return ShapedArray(shape, dtypes.int32)
 
 
+# --- helpers for the rules (written with funcgrad.lax, so they work under every transform) ---
+def _mm(a, b):
+    """Batched matrix product of ``a`` (..., m, k) and ``b`` (..., k, n) with equal batch dims."""
+    nd = aval_of(a).ndim
+    batch = tuple(range(nd - 2))
+    return lax.dot_general(a, b, (((nd - 1,), (nd - 2,)), (batch, batch)))
+
+
+def _H(x):
+    """Conjugate transpose of the trailing two dims."""
+    x = _mT(x)
+    return lax.conj(x) if dtypes.is_complex(aval_of(x).dtype) else x
+
+
+def _tri(x, lower, k=0):
+    """``tril(x, k)`` (``lower``) or ``triu(x, k)`` of the trailing two dims."""
+    aval = aval_of(x)
+    rows = lax.broadcasted_iota(np.int32, aval.shape, aval.ndim - 2)
+    cols = lax.broadcasted_iota(np.int32, aval.shape, aval.ndim - 1)
+    diff = lax.sub(cols, rows)
+    mask = lax.le(diff, lax.full(aval.shape, k, np.int32)) if lower else \
+        lax.ge(diff, lax.full(aval.shape, k, np.int32))
+    return lax.select(mask, x, lax.full(aval.shape, 0, aval.dtype))
+
+
+def _eye_like(shape, dtype):
+    rows = lax.broadcasted_iota(np.int32, shape, len(shape) - 2)
+    cols = lax.broadcasted_iota(np.int32, shape, len(shape) - 1)
+    return lax.convert_element_type(lax.eq(rows, cols), dtype)
+
+
+def _diag(x):
+    """The diagonal of the trailing square dims: (..., n, n) -> (..., n)."""
+    aval = aval_of(x)
+    return lax.reduce_sum(lax.mul(x, _eye_like(aval.shape, aval.dtype)), (aval.ndim - 1,))
+
+
+def _from_diag(d, dtype=None):
+    """A diagonal matrix with ``d`` (..., n) on its diagonal."""
+    aval = aval_of(d)
+    shape = aval.shape + aval.shape[-1:]
+    dtype = dtype or aval.dtype
+    d = lax.convert_element_type(d, dtype)
+    return lax.mul(lax.broadcast_in_dim(d, shape, tuple(range(aval.ndim - 1)) + (aval.ndim,)),
+                   _eye_like(shape, dtype))
+
+
+def _row(v, shape):
+    """``v`` (..., n) broadcast as a row over matrices of ``shape`` (..., m, n)."""
+    nd = aval_of(v).ndim
+    return lax.broadcast_in_dim(v, shape, tuple(range(nd - 1)) + (nd,))
+
+
+def _col(v, shape):
+    """``v`` (..., m) broadcast as a column over matrices of ``shape`` (..., m, n)."""
+    nd = aval_of(v).ndim
+    return lax.broadcast_in_dim(v, shape, tuple(range(nd)))
+
+
+def _real(x):
+    return lax.real(x) if dtypes.is_complex(aval_of(x).dtype) else x
+
+
+def _to(x, dtype):
+    return lax.convert_element_type(x, dtype)
+
+
+def _zero_out(aval):
+    return ad_util.Zero(ad_util.tangent_aval(aval))
+
+
+def solve(a, b):
+    """Solve ``a @ x = b`` for square ``a`` (..., n, n) and ``b`` (..., n, k) by LU.
+
+    Example:
+        >>> x = lax.linalg.solve(a, b)
+    """
+    lu_, _, perm = lu(a)
+    pb = _take_rows(b, perm)
+    y = triangular_solve(lu_, pb, left_side=True, lower=True, unit_diagonal=True)
+    return triangular_solve(lu_, y, left_side=True, lower=False)
+
+
+def _take_rows(b, perm):
+    """``b[..., perm, :]`` for a batched permutation (a one-hot matmul: differentiable in b)."""
+    bt = aval_of(b)
+    n = bt.shape[-2]
+    shape = bt.shape[:-2] + (n, n)
+    p = lax.broadcast_in_dim(perm, shape, tuple(range(bt.ndim - 1)))
+    cols = lax.broadcasted_iota(np.int32, shape, bt.ndim - 1)
+    onehot = _to(lax.eq(p, cols), bt.dtype)
+    return _mm(onehot, b)
+
+
 # --- cholesky ---------------------------------------------------------------------------------
 cholesky_p = Primitive("cholesky")
 
@@ -222,6 +320,27 @@ def _cholesky_lowering(ctx, a):
 cholesky_p.def_lowering(_cholesky_lowering)
 
 
+def _cholesky_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    L = cholesky_p.bind(a)
+    if ad_util.is_zero(da):
+        return L, _zero_out(aval_of(L))
+    # dL = L Phi(L^-1 dA L^-H), Phi = lower triangle with half the diagonal.
+    tmp = triangular_solve(L, da, left_side=True, lower=True)
+    x = triangular_solve(L, tmp, left_side=False, lower=True, transpose_a=True,
+                         conjugate_a=True)
+    aval = aval_of(x)
+    half = lax.mul(_eye_like(aval.shape, aval.dtype), lax.full(aval.shape, 0.5, aval.dtype))
+    phi = lax.sub(_tri(x, lower=True), lax.mul(x, half))
+    return L, _mm(L, phi)
+
+
+cholesky_p.def_jvp(_cholesky_jvp)
+
+# The kernels loop over leading batch dimensions: vmap moves its axis to the front.
+cholesky_p.def_batch(vectorized_batcher(cholesky_p))
+
+
 def cholesky(x, symmetrize_input=True):
     """The lower Cholesky factor ``L`` of a Hermitian positive-definite ``x`` (``x = L L^H``).
 
@@ -239,7 +358,6 @@ def cholesky(x, symmetrize_input=True):
 
 def symmetrize(x):
     """``(x + x^H) / 2``. Example: ``lax.linalg.symmetrize(a)``."""
-    from funcgrad import lax
     xt = _mT(x)
     if dtypes.is_complex(aval_of(x).dtype):
         xt = lax.conj(xt)
@@ -247,7 +365,6 @@ def symmetrize(x):
 
 
 def _mT(x):
-    from funcgrad import lax
     nd = aval_of(x).ndim
     return lax.transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
 
@@ -302,11 +419,79 @@ def _triangular_solve_lowering(ctx, a, b, left_side, lower, transpose_a, conjuga
 
 
 def _conj(x, aval):
-    from jaxlib.mlir.dialects import chlo
     return chlo.conj(x)
 
 
 triangular_solve_p.def_lowering(_triangular_solve_lowering)
+
+
+def _triangular_solve_jvp(primals, tangents, left_side, lower, transpose_a, conjugate_a,
+                          unit_diagonal):
+    a, b = primals
+    da, db = tangents
+    params = dict(left_side=left_side, lower=lower, transpose_a=transpose_a,
+                  conjugate_a=conjugate_a, unit_diagonal=unit_diagonal)
+    x = triangular_solve_p.bind(a, b, **params)
+    out = None
+    if not ad_util.is_zero(db):
+        out = triangular_solve_p.bind(a, db, **params)
+    if not ad_util.is_zero(da):
+        da = _tri(da, lower, k=-1 if unit_diagonal else 0) if lower else \
+            _tri(da, lower, k=1 if unit_diagonal else 0)
+        if transpose_a:
+            da = _H(da) if conjugate_a else _mT(da)
+        elif conjugate_a and dtypes.is_complex(aval_of(da).dtype):
+            da = lax.conj(da)
+        t = _mm(da, x) if left_side else _mm(x, da)
+        dx_a = lax.neg(triangular_solve_p.bind(a, t, **params))
+        out = dx_a if out is None else lax.add(out, dx_a)
+    if out is None:
+        return x, _zero_out(aval_of(x))
+    return x, out
+
+
+def _triangular_solve_transpose(ct, a, b, left_side, lower, transpose_a, conjugate_a,
+                                unit_diagonal):
+    if ad_util.is_undefined_primal(a):
+        raise TypeError("lax.linalg.triangular_solve is linear only in b; cannot transpose "
+                        "with respect to a")
+    if ad_util.is_zero(ct):
+        return [None, ad_util.Zero(b.aval)]
+    ct_b = triangular_solve_p.bind(a, ad_util.instantiate(ct), left_side=left_side, lower=lower,
+                                   transpose_a=not transpose_a, conjugate_a=conjugate_a,
+                                   unit_diagonal=unit_diagonal)
+    return [None, ct_b]
+
+
+triangular_solve_p.def_jvp(_triangular_solve_jvp)
+triangular_solve_p.def_transpose(_triangular_solve_transpose)
+
+def _triangular_solve_batch(args, dims, **params):
+    # A shared (unbatched) triangular matrix with a batched right-hand side: fold the batch
+    # into b's free dimension (columns for left_side, rows otherwise) and solve once.
+    a, b = args
+    da, db = dims
+    if da is None and db is not None:
+        bt = aval_of(b)
+        nd = bt.ndim
+        if params["left_side"]:
+            b = moveaxis(b, db, nd - 2)                 # (..., m, B, n)
+            shp = aval_of(b).shape
+            b2 = lax.reshape(b, shp[:-2] + (shp[-2] * shp[-1],))
+        else:
+            b = moveaxis(b, db, nd - 3)                 # (..., B, m, n)
+            shp = aval_of(b).shape
+            b2 = lax.reshape(b, shp[:-3] + (shp[-3] * shp[-2], shp[-1]))
+        batch = aval_of(b2).shape[:-2]
+        a2 = _broadcast_batch(a, batch)
+        x = triangular_solve_p.bind(a2, b2, **params)
+        out = lax.reshape(x, shp)
+        return out, (nd - 2 if params["left_side"] else nd - 3)
+    a, b = all_to_front(args, dims)
+    return triangular_solve_p.bind(a, b, **params), 0
+
+
+triangular_solve_p.def_batch(_triangular_solve_batch)
 
 
 def triangular_solve(a, b, left_side=False, lower=False, transpose_a=False, conjugate_a=False,
@@ -320,7 +505,6 @@ def triangular_solve(a, b, left_side=False, lower=False, transpose_a=False, conj
     Example:
         >>> x = lax.linalg.triangular_solve(L, b, left_side=True, lower=True)
     """
-    from funcgrad import lax
     a_aval, b_aval = aval_of(a), aval_of(b)
     dt = dtypes.result_type(a_aval.dtype, b_aval.dtype)
     if not dtypes.is_inexact(dt):
@@ -337,7 +521,6 @@ def triangular_solve(a, b, left_side=False, lower=False, transpose_a=False, conj
 
 
 def _broadcast_batch(x, batch):
-    from funcgrad import lax
     aval = aval_of(x)
     if aval.shape[:-2] == batch:
         return x
@@ -421,6 +604,54 @@ def _permutation_from_pivots(piv, piv_aval, perm_aval):
 lu_p.def_lowering(_lu_lowering)
 
 
+def _lu_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    lu_, piv, perm = lu_p.bind(a)
+    outs = [lu_, piv, perm]
+    zeros = [_zero_out(aval_of(piv)), _zero_out(aval_of(perm))]
+    if ad_util.is_zero(da):
+        return outs, [_zero_out(aval_of(lu_))] + zeros
+    aval = aval_of(a)
+    m, n = aval.shape[-2:]
+    k = min(m, n)
+    nb = aval.ndim - 2
+    # P A = L U with L (m, k) unit lower trapezoidal and U (k, n) upper trapezoidal. On the
+    # leading k x k blocks: L1^-1 (P dA)_11 U1^-1 = L1^-1 dL1 + dU1 U1^-1 (strictly lower +
+    # upper parts); the remaining rows of L / columns of U follow from the off-diagonal blocks.
+    pda = _take_rows(da, perm)
+    lu11 = _slice_mat(lu_, 0, k, 0, k)
+    L1 = lax.add(_tri(lu11, lower=True, k=-1), _eye_like(aval.shape[:nb] + (k, k), aval.dtype))
+    U1 = _tri(lu11, lower=False)
+    x = triangular_solve(lu11, _slice_mat(pda, 0, k, 0, k), left_side=True, lower=True,
+                         unit_diagonal=True)
+    x = triangular_solve(lu11, x, left_side=False, lower=False)
+    dL1 = _mm(L1, _tri(x, lower=True, k=-1))
+    dU1 = _mm(_tri(x, lower=False), U1)
+    dlu = lax.add(_tri(dL1, lower=True, k=-1), dU1)
+    if m > n:
+        L2 = _slice_mat(lu_, k, m, 0, k)
+        rhs = lax.sub(_slice_mat(pda, k, m, 0, k), _mm(L2, dU1))
+        dL2 = triangular_solve(lu11, rhs, left_side=False, lower=False)
+        dlu = lax.concatenate([dlu, dL2], nb)
+    elif n > m:
+        U2 = _slice_mat(lu_, 0, k, k, n)
+        rhs = lax.sub(_slice_mat(pda, 0, k, k, n), _mm(dL1, U2))
+        dU2 = triangular_solve(lu11, rhs, left_side=True, lower=True, unit_diagonal=True)
+        dlu = lax.concatenate([dlu, dU2], nb + 1)
+    return outs, [dlu] + zeros
+
+
+def _slice_mat(x, r0, r1, c0, c1):
+    aval = aval_of(x)
+    nb = aval.ndim - 2
+    return lax.slice(x, (0,) * nb + (r0, c0), aval.shape[:nb] + (r1, c1))
+
+
+lu_p.def_jvp(_lu_jvp)
+
+lu_p.def_batch(vectorized_batcher(lu_p))
+
+
 def lu(x):
     """LU decomposition with partial pivoting: ``(lu, pivots, permutation)``.
 
@@ -488,6 +719,35 @@ def _qr_lowering(ctx, a, full_matrices):
 qr_p.def_lowering(_qr_lowering)
 
 
+def _qr_jvp(primals, tangents, full_matrices):
+    (a,), (da,) = primals, tangents
+    q, r = qr_p.bind(a, full_matrices=full_matrices)
+    if ad_util.is_zero(da):
+        return [q, r], [_zero_out(aval_of(q)), _zero_out(aval_of(r))]
+    aval = aval_of(a)
+    m, n = aval.shape[-2:]
+    if m < n or (full_matrices and m > n):
+        raise TypeError(f"lax.linalg.qr: differentiation needs m >= n (and "
+                        f"full_matrices=False when m > n), got {aval.str_short()} with "
+                        f"full_matrices={full_matrices}")
+    dx_rinv = triangular_solve(r, da, left_side=False, lower=False)
+    qt_dx_rinv = _mm(_H(q), dx_rinv)
+    low = _tri(qt_dx_rinv, lower=True, k=-1)
+    do = lax.sub(low, _H(low))
+    if dtypes.is_complex(aval.dtype):
+        im = lax.imag(_diag(qt_dx_rinv))
+        zero = lax.full(aval_of(im).shape, 0, aval_of(im).dtype)
+        do = lax.add(do, _from_diag(lax.complex(zero, im)))
+    dq = lax.add(_mm(q, do), lax.sub(dx_rinv, _mm(q, qt_dx_rinv)))
+    dr = _mm(lax.sub(qt_dx_rinv, do), r)
+    return [q, r], [dq, dr]
+
+
+qr_p.def_jvp(_qr_jvp)
+
+qr_p.def_batch(vectorized_batcher(qr_p))
+
+
 def qr(x, full_matrices=True):
     """QR decomposition ``x = q @ r`` by Householder reflections: returns ``(q, r)``.
 
@@ -525,6 +785,34 @@ def _eigh_lowering(ctx, a, lower):
 
 
 eigh_p.def_lowering(_eigh_lowering)
+
+
+def _safe_reciprocal_offdiag(diffs, eye):
+    """1/diffs off the diagonal, 0 on it (diffs has zeros on its diagonal)."""
+    return lax.sub(lax.div(lax.full(aval_of(eye).shape, 1, aval_of(eye).dtype),
+                           lax.add(diffs, eye)), eye)
+
+
+def _eigh_jvp(primals, tangents, lower):
+    (a,), (da,) = primals, tangents
+    v, w = eigh_p.bind(a, lower=lower)
+    if ad_util.is_zero(da):
+        return [v, w], [_zero_out(aval_of(v)), _zero_out(aval_of(w))]
+    vaval = aval_of(v)
+    shape, dt = vaval.shape, vaval.dtype
+    wr = _to(w, dt)
+    diffs = lax.sub(_row(wr, shape), _col(wr, shape))        # w_j - w_i
+    eye = _eye_like(shape, dt)
+    F = _safe_reciprocal_offdiag(diffs, eye)
+    vdv = _mm(_H(v), _mm(da, v))
+    dv = _mm(v, lax.mul(F, vdv))
+    dw = _real(_diag(vdv))
+    return [v, w], [dv, dw]
+
+
+eigh_p.def_jvp(_eigh_jvp)
+
+eigh_p.def_batch(vectorized_batcher(eigh_p))
 
 
 def eigh(x, lower=True, symmetrize_input=True):
@@ -608,6 +896,58 @@ def _svd_empty(aval, outs, compute_uv):
 
 
 svd_p.def_lowering(_svd_lowering)
+
+
+def _svd_jvp(primals, tangents, full_matrices, compute_uv):
+    (a,), (da,) = primals, tangents
+    outs = svd_p.bind(a, full_matrices=full_matrices, compute_uv=compute_uv)
+    if ad_util.is_zero(da):
+        return outs, [_zero_out(aval_of(o)) for o in outs]
+    aval = aval_of(a)
+    m, n = aval.shape[-2:]
+    if compute_uv and full_matrices and m != n:
+        raise TypeError(f"lax.linalg.svd: differentiating u and vt needs "
+                        f"full_matrices=False for non-square {aval.str_short()}")
+    s, u, vt = svd_p.bind(a, full_matrices=False, compute_uv=True)
+    v = _H(vt)
+    dS = _mm(_H(u), _mm(da, v))
+    ds = _real(_diag(dS))
+    if not compute_uv:
+        return outs, [ds]
+    k = min(m, n)
+    dt = aval.dtype
+    kshape = aval.shape[:-2] + (k, k)
+    sr = aval_of(s).dtype
+    s_row = _row(s, kshape[:-2] + (k, k))
+    s_col = _col(s, kshape[:-2] + (k, k))
+    eye_r = _eye_like(kshape, sr)
+    F = _safe_reciprocal_offdiag(lax.mul(lax.add(s_row, s_col), lax.sub(s_row, s_col)), eye_r)
+    F = _to(F, dt)
+    dSS = lax.mul(_to(s_row, dt), dS)          # dS scaled by s along columns
+    SdS = lax.mul(_to(s_col, dt), dS)          # dS scaled by s along rows
+    zero_s = _to(lax.eq(s, lax.full(aval_of(s).shape, 0, sr)), sr)
+    s_inv = lax.sub(lax.div(lax.full(aval_of(s).shape, 1, sr), lax.add(s, zero_s)), zero_s)
+    du_inner = lax.mul(F, lax.add(dSS, _H(dSS)))
+    if dtypes.is_complex(dt):
+        half = lax.full(kshape, 0.5, dt)
+        du_inner = lax.add(du_inner, lax.mul(lax.mul(half, lax.sub(dS, _H(dS))),
+                                             _from_diag(s_inv, dt)))
+    du = _mm(u, du_inner)
+    dv = _mm(v, lax.mul(F, lax.add(SdS, _H(SdS))))
+    if m > n:
+        dav = _mm(da, v)
+        du = lax.add(du, lax.div(lax.sub(dav, _mm(u, _mm(_H(u), dav))),
+                                 _to(_row(s, aval_of(dav).shape), dt)))
+    if n > m:
+        dahu = _mm(_H(da), u)
+        dv = lax.add(dv, lax.div(lax.sub(dahu, _mm(v, _mm(vt, dahu))),
+                                 _to(_row(s, aval_of(dahu).shape), dt)))
+    return [s, u, vt], [ds, du, _H(dv)]
+
+
+svd_p.def_jvp(_svd_jvp)
+
+svd_p.def_batch(vectorized_batcher(svd_p))
 
 
 def svd(x, full_matrices=True, compute_uv=True):
@@ -703,7 +1043,6 @@ def _left_from_right(v):
     """Left eigenvectors from the right ones ``v`` (columns): ``inv(v) @ a == w * inv(v)``, so
     the conjugated rows of ``inv(v)`` are left eigenvectors. Each is scaled to unit 2-norm with
     its largest component real and positive (LAPACK's geev makes it real)."""
-    lax = _lax()
     aval = aval_of(v)
     col_axis = aval.ndim - 2
     vl = _H(solve(v, _eye_like(aval.shape, aval.dtype)))
@@ -721,7 +1060,6 @@ def _left_from_right(v):
 
 def _lower_lax(ctx, fn, args, avals):
     """Lower ``fn`` (funcgrad.lax code returning a list) on MLIR values ``args`` of ``avals``."""
-    from funcgrad.core.staging import trace_to_jaxpr
     closed, _ = trace_to_jaxpr(fn, list(avals))
     consts = [_hlo.constant(np.asarray(c), aval_of(c).dtype) for c in closed.consts]
     return ctx.lower_jaxpr(closed.jaxpr, consts, list(args))
@@ -730,7 +1068,6 @@ def _lower_lax(ctx, fn, args, avals):
 def _unpack_conjugate_pairs(w, v):
     """Complex eigenvectors from LAPACK's real packing: for a pair w_j, w_j+1 = conj(w_j),
     v_j = v[:, j] + i v[:, j+1] and v_j+1 = v[:, j] - i v[:, j+1]; real w_j keep v[:, j]."""
-    lax = _lax()
     shape = aval_of(v).shape
     nd = len(shape)
     wi = lax.imag(w)
@@ -754,361 +1091,15 @@ def _unpack_conjugate_pairs(w, v):
 eig_p.def_lowering(_eig_lowering)
 
 
-def eig(x, compute_left_eigenvectors=True, compute_right_eigenvectors=True):
-    """Eigendecomposition of a general square matrix: ``[w, vl?, vr?]``, complex.
-
-    Right eigenvectors satisfy ``x @ vr == vr * w``; left ones ``vl^H @ x == w[:, None] * vl^H``;
-    each has unit 2-norm. On CUDA, cuSOLVER's ``geev`` computes right eigenvectors only, and
-    the left ones come from ``inv(vr)`` (unit norm, largest component real and positive): skip
-    them with ``compute_left_eigenvectors=False`` when only ``vr`` is needed.
-
-    Example:
-        >>> w, vl, vr = lax.linalg.eig(a)
-    """
-    return eig_p.bind(x, compute_left_eigenvectors=bool(compute_left_eigenvectors),
-                      compute_right_eigenvectors=bool(compute_right_eigenvectors))
-
-
-# --- helpers for the rules (written with funcgrad.lax, so they work under every transform) ---
-def _lax():
-    from funcgrad import lax
-    return lax
-
-
-def _mm(a, b):
-    """Batched matrix product of ``a`` (..., m, k) and ``b`` (..., k, n) with equal batch dims."""
-    lax = _lax()
-    nd = aval_of(a).ndim
-    batch = tuple(range(nd - 2))
-    return lax.dot_general(a, b, (((nd - 1,), (nd - 2,)), (batch, batch)))
-
-
-def _H(x):
-    """Conjugate transpose of the trailing two dims."""
-    x = _mT(x)
-    return _lax().conj(x) if dtypes.is_complex(aval_of(x).dtype) else x
-
-
-def _tri(x, lower, k=0):
-    """``tril(x, k)`` (``lower``) or ``triu(x, k)`` of the trailing two dims."""
-    lax = _lax()
-    aval = aval_of(x)
-    rows = lax.broadcasted_iota(np.int32, aval.shape, aval.ndim - 2)
-    cols = lax.broadcasted_iota(np.int32, aval.shape, aval.ndim - 1)
-    diff = lax.sub(cols, rows)
-    mask = lax.le(diff, lax.full(aval.shape, k, np.int32)) if lower else \
-        lax.ge(diff, lax.full(aval.shape, k, np.int32))
-    return lax.select(mask, x, lax.full(aval.shape, 0, aval.dtype))
-
-
-def _eye_like(shape, dtype):
-    lax = _lax()
-    rows = lax.broadcasted_iota(np.int32, shape, len(shape) - 2)
-    cols = lax.broadcasted_iota(np.int32, shape, len(shape) - 1)
-    return lax.convert_element_type(lax.eq(rows, cols), dtype)
-
-
-def _diag(x):
-    """The diagonal of the trailing square dims: (..., n, n) -> (..., n)."""
-    lax = _lax()
-    aval = aval_of(x)
-    return lax.reduce_sum(lax.mul(x, _eye_like(aval.shape, aval.dtype)), (aval.ndim - 1,))
-
-
-def _from_diag(d, dtype=None):
-    """A diagonal matrix with ``d`` (..., n) on its diagonal."""
-    lax = _lax()
-    aval = aval_of(d)
-    shape = aval.shape + aval.shape[-1:]
-    dtype = dtype or aval.dtype
-    d = lax.convert_element_type(d, dtype)
-    return lax.mul(lax.broadcast_in_dim(d, shape, tuple(range(aval.ndim - 1)) + (aval.ndim,)),
-                   _eye_like(shape, dtype))
-
-
-def _row(v, shape):
-    """``v`` (..., n) broadcast as a row over matrices of ``shape`` (..., m, n)."""
-    nd = aval_of(v).ndim
-    return _lax().broadcast_in_dim(v, shape, tuple(range(nd - 1)) + (nd,))
-
-
-def _col(v, shape):
-    """``v`` (..., m) broadcast as a column over matrices of ``shape`` (..., m, n)."""
-    nd = aval_of(v).ndim
-    return _lax().broadcast_in_dim(v, shape, tuple(range(nd)))
-
-
-def _real(x):
-    return _lax().real(x) if dtypes.is_complex(aval_of(x).dtype) else x
-
-
-def _to(x, dtype):
-    return _lax().convert_element_type(x, dtype)
-
-
-def _ad():
-    from funcgrad.core import ad_util
-    return ad_util
-
-
-def _zero_out(aval):
-    ad = _ad()
-    return ad.Zero(ad.tangent_aval(aval))
-
-
-def solve(a, b):
-    """Solve ``a @ x = b`` for square ``a`` (..., n, n) and ``b`` (..., n, k) by LU.
-
-    Example:
-        >>> x = lax.linalg.solve(a, b)
-    """
-    lu_, _, perm = lu(a)
-    pb = _take_rows(b, perm)
-    y = triangular_solve(lu_, pb, left_side=True, lower=True, unit_diagonal=True)
-    return triangular_solve(lu_, y, left_side=True, lower=False)
-
-
-def _take_rows(b, perm):
-    """``b[..., perm, :]`` for a batched permutation (a one-hot matmul: differentiable in b)."""
-    lax = _lax()
-    bt = aval_of(b)
-    n = bt.shape[-2]
-    shape = bt.shape[:-2] + (n, n)
-    p = lax.broadcast_in_dim(perm, shape, tuple(range(bt.ndim - 1)))
-    cols = lax.broadcasted_iota(np.int32, shape, bt.ndim - 1)
-    onehot = _to(lax.eq(p, cols), bt.dtype)
-    return _mm(onehot, b)
-
-
-# --- jvp and transpose rules ----------------------------------------------------------------
-def _cholesky_jvp(primals, tangents):
-    (a,), (da,) = primals, tangents
-    L = cholesky_p.bind(a)
-    if _ad().is_zero(da):
-        return L, _zero_out(aval_of(L))
-    # dL = L Phi(L^-1 dA L^-H), Phi = lower triangle with half the diagonal.
-    tmp = triangular_solve(L, da, left_side=True, lower=True)
-    x = triangular_solve(L, tmp, left_side=False, lower=True, transpose_a=True,
-                         conjugate_a=True)
-    lax = _lax()
-    aval = aval_of(x)
-    half = lax.mul(_eye_like(aval.shape, aval.dtype), lax.full(aval.shape, 0.5, aval.dtype))
-    phi = lax.sub(_tri(x, lower=True), lax.mul(x, half))
-    return L, _mm(L, phi)
-
-
-cholesky_p.def_jvp(_cholesky_jvp)
-
-
-def _triangular_solve_jvp(primals, tangents, left_side, lower, transpose_a, conjugate_a,
-                          unit_diagonal):
-    a, b = primals
-    da, db = tangents
-    ad = _ad()
-    params = dict(left_side=left_side, lower=lower, transpose_a=transpose_a,
-                  conjugate_a=conjugate_a, unit_diagonal=unit_diagonal)
-    x = triangular_solve_p.bind(a, b, **params)
-    out = None
-    if not ad.is_zero(db):
-        out = triangular_solve_p.bind(a, db, **params)
-    if not ad.is_zero(da):
-        lax = _lax()
-        da = _tri(da, lower, k=-1 if unit_diagonal else 0) if lower else \
-            _tri(da, lower, k=1 if unit_diagonal else 0)
-        if transpose_a:
-            da = _H(da) if conjugate_a else _mT(da)
-        elif conjugate_a and dtypes.is_complex(aval_of(da).dtype):
-            da = lax.conj(da)
-        t = _mm(da, x) if left_side else _mm(x, da)
-        dx_a = lax.neg(triangular_solve_p.bind(a, t, **params))
-        out = dx_a if out is None else lax.add(out, dx_a)
-    if out is None:
-        return x, _zero_out(aval_of(x))
-    return x, out
-
-
-def _triangular_solve_transpose(ct, a, b, left_side, lower, transpose_a, conjugate_a,
-                                unit_diagonal):
-    ad = _ad()
-    if ad.is_undefined_primal(a):
-        raise TypeError("lax.linalg.triangular_solve is linear only in b; cannot transpose "
-                        "with respect to a")
-    if ad.is_zero(ct):
-        return [None, ad.Zero(b.aval)]
-    ct_b = triangular_solve_p.bind(a, ad.instantiate(ct), left_side=left_side, lower=lower,
-                                   transpose_a=not transpose_a, conjugate_a=conjugate_a,
-                                   unit_diagonal=unit_diagonal)
-    return [None, ct_b]
-
-
-triangular_solve_p.def_jvp(_triangular_solve_jvp)
-triangular_solve_p.def_transpose(_triangular_solve_transpose)
-
-
-def _lu_jvp(primals, tangents):
-    (a,), (da,) = primals, tangents
-    lu_, piv, perm = lu_p.bind(a)
-    outs = [lu_, piv, perm]
-    zeros = [_zero_out(aval_of(piv)), _zero_out(aval_of(perm))]
-    if _ad().is_zero(da):
-        return outs, [_zero_out(aval_of(lu_))] + zeros
-    aval = aval_of(a)
-    m, n = aval.shape[-2:]
-    k = min(m, n)
-    lax = _lax()
-    nb = aval.ndim - 2
-    # P A = L U with L (m, k) unit lower trapezoidal and U (k, n) upper trapezoidal. On the
-    # leading k x k blocks: L1^-1 (P dA)_11 U1^-1 = L1^-1 dL1 + dU1 U1^-1 (strictly lower +
-    # upper parts); the remaining rows of L / columns of U follow from the off-diagonal blocks.
-    pda = _take_rows(da, perm)
-    lu11 = _slice_mat(lu_, 0, k, 0, k)
-    L1 = lax.add(_tri(lu11, lower=True, k=-1), _eye_like(aval.shape[:nb] + (k, k), aval.dtype))
-    U1 = _tri(lu11, lower=False)
-    x = triangular_solve(lu11, _slice_mat(pda, 0, k, 0, k), left_side=True, lower=True,
-                         unit_diagonal=True)
-    x = triangular_solve(lu11, x, left_side=False, lower=False)
-    dL1 = _mm(L1, _tri(x, lower=True, k=-1))
-    dU1 = _mm(_tri(x, lower=False), U1)
-    dlu = lax.add(_tri(dL1, lower=True, k=-1), dU1)
-    if m > n:
-        L2 = _slice_mat(lu_, k, m, 0, k)
-        rhs = lax.sub(_slice_mat(pda, k, m, 0, k), _mm(L2, dU1))
-        dL2 = triangular_solve(lu11, rhs, left_side=False, lower=False)
-        dlu = lax.concatenate([dlu, dL2], nb)
-    elif n > m:
-        U2 = _slice_mat(lu_, 0, k, k, n)
-        rhs = lax.sub(_slice_mat(pda, 0, k, k, n), _mm(dL1, U2))
-        dU2 = triangular_solve(lu11, rhs, left_side=True, lower=True, unit_diagonal=True)
-        dlu = lax.concatenate([dlu, dU2], nb + 1)
-    return outs, [dlu] + zeros
-
-
-def _slice_mat(x, r0, r1, c0, c1):
-    aval = aval_of(x)
-    nb = aval.ndim - 2
-    return _lax().slice(x, (0,) * nb + (r0, c0), aval.shape[:nb] + (r1, c1))
-
-
-lu_p.def_jvp(_lu_jvp)
-
-
-def _qr_jvp(primals, tangents, full_matrices):
-    (a,), (da,) = primals, tangents
-    q, r = qr_p.bind(a, full_matrices=full_matrices)
-    if _ad().is_zero(da):
-        return [q, r], [_zero_out(aval_of(q)), _zero_out(aval_of(r))]
-    aval = aval_of(a)
-    m, n = aval.shape[-2:]
-    if m < n or (full_matrices and m > n):
-        raise TypeError(f"lax.linalg.qr: differentiation needs m >= n (and "
-                        f"full_matrices=False when m > n), got {aval.str_short()} with "
-                        f"full_matrices={full_matrices}")
-    lax = _lax()
-    dx_rinv = triangular_solve(r, da, left_side=False, lower=False)
-    qt_dx_rinv = _mm(_H(q), dx_rinv)
-    low = _tri(qt_dx_rinv, lower=True, k=-1)
-    do = lax.sub(low, _H(low))
-    if dtypes.is_complex(aval.dtype):
-        im = lax.imag(_diag(qt_dx_rinv))
-        zero = lax.full(aval_of(im).shape, 0, aval_of(im).dtype)
-        do = lax.add(do, _from_diag(lax.complex(zero, im)))
-    dq = lax.add(_mm(q, do), lax.sub(dx_rinv, _mm(q, qt_dx_rinv)))
-    dr = _mm(lax.sub(qt_dx_rinv, do), r)
-    return [q, r], [dq, dr]
-
-
-qr_p.def_jvp(_qr_jvp)
-
-
-def _safe_reciprocal_offdiag(diffs, eye):
-    """1/diffs off the diagonal, 0 on it (diffs has zeros on its diagonal)."""
-    lax = _lax()
-    return lax.sub(lax.div(lax.full(aval_of(eye).shape, 1, aval_of(eye).dtype),
-                           lax.add(diffs, eye)), eye)
-
-
-def _eigh_jvp(primals, tangents, lower):
-    (a,), (da,) = primals, tangents
-    v, w = eigh_p.bind(a, lower=lower)
-    if _ad().is_zero(da):
-        return [v, w], [_zero_out(aval_of(v)), _zero_out(aval_of(w))]
-    lax = _lax()
-    vaval = aval_of(v)
-    shape, dt = vaval.shape, vaval.dtype
-    wr = _to(w, dt)
-    diffs = lax.sub(_row(wr, shape), _col(wr, shape))        # w_j - w_i
-    eye = _eye_like(shape, dt)
-    F = _safe_reciprocal_offdiag(diffs, eye)
-    vdv = _mm(_H(v), _mm(da, v))
-    dv = _mm(v, lax.mul(F, vdv))
-    dw = _real(_diag(vdv))
-    return [v, w], [dv, dw]
-
-
-eigh_p.def_jvp(_eigh_jvp)
-
-
-def _svd_jvp(primals, tangents, full_matrices, compute_uv):
-    (a,), (da,) = primals, tangents
-    outs = svd_p.bind(a, full_matrices=full_matrices, compute_uv=compute_uv)
-    if _ad().is_zero(da):
-        return outs, [_zero_out(aval_of(o)) for o in outs]
-    aval = aval_of(a)
-    m, n = aval.shape[-2:]
-    lax = _lax()
-    if compute_uv and full_matrices and m != n:
-        raise TypeError(f"lax.linalg.svd: differentiating u and vt needs "
-                        f"full_matrices=False for non-square {aval.str_short()}")
-    s, u, vt = svd_p.bind(a, full_matrices=False, compute_uv=True)
-    v = _H(vt)
-    dS = _mm(_H(u), _mm(da, v))
-    ds = _real(_diag(dS))
-    if not compute_uv:
-        return outs, [ds]
-    k = min(m, n)
-    dt = aval.dtype
-    kshape = aval.shape[:-2] + (k, k)
-    sr = aval_of(s).dtype
-    s_row = _row(s, kshape[:-2] + (k, k))
-    s_col = _col(s, kshape[:-2] + (k, k))
-    eye_r = _eye_like(kshape, sr)
-    F = _safe_reciprocal_offdiag(lax.mul(lax.add(s_row, s_col), lax.sub(s_row, s_col)), eye_r)
-    F = _to(F, dt)
-    dSS = lax.mul(_to(s_row, dt), dS)          # dS scaled by s along columns
-    SdS = lax.mul(_to(s_col, dt), dS)          # dS scaled by s along rows
-    zero_s = _to(lax.eq(s, lax.full(aval_of(s).shape, 0, sr)), sr)
-    s_inv = lax.sub(lax.div(lax.full(aval_of(s).shape, 1, sr), lax.add(s, zero_s)), zero_s)
-    du_inner = lax.mul(F, lax.add(dSS, _H(dSS)))
-    if dtypes.is_complex(dt):
-        half = lax.full(kshape, 0.5, dt)
-        du_inner = lax.add(du_inner, lax.mul(lax.mul(half, lax.sub(dS, _H(dS))),
-                                             _from_diag(s_inv, dt)))
-    du = _mm(u, du_inner)
-    dv = _mm(v, lax.mul(F, lax.add(SdS, _H(SdS))))
-    if m > n:
-        dav = _mm(da, v)
-        du = lax.add(du, lax.div(lax.sub(dav, _mm(u, _mm(_H(u), dav))),
-                                 _to(_row(s, aval_of(dav).shape), dt)))
-    if n > m:
-        dahu = _mm(_H(da), u)
-        dv = lax.add(dv, lax.div(lax.sub(dahu, _mm(v, _mm(vt, dahu))),
-                                 _to(_row(s, aval_of(dahu).shape), dt)))
-    return [s, u, vt], [ds, du, _H(dv)]
-
-
-svd_p.def_jvp(_svd_jvp)
-
-
 def _eig_jvp(primals, tangents, compute_left_eigenvectors, compute_right_eigenvectors):
     (a,), (da,) = primals, tangents
     outs = eig_p.bind(a, compute_left_eigenvectors=compute_left_eigenvectors,
                       compute_right_eigenvectors=compute_right_eigenvectors)
-    if _ad().is_zero(da):
+    if ad_util.is_zero(da):
         return outs, [_zero_out(aval_of(o)) for o in outs]
     if compute_left_eigenvectors:
         raise TypeError("lax.linalg.eig: differentiation of left eigenvectors is not "
                         "supported; use compute_left_eigenvectors=False")
-    lax = _lax()
     w, vr = eig_p.bind(a, compute_left_eigenvectors=False, compute_right_eigenvectors=True)
     cdt = aval_of(w).dtype
     da_c = _to(da, cdt)
@@ -1128,46 +1119,22 @@ def _eig_jvp(primals, tangents, compute_left_eigenvectors, compute_right_eigenve
 
 eig_p.def_jvp(_eig_jvp)
 
-
-# --- batching rules -------------------------------------------------------------------------
-def _def_vectorized_batch(*prims):
-    # Every LAPACK kernel loops over leading batch dims: move the vmapped axis to the front.
-    from funcgrad.core.batching_util import vectorized_batcher
-    for p in prims:
-        p.def_batch(vectorized_batcher(p))
+eig_p.def_batch(vectorized_batcher(eig_p))
 
 
-_def_vectorized_batch(cholesky_p, triangular_solve_p, lu_p, qr_p, eigh_p, svd_p, eig_p)
+def eig(x, compute_left_eigenvectors=True, compute_right_eigenvectors=True):
+    """Eigendecomposition of a general square matrix: ``[w, vl?, vr?]``, complex.
 
+    Right eigenvectors satisfy ``x @ vr == vr * w``; left ones ``vl^H @ x == w[:, None] * vl^H``;
+    each has unit 2-norm. On CUDA, cuSOLVER's ``geev`` computes right eigenvectors only, and
+    the left ones come from ``inv(vr)`` (unit norm, largest component real and positive): skip
+    them with ``compute_left_eigenvectors=False`` when only ``vr`` is needed.
 
-def _triangular_solve_batch(args, dims, **params):
-    # A shared (unbatched) triangular matrix with a batched right-hand side: fold the batch
-    # into b's free dimension (columns for left_side, rows otherwise) and solve once.
-    from funcgrad.core.batching_util import all_to_front, moveaxis
-    a, b = args
-    da, db = dims
-    if da is None and db is not None:
-        lax = _lax()
-        bt = aval_of(b)
-        nd = bt.ndim
-        if params["left_side"]:
-            b = moveaxis(b, db, nd - 2)                 # (..., m, B, n)
-            shp = aval_of(b).shape
-            b2 = lax.reshape(b, shp[:-2] + (shp[-2] * shp[-1],))
-        else:
-            b = moveaxis(b, db, nd - 3)                 # (..., B, m, n)
-            shp = aval_of(b).shape
-            b2 = lax.reshape(b, shp[:-3] + (shp[-3] * shp[-2], shp[-1]))
-        batch = aval_of(b2).shape[:-2]
-        a2 = _broadcast_batch(a, batch)
-        x = triangular_solve_p.bind(a2, b2, **params)
-        out = lax.reshape(x, shp)
-        return out, (nd - 2 if params["left_side"] else nd - 3)
-    a, b = all_to_front(args, dims)
-    return triangular_solve_p.bind(a, b, **params), 0
-
-
-triangular_solve_p.def_batch(_triangular_solve_batch)
+    Example:
+        >>> w, vl, vr = lax.linalg.eig(a)
+    """
+    return eig_p.bind(x, compute_left_eigenvectors=bool(compute_left_eigenvectors),
+                      compute_right_eigenvectors=bool(compute_right_eigenvectors))
 
 
 # --- pivots -> permutation (a lax-level function: works under every transformation) --------
@@ -1179,7 +1146,6 @@ def lu_pivots_to_permutation(pivots, permutation_size):
         >>> lu, piv, perm = lax.linalg.lu(a)
         >>> lax.linalg.lu_pivots_to_permutation(piv, a.shape[-2])   # == perm
     """
-    lax = _lax()
     if not isinstance(pivots, Value):
         pivots = np.asarray(pivots)
     pivots = lax.convert_element_type(pivots, np.int32)
