@@ -9,6 +9,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
 from funcgrad.core import dtypes
+from funcgrad.core.avals import ShapedArray
 
 
 def element_type(dtype):
@@ -122,7 +123,6 @@ def cumulative(x, aval, axis, reverse, init_value, combine):
     """Inclusive scan of ``x`` along ``axis`` as one reduce-window whose window covers the
     whole axis (padded on the side the scan comes from); ``combine(a, b)`` builds the scalar
     combination of the region."""
-    from funcgrad.core.avals import ShapedArray
     n = aval.shape[axis]
     window = [1] * aval.ndim
     window[axis] = max(n, 1)

@@ -1,5 +1,6 @@
 """Primitives that exist for differentiation: ``stop_gradient``."""
 from funcgrad import tree_util
+from funcgrad.core import interpreters
 from funcgrad.core.ad_util import Zero, tangent_aval
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import aval_of
@@ -28,7 +29,6 @@ def stop_gradient(x):
         >>> funcgrad.grad(lambda x: x * lax.stop_gradient(x))(3.0)     # 3.0, not 6.0
     """
     def stop(leaf):
-        from funcgrad.core import interpreters
         if interpreters.is_eager() and not isinstance(
                 leaf, interpreters.Tracer):
             return leaf

@@ -3,11 +3,14 @@ import numpy as np
 from jaxlib.mlir.dialects import stablehlo
 
 from funcgrad.core import dtypes
+from funcgrad.core.ad_util import Zero, add_tangents, is_undefined_primal, tangent_aval
 from funcgrad.core.avals import ShapedArray
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import aval_of
 from funcgrad.lax import _hlo
+from funcgrad.lax.elementwise import convert_element_type
 from funcgrad.lax.precision import canonicalize_precision, precision_config
+from funcgrad.lax.shapes import transpose
 
 dot_general_p = Primitive("dot_general")
 
@@ -75,38 +78,80 @@ def _widen_int_operands(ctx, lhs_contracting, preferred_element_type):
 dot_general_p.def_lowering(_dot_general_lowering)
 
 
-def _canonical_dnums(dimension_numbers):
+def _dot_general_jvp(primals, tangents, dimension_numbers, precision=None,
+                     preferred_element_type=None):
+    lhs, rhs = primals
+    tl, tr = tangents
+    params = dict(dimension_numbers=dimension_numbers, precision=precision,
+                  preferred_element_type=preferred_element_type)
+    out = dot_general_p.bind(lhs, rhs, **params)
+    t = Zero(tangent_aval(aval_of(out)))
+    if not dtypes.is_inexact(aval_of(out).dtype):
+        return out, t
+    if type(tl) is not Zero:
+        t = dot_general_p.bind(tl, rhs, **params)
+    if type(tr) is not Zero:
+        t = add_tangents(t, dot_general_p.bind(lhs, tr, **params))
+    return out, t
+
+
+def _dot_transpose_lhs(ct, lhs_aval, rhs, dimension_numbers, precision):
+    """The cotangent of lhs of ``dot_general(lhs, rhs)`` given the output cotangent ``ct``."""
     (lc, rc), (lb, rb) = dimension_numbers
-    return ((tuple(int(d) for d in lc), tuple(int(d) for d in rc)),
-            (tuple(int(d) for d in lb), tuple(int(d) for d in rb)))
+    rhs_aval = aval_of(rhs)
+    nb = len(lb)
+    lhs_free = [i for i in range(lhs_aval.ndim) if i not in lc and i not in lb]
+    rhs_free = [i for i in range(rhs_aval.ndim) if i not in rc and i not in rb]
+    ct_rhs_free = tuple(range(nb + len(lhs_free), nb + len(lhs_free) + len(rhs_free)))
+    if aval_of(ct).dtype != rhs_aval.dtype:
+        ct = convert_element_type(ct, rhs_aval.dtype)
+    out = dot_general_p.bind(ct, rhs, dimension_numbers=(
+        (ct_rhs_free, tuple(rhs_free)), (tuple(range(nb)), tuple(rb))), precision=precision,
+        preferred_element_type=None)
+    src = list(lb) + lhs_free + [lc[list(rc).index(r)] for r in sorted(rc)]
+    perm = tuple(int(p) for p in np.argsort(src))
+    out = transpose(out, perm)
+    if aval_of(out).dtype != lhs_aval.dtype:
+        out = convert_element_type(out, lhs_aval.dtype)
+    return out
 
 
-def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
-    """Contract ``lhs`` and ``rhs``: ``dimension_numbers = ((lhs_contract, rhs_contract),
-    (lhs_batch, rhs_batch))``. The result axes are batch, then lhs free, then rhs free.
-    ``precision`` (see ``lax.Precision``) matters on GPU/TPU only; None follows
-    ``funcgrad.config.default_matmul_precision``.
-
-    Example:
-        >>> lax.dot_general(a, b, (((1,), (0,)), ((), ())))   # a @ b for matrices
-    """
-    pet = dtypes.canonicalize(preferred_element_type) if preferred_element_type else None
-    return dot_general_p.bind(lhs, rhs, dimension_numbers=_canonical_dnums(dimension_numbers),
-                              precision=canonicalize_precision(precision, "lax.dot_general"),
-                              preferred_element_type=pet)
-
-
-def dot(lhs, rhs, precision=None, preferred_element_type=None):
-    """Vector/matrix product of rank-1 or rank-2 operands. Example: ``lax.dot(a, b)``."""
-    la, ra = aval_of(lhs), aval_of(rhs)
-    if la.ndim not in (1, 2) or ra.ndim not in (1, 2):
-        raise TypeError(f"lax.dot: expects rank-1 or rank-2 operands, got {la.str_short()} and "
-                        f"{ra.str_short()}; use dot_general or funcgrad.numpy.matmul")
-    return dot_general(lhs, rhs, (((la.ndim - 1,), (0,)), ((), ())), precision=precision,
-                       preferred_element_type=preferred_element_type)
+def _dot_transpose_rhs(ct, lhs, rhs_aval, dimension_numbers, precision):
+    (lc, rc), (lb, rb) = dimension_numbers
+    lhs_aval = aval_of(lhs)
+    nb = len(lb)
+    lhs_free = [i for i in range(lhs_aval.ndim) if i not in lc and i not in lb]
+    rhs_free = [i for i in range(rhs_aval.ndim) if i not in rc and i not in rb]
+    ct_lhs_free = tuple(range(nb, nb + len(lhs_free)))
+    if aval_of(ct).dtype != lhs_aval.dtype:
+        ct = convert_element_type(ct, lhs_aval.dtype)
+    out = dot_general_p.bind(lhs, ct, dimension_numbers=(
+        (tuple(lhs_free), ct_lhs_free), (tuple(lb), tuple(range(nb)))), precision=precision,
+        preferred_element_type=None)
+    src = list(rb) + [rc[list(lc).index(l)] for l in sorted(lc)] + rhs_free
+    perm = tuple(int(p) for p in np.argsort(src))
+    out = transpose(out, perm)
+    if aval_of(out).dtype != rhs_aval.dtype:
+        out = convert_element_type(out, rhs_aval.dtype)
+    return out
 
 
-# --- batching rules ---
+def _dot_general_transpose(ct, lhs, rhs, dimension_numbers, precision=None,
+                           preferred_element_type=None):
+    if is_undefined_primal(lhs) and is_undefined_primal(rhs):
+        raise TypeError("transpose of dot_general: both operands are linear")
+    if is_undefined_primal(lhs):
+        return [Zero(lhs.aval) if type(ct) is Zero else
+                _dot_transpose_lhs(ct, lhs.aval, rhs, dimension_numbers, precision), None]
+    return [None, Zero(rhs.aval) if type(ct) is Zero else
+            _dot_transpose_rhs(ct, lhs, rhs.aval, dimension_numbers, precision)]
+
+
+dot_general_p.def_jvp(_dot_general_jvp)
+dot_general_p.def_transpose(_dot_general_transpose)
+
+
+# vmap's axis becomes a batch or free dimension of the product
 def _dot_general_batch(args, dims, dimension_numbers, precision=None,
                        preferred_element_type=None):
     """Fold vmap's axis into dot_general itself: a batch dimension when both operands are
@@ -140,82 +185,32 @@ def _dot_general_batch(args, dims, dimension_numbers, precision=None,
 dot_general_p.def_batch(_dot_general_batch)
 
 
-# --- jvp and transpose rules ---------------------------------------------------------------------
-def _dot_transpose_lhs(ct, lhs_aval, rhs, dimension_numbers, precision):
-    """The cotangent of lhs of ``dot_general(lhs, rhs)`` given the output cotangent ``ct``."""
-    from funcgrad.lax.elementwise import convert_element_type
-    from funcgrad.lax.shapes import transpose
+def _canonical_dnums(dimension_numbers):
     (lc, rc), (lb, rb) = dimension_numbers
-    rhs_aval = aval_of(rhs)
-    nb = len(lb)
-    lhs_free = [i for i in range(lhs_aval.ndim) if i not in lc and i not in lb]
-    rhs_free = [i for i in range(rhs_aval.ndim) if i not in rc and i not in rb]
-    ct_rhs_free = tuple(range(nb + len(lhs_free), nb + len(lhs_free) + len(rhs_free)))
-    if aval_of(ct).dtype != rhs_aval.dtype:
-        ct = convert_element_type(ct, rhs_aval.dtype)
-    out = dot_general_p.bind(ct, rhs, dimension_numbers=(
-        (ct_rhs_free, tuple(rhs_free)), (tuple(range(nb)), tuple(rb))), precision=precision,
-        preferred_element_type=None)
-    src = list(lb) + lhs_free + [lc[list(rc).index(r)] for r in sorted(rc)]
-    perm = tuple(int(p) for p in np.argsort(src))
-    out = transpose(out, perm)
-    if aval_of(out).dtype != lhs_aval.dtype:
-        out = convert_element_type(out, lhs_aval.dtype)
-    return out
+    return ((tuple(int(d) for d in lc), tuple(int(d) for d in rc)),
+            (tuple(int(d) for d in lb), tuple(int(d) for d in rb)))
 
 
-def _dot_transpose_rhs(ct, lhs, rhs_aval, dimension_numbers, precision):
-    from funcgrad.lax.elementwise import convert_element_type
-    from funcgrad.lax.shapes import transpose
-    (lc, rc), (lb, rb) = dimension_numbers
-    lhs_aval = aval_of(lhs)
-    nb = len(lb)
-    lhs_free = [i for i in range(lhs_aval.ndim) if i not in lc and i not in lb]
-    rhs_free = [i for i in range(rhs_aval.ndim) if i not in rc and i not in rb]
-    ct_lhs_free = tuple(range(nb, nb + len(lhs_free)))
-    if aval_of(ct).dtype != lhs_aval.dtype:
-        ct = convert_element_type(ct, lhs_aval.dtype)
-    out = dot_general_p.bind(lhs, ct, dimension_numbers=(
-        (tuple(lhs_free), ct_lhs_free), (tuple(lb), tuple(range(nb)))), precision=precision,
-        preferred_element_type=None)
-    src = list(rb) + [rc[list(lc).index(l)] for l in sorted(lc)] + rhs_free
-    perm = tuple(int(p) for p in np.argsort(src))
-    out = transpose(out, perm)
-    if aval_of(out).dtype != rhs_aval.dtype:
-        out = convert_element_type(out, rhs_aval.dtype)
-    return out
+def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
+    """Contract ``lhs`` and ``rhs``: ``dimension_numbers = ((lhs_contract, rhs_contract),
+    (lhs_batch, rhs_batch))``. The result axes are batch, then lhs free, then rhs free.
+    ``precision`` (see ``lax.Precision``) matters on GPU/TPU only; None follows
+    ``funcgrad.config.default_matmul_precision``.
+
+    Example:
+        >>> lax.dot_general(a, b, (((1,), (0,)), ((), ())))   # a @ b for matrices
+    """
+    pet = dtypes.canonicalize(preferred_element_type) if preferred_element_type else None
+    return dot_general_p.bind(lhs, rhs, dimension_numbers=_canonical_dnums(dimension_numbers),
+                              precision=canonicalize_precision(precision, "lax.dot_general"),
+                              preferred_element_type=pet)
 
 
-def _def_dot_ad():
-    from funcgrad.core.ad_util import Zero, add_tangents, is_undefined_primal, tangent_aval
-
-    def _jvp(primals, tangents, dimension_numbers, precision=None, preferred_element_type=None):
-        lhs, rhs = primals
-        tl, tr = tangents
-        params = dict(dimension_numbers=dimension_numbers, precision=precision,
-                      preferred_element_type=preferred_element_type)
-        out = dot_general_p.bind(lhs, rhs, **params)
-        t = Zero(tangent_aval(aval_of(out)))
-        if not dtypes.is_inexact(aval_of(out).dtype):
-            return out, t
-        if type(tl) is not Zero:
-            t = dot_general_p.bind(tl, rhs, **params)
-        if type(tr) is not Zero:
-            t = add_tangents(t, dot_general_p.bind(lhs, tr, **params))
-        return out, t
-
-    def _transpose(ct, lhs, rhs, dimension_numbers, precision=None,
-                   preferred_element_type=None):
-        if is_undefined_primal(lhs) and is_undefined_primal(rhs):
-            raise TypeError("transpose of dot_general: both operands are linear")
-        if is_undefined_primal(lhs):
-            return [Zero(lhs.aval) if type(ct) is Zero else
-                    _dot_transpose_lhs(ct, lhs.aval, rhs, dimension_numbers, precision), None]
-        return [None, Zero(rhs.aval) if type(ct) is Zero else
-                _dot_transpose_rhs(ct, lhs, rhs.aval, dimension_numbers, precision)]
-
-    dot_general_p.def_jvp(_jvp)
-    dot_general_p.def_transpose(_transpose)
-
-
-_def_dot_ad()
+def dot(lhs, rhs, precision=None, preferred_element_type=None):
+    """Vector/matrix product of rank-1 or rank-2 operands. Example: ``lax.dot(a, b)``."""
+    la, ra = aval_of(lhs), aval_of(rhs)
+    if la.ndim not in (1, 2) or ra.ndim not in (1, 2):
+        raise TypeError(f"lax.dot: expects rank-1 or rank-2 operands, got {la.str_short()} and "
+                        f"{ra.str_short()}; use dot_general or funcgrad.numpy.matmul")
+    return dot_general(lhs, rhs, (((la.ndim - 1,), (0,)), ((), ())), precision=precision,
+                       preferred_element_type=preferred_element_type)

@@ -3,15 +3,22 @@
 Binary primitives take operands of one shape and one dtype (``funcgrad.numpy`` broadcasts and
 promotes before binding). Python scalars given to the ``lax`` functions adopt the other
 operand's dtype, as in ``jax.lax``.
+
+Each primitive is followed by its rules (jvp/transpose, batching) and the function that binds
+it. Every primitive here batches with ``broadcast_batcher``.
 """
 import numpy as np
 from jaxlib.mlir.dialects import chlo, stablehlo
 
 from funcgrad.core import array_ops, dtypes
+from funcgrad.core.ad_util import (Zero, add_tangents, defjvp, defjvp_zero, deflinear,
+                                   instantiate, is_undefined_primal, tangent_aval)
 from funcgrad.core.avals import ShapedArray
+from funcgrad.core.batching_util import broadcast_batcher
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import PYTHON_SCALARS, aval_of
 from funcgrad.lax import _hlo
+from funcgrad.lax import shapes   # a module object: shapes imports this module too
 
 # --- dtype classes that each operation accepts --------------------------------------------
 _ANY = "any"
@@ -93,45 +100,249 @@ def _to_bool(dtype):
     return dtypes.bool_
 
 
+# --- the thin lax functions over a primitive -------------------------------------------------
+def _match_scalar(x, like):
+    """A Python scalar operand as a 0-d NumPy value of ``like``'s dtype (JAX's weak typing)."""
+    if isinstance(x, PYTHON_SCALARS) and not isinstance(like, PYTHON_SCALARS):
+        like_aval, own = aval_of(like), aval_of(x)
+        if like_aval.weak_type and own.dtype == like_aval.dtype:
+            return x
+        return np.asarray(x, like_aval.dtype)
+    return x
+
+
+def binary_operands(x, y):
+    """The operands of a two-operand lax function: Python scalars take the other operand's
+    dtype and a rank-0 operand is broadcast to the other's shape, as in ``jax.lax``."""
+    x, y = _match_scalar(x, y), _match_scalar(y, x)
+    ax, ay = aval_of(x), aval_of(y)
+    if ax.shape != ay.shape:
+        if not ax.shape:
+            x = shapes.broadcast_in_dim(x, ay.shape, ())
+        elif not ay.shape:
+            y = shapes.broadcast_in_dim(y, ax.shape, ())
+    return x, y
+
+
+def _binary_fn(prim):
+    def fn(x, y):
+        return prim.bind(*binary_operands(x, y))
+    fn.__name__ = prim.name
+    fn.prim = prim    # lets funcgrad.numpy bind directly when operands already match
+    fn.__doc__ = (f"Elementwise ``{prim.name}`` of two arrays of one shape and dtype "
+                  f"(scalars broadcast).\n\nExample:\n    >>> lax.{prim.name}(x, y)\n")
+    return fn
+
+
+def _unary_fn(prim):
+    def fn(x):
+        return prim.bind(x)
+    fn.__name__ = prim.name
+    fn.__doc__ = f"Elementwise ``{prim.name}``.\n\nExample:\n    >>> lax.{prim.name}(x)\n"
+    return fn
+
+
+def full_like_scalar(x, value):
+    """An array shaped and typed like ``x`` filled with ``value`` (for rules)."""
+    aval = aval_of(x)
+    v = np.asarray(value, aval.dtype)
+    if not aval.shape:
+        return v
+    return shapes.broadcast_in_dim(v, aval.shape, ())
+
+
 # --- unary math ------------------------------------------------------------------------------
+# linear ones: jvp applies the primitive to the tangent, transpose below
 neg_p = unary("neg", stablehlo.negate)
+deflinear(neg_p, lambda ct, x: [Zero(x.aval) if type(ct) is Zero else neg(ct)])
+neg_p.def_batch(broadcast_batcher(neg_p))
+neg = _unary_fn(neg_p)
+
+# non-differentiable ones (defjvp_zero): zero (float0 for integer/bool outputs) tangents
 sign_p = unary("sign", stablehlo.sign)
+defjvp_zero(sign_p)
+sign_p.def_batch(broadcast_batcher(sign_p))
+sign = _unary_fn(sign_p)
+
 floor_p = unary("floor", stablehlo.floor, _FLOAT)
+defjvp_zero(floor_p)
+floor_p.def_batch(broadcast_batcher(floor_p))
+floor = _unary_fn(floor_p)
+
 ceil_p = unary("ceil", stablehlo.ceil, _FLOAT)
+defjvp_zero(ceil_p)
+ceil_p.def_batch(broadcast_batcher(ceil_p))
+ceil = _unary_fn(ceil_p)
+
 is_finite_p = unary("is_finite", stablehlo.is_finite, _FLOAT, _to_bool)
+defjvp_zero(is_finite_p)
+is_finite_p.def_batch(broadcast_batcher(is_finite_p))
+is_finite = _unary_fn(is_finite_p)
+
+# unary math: g * f'(x)
 exp_p = unary("exp", stablehlo.exponential, _INEXACT)
+defjvp(exp_p, lambda g, ans, x: mul(g, ans))
+exp_p.def_batch(broadcast_batcher(exp_p))
+exp = _unary_fn(exp_p)
+
 log_p = unary("log", stablehlo.log, _INEXACT)
+defjvp(log_p, lambda g, ans, x: div(g, x))
+log_p.def_batch(broadcast_batcher(log_p))
+log = _unary_fn(log_p)
+
 log1p_p = unary("log1p", stablehlo.log_plus_one, _INEXACT)
+defjvp(log1p_p, lambda g, ans, x: div(g, add(x, 1.0)))
+log1p_p.def_batch(broadcast_batcher(log1p_p))
+log1p = _unary_fn(log1p_p)
+
 expm1_p = unary("expm1", stablehlo.exponential_minus_one, _INEXACT)
+defjvp(expm1_p, lambda g, ans, x: mul(g, add(ans, 1.0)))
+expm1_p.def_batch(broadcast_batcher(expm1_p))
+expm1 = _unary_fn(expm1_p)
+
 tanh_p = unary("tanh", stablehlo.tanh, _INEXACT)
+defjvp(tanh_p, lambda g, ans, x: mul(g, sub(1.0, mul(ans, ans))))
+tanh_p.def_batch(broadcast_batcher(tanh_p))
+tanh = _unary_fn(tanh_p)
+
 logistic_p = unary("logistic", stablehlo.logistic, _INEXACT)
+defjvp(logistic_p, lambda g, ans, x: mul(g, mul(ans, sub(1.0, ans))))
+logistic_p.def_batch(broadcast_batcher(logistic_p))
+logistic = _unary_fn(logistic_p)
+
 sin_p = unary("sin", stablehlo.sine, _INEXACT)
+defjvp(sin_p, lambda g, ans, x: mul(g, cos(x)))
+sin_p.def_batch(broadcast_batcher(sin_p))
+sin = _unary_fn(sin_p)
+
 cos_p = unary("cos", stablehlo.cosine, _INEXACT)
+defjvp(cos_p, lambda g, ans, x: neg(mul(g, sin(x))))
+cos_p.def_batch(broadcast_batcher(cos_p))
+cos = _unary_fn(cos_p)
+
 tan_p = unary("tan", stablehlo.tan, _INEXACT)
+defjvp(tan_p, lambda g, ans, x: mul(g, add(1.0, mul(ans, ans))))
+tan_p.def_batch(broadcast_batcher(tan_p))
+tan = _unary_fn(tan_p)
+
 asin_p = unary("asin", chlo.asin, _INEXACT)
+defjvp(asin_p, lambda g, ans, x: mul(g, rsqrt(sub(1.0, mul(x, x)))))
+asin_p.def_batch(broadcast_batcher(asin_p))
+asin = _unary_fn(asin_p)
+
 acos_p = unary("acos", chlo.acos, _INEXACT)
+defjvp(acos_p, lambda g, ans, x: neg(mul(g, rsqrt(sub(1.0, mul(x, x))))))
+acos_p.def_batch(broadcast_batcher(acos_p))
+acos = _unary_fn(acos_p)
+
 atan_p = unary("atan", chlo.atan, _INEXACT)
+defjvp(atan_p, lambda g, ans, x: div(g, add(1.0, mul(x, x))))
+atan_p.def_batch(broadcast_batcher(atan_p))
+atan = _unary_fn(atan_p)
+
 sinh_p = unary("sinh", chlo.sinh, _INEXACT)
+defjvp(sinh_p, lambda g, ans, x: mul(g, cosh(x)))
+sinh_p.def_batch(broadcast_batcher(sinh_p))
+sinh = _unary_fn(sinh_p)
+
 cosh_p = unary("cosh", chlo.cosh, _INEXACT)
+defjvp(cosh_p, lambda g, ans, x: mul(g, sinh(x)))
+cosh_p.def_batch(broadcast_batcher(cosh_p))
+cosh = _unary_fn(cosh_p)
+
 asinh_p = unary("asinh", chlo.asinh, _INEXACT)
+defjvp(asinh_p, lambda g, ans, x: mul(g, rsqrt(add(mul(x, x), 1.0))))
+asinh_p.def_batch(broadcast_batcher(asinh_p))
+asinh = _unary_fn(asinh_p)
+
 acosh_p = unary("acosh", chlo.acosh, _INEXACT)
+defjvp(acosh_p, lambda g, ans, x: mul(g, rsqrt(mul(sub(x, 1.0), add(x, 1.0)))))
+acosh_p.def_batch(broadcast_batcher(acosh_p))
+acosh = _unary_fn(acosh_p)
+
 atanh_p = unary("atanh", chlo.atanh, _INEXACT)
+defjvp(atanh_p, lambda g, ans, x: div(g, mul(add(1.0, x), sub(1.0, x))))
+atanh_p.def_batch(broadcast_batcher(atanh_p))
+atanh = _unary_fn(atanh_p)
+
 sqrt_p = unary("sqrt", stablehlo.sqrt, _INEXACT)
+defjvp(sqrt_p, lambda g, ans, x: div(mul(g, 0.5), ans))
+sqrt_p.def_batch(broadcast_batcher(sqrt_p))
+sqrt = _unary_fn(sqrt_p)
+
 rsqrt_p = unary("rsqrt", stablehlo.rsqrt, _INEXACT)
+defjvp(rsqrt_p, lambda g, ans, x: mul(g, mul(-0.5, div(ans, x))))
+rsqrt_p.def_batch(broadcast_batcher(rsqrt_p))
+rsqrt = _unary_fn(rsqrt_p)
+
 cbrt_p = unary("cbrt", stablehlo.cbrt, _FLOAT)
+defjvp(cbrt_p, lambda g, ans, x: mul(g, mul(1.0 / 3.0, integer_pow(ans, -2))))
+cbrt_p.def_batch(broadcast_batcher(cbrt_p))
+cbrt = _unary_fn(cbrt_p)
+
 not_p = unary("not", stablehlo.not_, _INT_BOOL)
+defjvp_zero(not_p)
+not_p.def_batch(broadcast_batcher(not_p))
+bitwise_not = _unary_fn(not_p)
+
 population_count_p = unary("population_count", stablehlo.popcnt, _INT)
+defjvp_zero(population_count_p)
+population_count_p.def_batch(broadcast_batcher(population_count_p))
+population_count = _unary_fn(population_count_p)
+
 clz_p = unary("clz", stablehlo.count_leading_zeros, _INT)
+defjvp_zero(clz_p)
+clz_p.def_batch(broadcast_batcher(clz_p))
+clz = _unary_fn(clz_p)
+
 real_p = unary("real", stablehlo.real, _COMPLEX, dtypes.real_dtype)
+deflinear(real_p, lambda ct, x: [Zero(x.aval) if type(ct) is Zero else
+                                 complex(ct, np.zeros((), ct.dtype))])
+real_p.def_batch(broadcast_batcher(real_p))
+real = _unary_fn(real_p)
+
 imag_p = unary("imag", stablehlo.imag, _COMPLEX, dtypes.real_dtype)
+deflinear(imag_p, lambda ct, x: [Zero(x.aval) if type(ct) is Zero else
+                                 complex(np.zeros((), ct.dtype), neg(ct))])
+imag_p.def_batch(broadcast_batcher(imag_p))
+imag = _unary_fn(imag_p)
+
 conj_p = unary("conj", chlo.conj, _COMPLEX)
+deflinear(conj_p, lambda ct, x: [Zero(x.aval) if type(ct) is Zero else conj(ct)])
+conj_p.def_batch(broadcast_batcher(conj_p))
+conj = _unary_fn(conj_p)
+
 abs_p = unary("abs", stablehlo.abs, _NUM, dtypes.real_dtype)
+
+
+def _abs_jvp(g, ans, x):
+    if dtypes.is_complex(aval_of(x).dtype):
+        safe = select(eq(ans, 0.0), full_like_scalar(ans, 1.0), ans)
+        return real(div(mul(g, conj(x)), convert_element_type(safe, aval_of(x).dtype)))
+    return mul(g, sign(x))
+
+
+defjvp(abs_p, _abs_jvp)
+abs_p.def_batch(broadcast_batcher(abs_p))
+abs = _unary_fn(abs_p)
 
 # round: rounding_method 0 = away from zero (lax default), 1 = to nearest even (NumPy's)
 round_p = unary("round", None, _FLOAT)
 round_p.def_lowering(lambda ctx, x, rounding_method=0:
                      stablehlo.round_nearest_even(x) if rounding_method == 1
                      else stablehlo.round_nearest_afz(x))
+defjvp_zero(round_p)
+round_p.def_batch(broadcast_batcher(round_p))
+
+
+def round(x, rounding_method=0):
+    """Round to integral values: method 0 rounds halves away from zero, 1 to nearest even.
+
+    Example:
+        >>> lax.round(x, rounding_method=1)
+    """
+    return round_p.bind(x, rounding_method=int(rounding_method))
+
 
 # integer_pow: x ** y for a static Python int y, by repeated squaring.
 integer_pow_p = unary("integer_pow", None, _NUM)
@@ -157,6 +368,38 @@ def _integer_pow_lowering(ctx, x, y):
 
 integer_pow_p.def_lowering(_integer_pow_lowering)
 
+
+def _integer_pow_jvp(g, ans, x, y):
+    if y == 0:
+        return Zero(tangent_aval(aval_of(ans)))
+    if y == 1:
+        return g
+    return mul(g, mul(float(y), x if y == 2 else integer_pow(x, y - 1)))
+
+
+defjvp(integer_pow_p, _integer_pow_jvp)
+integer_pow_p.def_batch(broadcast_batcher(integer_pow_p))
+
+
+def integer_pow(x, y):
+    """``x ** y`` for a static Python int ``y`` (negative too, for inexact x).
+
+    Example:
+        >>> lax.integer_pow(x, 3)
+    """
+    return integer_pow_p.bind(x, y=int(y))
+
+
+def square(x):
+    """``x * x``. Example: ``lax.square(x)``."""
+    return integer_pow(x, 2)
+
+
+def reciprocal(x):
+    """``1 / x``. Example: ``lax.reciprocal(x)``."""
+    return integer_pow(x, -1)
+
+
 # convert_element_type: to new_dtype, weak_type says whether the result is weakly typed.
 convert_element_type_p = Primitive("convert_element_type")
 
@@ -169,27 +412,254 @@ def _convert_abstract(x, new_dtype, weak_type=False):
 convert_element_type_p.def_lowering(
     lambda ctx, x, new_dtype, weak_type=False: _hlo.convert(x, ctx.avals_in[0], new_dtype))
 
+
+def _convert_jvp(primals, tangents, new_dtype, weak_type=False):
+    (x,), (t,) = primals, tangents
+    out = convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=weak_type)
+    if type(t) is Zero or not dtypes.is_inexact(new_dtype) or \
+            not dtypes.is_inexact(aval_of(x).dtype):
+        return out, Zero(tangent_aval(aval_of(out)))
+    return out, convert_element_type_p.bind(t, new_dtype=new_dtype, weak_type=weak_type)
+
+
+def _convert_t(ct, x, new_dtype, weak_type=False):
+    if type(ct) is Zero:
+        return [Zero(x.aval)]
+    return [convert_element_type_p.bind(ct, new_dtype=x.aval.dtype,
+                                        weak_type=x.aval.weak_type)]
+
+
+convert_element_type_p.def_jvp(_convert_jvp)
+convert_element_type_p.def_transpose(_convert_t)
+convert_element_type_p.def_batch(broadcast_batcher(convert_element_type_p))
+
+
+def convert_element_type(x, new_dtype, weak_type=False):
+    """Convert ``x`` to ``new_dtype`` (canonicalized: float64 -> float32 unless x64 is on).
+
+    Example:
+        >>> lax.convert_element_type(x, "int32")
+    """
+    new_dtype = dtypes.canonicalize(new_dtype)
+    aval = aval_of(x)
+    if aval.dtype == new_dtype and aval.weak_type == weak_type and not isinstance(
+            x, PYTHON_SCALARS + (np.ndarray, np.generic)):
+        return x
+    if isinstance(x, PYTHON_SCALARS + (np.generic,)) or (isinstance(x, np.ndarray)):
+        # Host values convert on the host: no device round trip for constants.
+        value = np.asarray(x)
+        if dtypes.is_complex(value.dtype) and not dtypes.is_complex(new_dtype):
+            value = value.real
+        return _host_constant(value.astype(new_dtype), weak_type)
+    return convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=bool(weak_type))
+
+
+def _host_constant(value, weak_type):
+    if weak_type:
+        return convert_element_type_p.bind(value, new_dtype=value.dtype, weak_type=True)
+    return value
+
+
 # --- binary ------------------------------------------------------------------------------
+def _add_t(ct, x, y):
+    if type(ct) is Zero:
+        return [Zero(x.aval) if is_undefined_primal(x) else None,
+                Zero(y.aval) if is_undefined_primal(y) else None]
+    return [ct if is_undefined_primal(x) else None, ct if is_undefined_primal(y) else None]
+
+
+def _sub_t(ct, x, y):
+    if type(ct) is Zero:
+        return _add_t(ct, x, y)
+    return [ct if is_undefined_primal(x) else None,
+            neg(ct) if is_undefined_primal(y) else None]
+
+
+def _add_like_jvp(prim):
+    def rule(primals, tangents):
+        x, y = primals
+        out = prim.bind(x, y)
+        tx, ty = tangents
+        if type(tx) is Zero:
+            if type(ty) is Zero:
+                return out, Zero(tangent_aval(out.aval if hasattr(out, "aval") else
+                                              aval_of(out)))
+            return out, ty if prim is add_p else neg(ty)
+        if type(ty) is Zero:
+            return out, tx
+        return out, (add if prim is add_p else sub)(tx, ty)
+    return rule
+
+
 add_p = binary("add", stablehlo.add, _ANY)
+add_p.def_jvp(_add_like_jvp(add_p))
+add_p.def_transpose(_add_t)
+add_p.def_batch(broadcast_batcher(add_p))
+add = _binary_fn(add_p)
+
 sub_p = binary("sub", stablehlo.subtract)
+sub_p.def_jvp(_add_like_jvp(sub_p))
+sub_p.def_transpose(_sub_t)
+sub_p.def_batch(broadcast_batcher(sub_p))
+sub = _binary_fn(sub_p)
+
 mul_p = binary("mul", stablehlo.multiply, _ANY)
+
+
+def _mul_jvp(primals, tangents):
+    x, y = primals
+    tx, ty = tangents
+    out = mul(x, y)
+    t = Zero(tangent_aval(aval_of(out)))
+    if type(tx) is not Zero:
+        t = mul(tx, y)
+    if type(ty) is not Zero:
+        t = add_tangents(t, mul(x, ty))
+    return out, t
+
+
+def _mul_t(ct, x, y):
+    if is_undefined_primal(x) and is_undefined_primal(y):
+        raise TypeError("transpose of mul: both operands are linear (the product of two "
+                        "tangents is not linear)")
+    if is_undefined_primal(x):
+        return [Zero(x.aval) if type(ct) is Zero else mul(ct, y), None]
+    return [None, Zero(y.aval) if type(ct) is Zero else mul(x, ct)]
+
+
+mul_p.def_jvp(_mul_jvp)
+mul_p.def_transpose(_mul_t)
+mul_p.def_batch(broadcast_batcher(mul_p))
+mul = _binary_fn(mul_p)
+
 div_p = binary("div", stablehlo.divide)
+
+
+def _div_jvp(primals, tangents):
+    x, y = primals
+    tx, ty = tangents
+    out = div(x, y)
+    t = Zero(tangent_aval(aval_of(out)))
+    if type(tx) is not Zero:
+        t = div(tx, y)
+    if type(ty) is not Zero:
+        t = add_tangents(t, neg(div(mul(ty, out), y)))
+    return out, t
+
+
+def _div_t(ct, x, y):
+    if is_undefined_primal(y):
+        raise TypeError("transpose of div: the divisor is linear (division by a tangent is "
+                        "not linear)")
+    return [Zero(x.aval) if type(ct) is Zero else div(ct, y), None]
+
+
+div_p.def_jvp(_div_jvp)
+div_p.def_transpose(_div_t)
+div_p.def_batch(broadcast_batcher(div_p))
+div = _binary_fn(div_p)
+
 rem_p = binary("rem", stablehlo.remainder)
+defjvp(rem_p, lambda g, ans, x, y: g,
+       lambda g, ans, x, y: mul(neg(g), mul(sign(div(x, y)), floor(abs(div(x, y))))))
+rem_p.def_batch(broadcast_batcher(rem_p))
+rem = _binary_fn(rem_p)
+
 pow_p = binary("pow", stablehlo.power, _INEXACT)
+
+
+def _pow_jvp_x(g, ans, x, y):
+    safe = select(eq(y, 0.0), full_like_scalar(y, 1.0), y)
+    jac = mul(y, pow(x, sub(safe, 1.0)))
+    return mul(g, select(eq(y, 0.0), full_like_scalar(jac, 0.0), jac))
+
+
+def _pow_jvp_y(g, ans, x, y):
+    safe_x = select(eq(x, 0.0), full_like_scalar(x, 1.0), x)
+    return mul(g, mul(log(safe_x), ans))
+
+
+defjvp(pow_p, _pow_jvp_x, _pow_jvp_y)
+pow_p.def_batch(broadcast_batcher(pow_p))
+pow = _binary_fn(pow_p)
+
+
+def _balanced(x, y, strict):
+    dt = aval_of(x).dtype
+    return add(convert_element_type(strict(x, y), dt),
+               mul(0.5, convert_element_type(eq(x, y), dt)))
+
+
 max_p = binary("max", stablehlo.maximum, _ANY)
+defjvp(max_p, lambda g, ans, x, y: mul(g, _balanced(x, y, gt)),
+       lambda g, ans, x, y: mul(g, _balanced(y, x, gt)))
+max_p.def_batch(broadcast_batcher(max_p))
+max = _binary_fn(max_p)
+
 min_p = binary("min", stablehlo.minimum, _ANY)
+defjvp(min_p, lambda g, ans, x, y: mul(g, _balanced(x, y, lt)),
+       lambda g, ans, x, y: mul(g, _balanced(y, x, lt)))
+min_p.def_batch(broadcast_batcher(min_p))
+min = _binary_fn(min_p)
+
 atan2_p = binary("atan2", stablehlo.atan2, _FLOAT)
+defjvp(atan2_p, lambda g, ans, x, y: mul(g, div(y, add(mul(x, x), mul(y, y)))),
+       lambda g, ans, x, y: mul(g, div(neg(x), add(mul(x, x), mul(y, y)))))
+atan2_p.def_batch(broadcast_batcher(atan2_p))
+atan2 = _binary_fn(atan2_p)
+
 nextafter_p = binary("nextafter", chlo.next_after, _FLOAT)
+defjvp_zero(nextafter_p)
+nextafter_p.def_batch(broadcast_batcher(nextafter_p))
+nextafter = _binary_fn(nextafter_p)
+
 and_p = binary("and", stablehlo.and_, _INT_BOOL)
+defjvp_zero(and_p)
+and_p.def_batch(broadcast_batcher(and_p))
+bitwise_and = _binary_fn(and_p)
+
 or_p = binary("or", stablehlo.or_, _INT_BOOL)
+defjvp_zero(or_p)
+or_p.def_batch(broadcast_batcher(or_p))
+bitwise_or = _binary_fn(or_p)
+
 xor_p = binary("xor", stablehlo.xor, _INT_BOOL)
+defjvp_zero(xor_p)
+xor_p.def_batch(broadcast_batcher(xor_p))
+bitwise_xor = _binary_fn(xor_p)
+
 shift_left_p = binary("shift_left", stablehlo.shift_left, _INT)
+defjvp_zero(shift_left_p)
+shift_left_p.def_batch(broadcast_batcher(shift_left_p))
+shift_left = _binary_fn(shift_left_p)
+
 shift_right_arithmetic_p = binary("shift_right_arithmetic", stablehlo.shift_right_arithmetic,
                                   _INT)
+defjvp_zero(shift_right_arithmetic_p)
+shift_right_arithmetic_p.def_batch(broadcast_batcher(shift_right_arithmetic_p))
+shift_right_arithmetic = _binary_fn(shift_right_arithmetic_p)
+
 shift_right_logical_p = binary("shift_right_logical", stablehlo.shift_right_logical, _INT)
+defjvp_zero(shift_right_logical_p)
+shift_right_logical_p.def_batch(broadcast_batcher(shift_right_logical_p))
+shift_right_logical = _binary_fn(shift_right_logical_p)
+
 complex_p = binary("complex", stablehlo.complex, _FLOAT, dtypes.complex_dtype)
 
 
+def _complex_t(ct, x, y):
+    if type(ct) is Zero:
+        return [Zero(x.aval), Zero(y.aval)]
+    return [real(ct) if is_undefined_primal(x) else None,
+            neg(imag(ct)) if is_undefined_primal(y) else None]
+
+
+deflinear(complex_p, _complex_t)
+complex_p.def_batch(broadcast_batcher(complex_p))
+complex = _binary_fn(complex_p)
+
+
+# --- comparisons: non-differentiable, bool results ------------------------------------------
 def _comparison(name, direction):
     prim = binary(name, None, _ANY, _to_bool)
     prim.def_lowering(lambda ctx, x, y: _hlo.compare(x, y, direction, ctx.avals_in[0].dtype))
@@ -197,11 +667,34 @@ def _comparison(name, direction):
 
 
 eq_p = _comparison("eq", "EQ")
+defjvp_zero(eq_p)
+eq_p.def_batch(broadcast_batcher(eq_p))
+eq = _binary_fn(eq_p)
+
 ne_p = _comparison("ne", "NE")
+defjvp_zero(ne_p)
+ne_p.def_batch(broadcast_batcher(ne_p))
+ne = _binary_fn(ne_p)
+
 lt_p = _comparison("lt", "LT")
+defjvp_zero(lt_p)
+lt_p.def_batch(broadcast_batcher(lt_p))
+lt = _binary_fn(lt_p)
+
 le_p = _comparison("le", "LE")
+defjvp_zero(le_p)
+le_p.def_batch(broadcast_batcher(le_p))
+le = _binary_fn(le_p)
+
 gt_p = _comparison("gt", "GT")
+defjvp_zero(gt_p)
+gt_p.def_batch(broadcast_batcher(gt_p))
+gt = _binary_fn(gt_p)
+
 ge_p = _comparison("ge", "GE")
+defjvp_zero(ge_p)
+ge_p.def_batch(broadcast_batcher(ge_p))
+ge = _binary_fn(ge_p)
 
 # --- select_n and clamp ------------------------------------------------------------------------
 select_n_p = Primitive("select_n")
@@ -245,6 +738,55 @@ def _select_n_lowering(ctx, which, *cases):
 
 select_n_p.def_lowering(_select_n_lowering)
 
+
+# select_n: linear in the cases
+def _select_n_jvp(primals, tangents):
+    which, *cases = primals
+    out = select_n_p.bind(which, *cases)
+    case_ts = tangents[1:]
+    if all(type(t) is Zero for t in case_ts) or not dtypes.is_inexact(aval_of(out).dtype):
+        return out, Zero(tangent_aval(aval_of(out)))
+    return out, select_n_p.bind(which, *[instantiate(t) for t in case_ts])
+
+
+def _select_n_t(ct, which, *cases):
+    if is_undefined_primal(which):
+        raise TypeError("transpose of select_n: the selector cannot be linear")
+    if type(ct) is Zero:
+        return [None] + [Zero(c.aval) if is_undefined_primal(c) else None for c in cases]
+    zeros = full_like_scalar(ct, 0.0)
+    res = [None]
+    for i, c in enumerate(cases):
+        if not is_undefined_primal(c):
+            res.append(None)
+        elif len(cases) == 1:
+            res.append(ct)
+        else:
+            res.append(select_n_p.bind(which, *[ct if j == i else zeros
+                                                for j in range(len(cases))]))
+    return res
+
+
+select_n_p.def_jvp(_select_n_jvp)
+select_n_p.def_transpose(_select_n_t)
+# a scalar selector stays a scalar when unbatched
+select_n_p.def_batch(broadcast_batcher(select_n_p))
+
+
+def select_n(which, *cases):
+    """Pick elementwise from ``cases`` by ``which`` (bool: False->cases[0]; int: an index).
+
+    Example:
+        >>> lax.select_n(x > 0, -x, x)      # abs
+    """
+    return select_n_p.bind(which, *cases)
+
+
+def select(pred, on_true, on_false):
+    """``on_true`` where ``pred`` else ``on_false``. Example: ``lax.select(p, a, b)``."""
+    return select_n_p.bind(pred, on_false, on_true)
+
+
 clamp_p = Primitive("clamp")
 
 
@@ -260,133 +802,30 @@ def _clamp_abstract(lo, x, hi):
 clamp_p.def_lowering(lambda ctx, lo, x, hi: stablehlo.clamp(lo, x, hi))
 
 
-# --- the lax functions -----------------------------------------------------------------------
-def _match_scalar(x, like):
-    """A Python scalar operand as a 0-d NumPy value of ``like``'s dtype (JAX's weak typing)."""
-    if isinstance(x, PYTHON_SCALARS) and not isinstance(like, PYTHON_SCALARS):
-        like_aval, own = aval_of(like), aval_of(x)
-        if like_aval.weak_type and own.dtype == like_aval.dtype:
-            return x
-        return np.asarray(x, like_aval.dtype)
-    return x
+def _clamp_jvp(primals, tangents):
+    lo, x, hi = primals
+    tlo, tx, thi = tangents
+    out = clamp_p.bind(lo, x, hi)
+    shape = aval_of(x).shape
+    zeros = full_like_scalar(out, 0.0)
+    t = Zero(tangent_aval(aval_of(out)))
+
+    def bcast(v):
+        if aval_of(v).shape != shape:
+            return shapes.broadcast_in_dim(v, shape, ())
+        return v
+    if type(tx) is not Zero:
+        t = select(bitwise_and(gt(x, bcast(lo)), lt(x, bcast(hi))), tx, zeros)
+    if type(tlo) is not Zero:
+        t = add_tangents(t, select(gt(bcast(lo), x), bcast(tlo), zeros))
+    if type(thi) is not Zero:
+        t = add_tangents(t, select(lt(bcast(hi), x), bcast(thi), zeros))
+    return out, t
 
 
-def binary_operands(x, y):
-    """The operands of a two-operand lax function: Python scalars take the other operand's
-    dtype and a rank-0 operand is broadcast to the other's shape, as in ``jax.lax``."""
-    x, y = _match_scalar(x, y), _match_scalar(y, x)
-    ax, ay = aval_of(x), aval_of(y)
-    if ax.shape != ay.shape:
-        from funcgrad.lax.shapes import broadcast_in_dim
-        if not ax.shape:
-            x = broadcast_in_dim(x, ay.shape, ())
-        elif not ay.shape:
-            y = broadcast_in_dim(y, ax.shape, ())
-    return x, y
-
-
-def _binary_fn(prim):
-    def fn(x, y):
-        return prim.bind(*binary_operands(x, y))
-    fn.__name__ = prim.name
-    fn.prim = prim    # lets funcgrad.numpy bind directly when operands already match
-    fn.__doc__ = (f"Elementwise ``{prim.name}`` of two arrays of one shape and dtype "
-                  f"(scalars broadcast).\n\nExample:\n    >>> lax.{prim.name}(x, y)\n")
-    return fn
-
-
-def _unary_fn(prim):
-    def fn(x):
-        return prim.bind(x)
-    fn.__name__ = prim.name
-    fn.__doc__ = f"Elementwise ``{prim.name}``.\n\nExample:\n    >>> lax.{prim.name}(x)\n"
-    return fn
-
-
-neg, sign, floor, ceil, is_finite = map(_unary_fn, (neg_p, sign_p, floor_p, ceil_p, is_finite_p))
-exp, log, log1p, expm1, tanh, logistic = map(_unary_fn, (exp_p, log_p, log1p_p, expm1_p, tanh_p,
-                                                        logistic_p))
-sin, cos, tan, asin, acos, atan = map(_unary_fn, (sin_p, cos_p, tan_p, asin_p, acos_p, atan_p))
-sinh, cosh, asinh, acosh, atanh = map(_unary_fn, (sinh_p, cosh_p, asinh_p, acosh_p, atanh_p))
-sqrt, rsqrt, cbrt, abs, bitwise_not = map(_unary_fn, (sqrt_p, rsqrt_p, cbrt_p, abs_p, not_p))
-population_count, clz, real, imag, conj = map(_unary_fn, (population_count_p, clz_p, real_p,
-                                                          imag_p, conj_p))
-add, sub, mul, div, rem, pow, max, min = map(_binary_fn, (add_p, sub_p, mul_p, div_p, rem_p,
-                                                         pow_p, max_p, min_p))
-atan2, nextafter, bitwise_and, bitwise_or, bitwise_xor = map(
-    _binary_fn, (atan2_p, nextafter_p, and_p, or_p, xor_p))
-shift_left, shift_right_arithmetic, shift_right_logical = map(
-    _binary_fn, (shift_left_p, shift_right_arithmetic_p, shift_right_logical_p))
-eq, ne, lt, le, gt, ge = map(_binary_fn, (eq_p, ne_p, lt_p, le_p, gt_p, ge_p))
-complex = _binary_fn(complex_p)
-
-
-def round(x, rounding_method=0):
-    """Round to integral values: method 0 rounds halves away from zero, 1 to nearest even.
-
-    Example:
-        >>> lax.round(x, rounding_method=1)
-    """
-    return round_p.bind(x, rounding_method=int(rounding_method))
-
-
-def integer_pow(x, y):
-    """``x ** y`` for a static Python int ``y`` (negative too, for inexact x).
-
-    Example:
-        >>> lax.integer_pow(x, 3)
-    """
-    return integer_pow_p.bind(x, y=int(y))
-
-
-def square(x):
-    """``x * x``. Example: ``lax.square(x)``."""
-    return integer_pow(x, 2)
-
-
-def reciprocal(x):
-    """``1 / x``. Example: ``lax.reciprocal(x)``."""
-    return integer_pow(x, -1)
-
-
-def convert_element_type(x, new_dtype, weak_type=False):
-    """Convert ``x`` to ``new_dtype`` (canonicalized: float64 -> float32 unless x64 is on).
-
-    Example:
-        >>> lax.convert_element_type(x, "int32")
-    """
-    new_dtype = dtypes.canonicalize(new_dtype)
-    aval = aval_of(x)
-    if aval.dtype == new_dtype and aval.weak_type == weak_type and not isinstance(
-            x, PYTHON_SCALARS + (np.ndarray, np.generic)):
-        return x
-    if isinstance(x, PYTHON_SCALARS + (np.generic,)) or (isinstance(x, np.ndarray)):
-        # Host values convert on the host: no device round trip for constants.
-        value = np.asarray(x)
-        if dtypes.is_complex(value.dtype) and not dtypes.is_complex(new_dtype):
-            value = value.real
-        return _host_constant(value.astype(new_dtype), weak_type)
-    return convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=bool(weak_type))
-
-
-def _host_constant(value, weak_type):
-    if weak_type:
-        return convert_element_type_p.bind(value, new_dtype=value.dtype, weak_type=True)
-    return value
-
-
-def select_n(which, *cases):
-    """Pick elementwise from ``cases`` by ``which`` (bool: False->cases[0]; int: an index).
-
-    Example:
-        >>> lax.select_n(x > 0, -x, x)      # abs
-    """
-    return select_n_p.bind(which, *cases)
-
-
-def select(pred, on_true, on_false):
-    """``on_true`` where ``pred`` else ``on_false``. Example: ``lax.select(p, a, b)``."""
-    return select_n_p.bind(pred, on_false, on_true)
+clamp_p.def_jvp(_clamp_jvp)
+# scalar bounds stay scalars when unbatched
+clamp_p.def_batch(broadcast_batcher(clamp_p))
 
 
 def clamp(min, x, max):
@@ -413,6 +852,8 @@ def _bitcast_abstract(x, new_dtype):
 
 bitcast_convert_type_p.def_lowering(
     lambda ctx, x, new_dtype: stablehlo.bitcast_convert(_hlo.ir_type(ctx.avals_out[0]), x))
+defjvp_zero(bitcast_convert_type_p)
+bitcast_convert_type_p.def_batch(broadcast_batcher(bitcast_convert_type_p))
 
 
 def bitcast_convert_type(x, new_dtype):
@@ -422,268 +863,6 @@ def bitcast_convert_type(x, new_dtype):
         >>> lax.bitcast_convert_type(jnp.float32(1.0), "int32")
     """
     return bitcast_convert_type_p.bind(x, new_dtype=np.dtype(new_dtype))
-
-
-# --- batching rules ---
-# Every primitive of this family is elementwise: operands are aligned on one batch axis (or
-# broadcast), scalar selectors/bounds stay scalars when unbatched.
-def _def_elementwise_batching():
-    from funcgrad.core.batching_util import broadcast_batcher
-    for _value in list(globals().values()):
-        if isinstance(_value, Primitive) and _value.batch is None:
-            _value.def_batch(broadcast_batcher(_value))
-
-
-_def_elementwise_batching()
-
-
-# --- jvp and transpose rules ---------------------------------------------------------------------
-def _def_elementwise_ad():
-    from funcgrad.core.ad_util import (UndefinedPrimal, Zero, add_tangents, defjvp, defjvp_zero,
-                                       deflinear, instantiate, is_undefined_primal, tangent_aval)
-
-    def lin_none(ct, *args):
-        return [None] * len(args)
-
-    # linear unary ops
-    deflinear(neg_p, lambda ct, x: [Zero(x.aval) if type(ct) is Zero else neg(ct)])
-    deflinear(conj_p, lambda ct, x: [Zero(x.aval) if type(ct) is Zero else conj(ct)])
-    deflinear(real_p, lambda ct, x: [Zero(x.aval) if type(ct) is Zero else
-                                     complex(ct, np.zeros((), ct.dtype))])
-    deflinear(imag_p, lambda ct, x: [Zero(x.aval) if type(ct) is Zero else
-                                     complex(np.zeros((), ct.dtype), neg(ct))])
-
-    def _complex_t(ct, x, y):
-        if type(ct) is Zero:
-            return [Zero(x.aval), Zero(y.aval)]
-        return [real(ct) if is_undefined_primal(x) else None,
-                neg(imag(ct)) if is_undefined_primal(y) else None]
-    deflinear(complex_p, _complex_t)
-
-    def _add_t(ct, x, y):
-        if type(ct) is Zero:
-            return [Zero(x.aval) if is_undefined_primal(x) else None,
-                    Zero(y.aval) if is_undefined_primal(y) else None]
-        return [ct if is_undefined_primal(x) else None, ct if is_undefined_primal(y) else None]
-
-    def _sub_t(ct, x, y):
-        if type(ct) is Zero:
-            return _add_t(ct, x, y)
-        return [ct if is_undefined_primal(x) else None,
-                neg(ct) if is_undefined_primal(y) else None]
-
-    def _add_like_jvp(prim, combine):
-        def rule(primals, tangents):
-            x, y = primals
-            out = prim.bind(x, y)
-            tx, ty = tangents
-            if type(tx) is Zero:
-                if type(ty) is Zero:
-                    return out, Zero(tangent_aval(out.aval if hasattr(out, "aval") else
-                                                  aval_of(out)))
-                return out, ty if prim is add_p else neg(ty)
-            if type(ty) is Zero:
-                return out, tx
-            return out, combine(tx, ty)
-        return rule
-
-    add_p.def_jvp(_add_like_jvp(add_p, add))
-    add_p.def_transpose(_add_t)
-    sub_p.def_jvp(_add_like_jvp(sub_p, sub))
-    sub_p.def_transpose(_sub_t)
-
-    def _mul_jvp(primals, tangents):
-        x, y = primals
-        tx, ty = tangents
-        out = mul(x, y)
-        t = Zero(tangent_aval(aval_of(out)))
-        if type(tx) is not Zero:
-            t = mul(tx, y)
-        if type(ty) is not Zero:
-            t = add_tangents(t, mul(x, ty))
-        return out, t
-
-    def _mul_t(ct, x, y):
-        if is_undefined_primal(x) and is_undefined_primal(y):
-            raise TypeError("transpose of mul: both operands are linear (the product of two "
-                            "tangents is not linear)")
-        if is_undefined_primal(x):
-            return [Zero(x.aval) if type(ct) is Zero else mul(ct, y), None]
-        return [None, Zero(y.aval) if type(ct) is Zero else mul(x, ct)]
-
-    mul_p.def_jvp(_mul_jvp)
-    mul_p.def_transpose(_mul_t)
-
-    def _div_jvp(primals, tangents):
-        x, y = primals
-        tx, ty = tangents
-        out = div(x, y)
-        t = Zero(tangent_aval(aval_of(out)))
-        if type(tx) is not Zero:
-            t = div(tx, y)
-        if type(ty) is not Zero:
-            t = add_tangents(t, neg(div(mul(ty, out), y)))
-        return out, t
-
-    def _div_t(ct, x, y):
-        if is_undefined_primal(y):
-            raise TypeError("transpose of div: the divisor is linear (division by a tangent is "
-                            "not linear)")
-        return [Zero(x.aval) if type(ct) is Zero else div(ct, y), None]
-
-    div_p.def_jvp(_div_jvp)
-    div_p.def_transpose(_div_t)
-
-    def _convert_jvp(primals, tangents, new_dtype, weak_type=False):
-        (x,), (t,) = primals, tangents
-        out = convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=weak_type)
-        if type(t) is Zero or not dtypes.is_inexact(new_dtype) or \
-                not dtypes.is_inexact(aval_of(x).dtype):
-            return out, Zero(tangent_aval(aval_of(out)))
-        return out, convert_element_type_p.bind(t, new_dtype=new_dtype, weak_type=weak_type)
-
-    def _convert_t(ct, x, new_dtype, weak_type=False):
-        if type(ct) is Zero:
-            return [Zero(x.aval)]
-        return [convert_element_type_p.bind(ct, new_dtype=x.aval.dtype,
-                                            weak_type=x.aval.weak_type)]
-
-    convert_element_type_p.def_jvp(_convert_jvp)
-    convert_element_type_p.def_transpose(_convert_t)
-
-    # non-differentiable: zero (float0 for integer/bool outputs) tangents
-    for p in (sign_p, floor_p, ceil_p, round_p, is_finite_p, not_p, population_count_p, clz_p,
-              nextafter_p, and_p, or_p, xor_p, shift_left_p, shift_right_arithmetic_p,
-              shift_right_logical_p, eq_p, ne_p, lt_p, le_p, gt_p, ge_p,
-              bitcast_convert_type_p):
-        defjvp_zero(p)
-
-    # unary math: g * f'(x)
-    defjvp(exp_p, lambda g, ans, x: mul(g, ans))
-    defjvp(log_p, lambda g, ans, x: div(g, x))
-    defjvp(log1p_p, lambda g, ans, x: div(g, add(x, 1.0)))
-    defjvp(expm1_p, lambda g, ans, x: mul(g, add(ans, 1.0)))
-    defjvp(tanh_p, lambda g, ans, x: mul(g, sub(1.0, mul(ans, ans))))
-    defjvp(logistic_p, lambda g, ans, x: mul(g, mul(ans, sub(1.0, ans))))
-    defjvp(sin_p, lambda g, ans, x: mul(g, cos(x)))
-    defjvp(cos_p, lambda g, ans, x: neg(mul(g, sin(x))))
-    defjvp(tan_p, lambda g, ans, x: mul(g, add(1.0, mul(ans, ans))))
-    defjvp(asin_p, lambda g, ans, x: mul(g, rsqrt(sub(1.0, mul(x, x)))))
-    defjvp(acos_p, lambda g, ans, x: neg(mul(g, rsqrt(sub(1.0, mul(x, x))))))
-    defjvp(atan_p, lambda g, ans, x: div(g, add(1.0, mul(x, x))))
-    defjvp(sinh_p, lambda g, ans, x: mul(g, cosh(x)))
-    defjvp(cosh_p, lambda g, ans, x: mul(g, sinh(x)))
-    defjvp(asinh_p, lambda g, ans, x: mul(g, rsqrt(add(mul(x, x), 1.0))))
-    defjvp(acosh_p, lambda g, ans, x: mul(g, rsqrt(mul(sub(x, 1.0), add(x, 1.0)))))
-    defjvp(atanh_p, lambda g, ans, x: div(g, mul(add(1.0, x), sub(1.0, x))))
-    defjvp(sqrt_p, lambda g, ans, x: div(mul(g, 0.5), ans))
-    defjvp(rsqrt_p, lambda g, ans, x: mul(g, mul(-0.5, div(ans, x))))
-    defjvp(cbrt_p, lambda g, ans, x: mul(g, mul(1.0 / 3.0, integer_pow(ans, -2))))
-
-    def _abs_jvp(g, ans, x):
-        if dtypes.is_complex(aval_of(x).dtype):
-            safe = select(eq(ans, 0.0), full_like_scalar(ans, 1.0), ans)
-            return real(div(mul(g, conj(x)), convert_element_type(safe, aval_of(x).dtype)))
-        return mul(g, sign(x))
-    defjvp(abs_p, _abs_jvp)
-
-    def _integer_pow_jvp(g, ans, x, y):
-        if y == 0:
-            return Zero(tangent_aval(aval_of(ans)))
-        if y == 1:
-            return g
-        return mul(g, mul(float(y), x if y == 2 else integer_pow(x, y - 1)))
-    defjvp(integer_pow_p, _integer_pow_jvp)
-
-    # binary math
-    def _pow_jvp_x(g, ans, x, y):
-        safe = select(eq(y, 0.0), full_like_scalar(y, 1.0), y)
-        jac = mul(y, pow(x, sub(safe, 1.0)))
-        return mul(g, select(eq(y, 0.0), full_like_scalar(jac, 0.0), jac))
-
-    def _pow_jvp_y(g, ans, x, y):
-        safe_x = select(eq(x, 0.0), full_like_scalar(x, 1.0), x)
-        return mul(g, mul(log(safe_x), ans))
-    defjvp(pow_p, _pow_jvp_x, _pow_jvp_y)
-
-    def _balanced(x, y, strict):
-        dt = aval_of(x).dtype
-        return add(convert_element_type(strict(x, y), dt),
-                   mul(0.5, convert_element_type(eq(x, y), dt)))
-    defjvp(max_p, lambda g, ans, x, y: mul(g, _balanced(x, y, gt)),
-           lambda g, ans, x, y: mul(g, _balanced(y, x, gt)))
-    defjvp(min_p, lambda g, ans, x, y: mul(g, _balanced(x, y, lt)),
-           lambda g, ans, x, y: mul(g, _balanced(y, x, lt)))
-    defjvp(rem_p, lambda g, ans, x, y: g,
-           lambda g, ans, x, y: mul(neg(g), mul(sign(div(x, y)), floor(abs(div(x, y))))))
-    defjvp(atan2_p, lambda g, ans, x, y: mul(g, div(y, add(mul(x, x), mul(y, y)))),
-           lambda g, ans, x, y: mul(g, div(neg(x), add(mul(x, x), mul(y, y)))))
-
-    # select_n: linear in the cases
-    def _select_n_jvp(primals, tangents):
-        which, *cases = primals
-        out = select_n_p.bind(which, *cases)
-        case_ts = tangents[1:]
-        if all(type(t) is Zero for t in case_ts) or not dtypes.is_inexact(aval_of(out).dtype):
-            return out, Zero(tangent_aval(aval_of(out)))
-        return out, select_n_p.bind(which, *[instantiate(t) for t in case_ts])
-
-    def _select_n_t(ct, which, *cases):
-        if is_undefined_primal(which):
-            raise TypeError("transpose of select_n: the selector cannot be linear")
-        if type(ct) is Zero:
-            return [None] + [Zero(c.aval) if is_undefined_primal(c) else None for c in cases]
-        zeros = full_like_scalar(ct, 0.0)
-        res = [None]
-        for i, c in enumerate(cases):
-            if not is_undefined_primal(c):
-                res.append(None)
-            elif len(cases) == 1:
-                res.append(ct)
-            else:
-                res.append(select_n_p.bind(which, *[ct if j == i else zeros
-                                                    for j in range(len(cases))]))
-        return res
-
-    select_n_p.def_jvp(_select_n_jvp)
-    select_n_p.def_transpose(_select_n_t)
-
-    def _clamp_jvp(primals, tangents):
-        lo, x, hi = primals
-        tlo, tx, thi = tangents
-        out = clamp_p.bind(lo, x, hi)
-        shape = aval_of(x).shape
-        zeros = full_like_scalar(out, 0.0)
-        t = Zero(tangent_aval(aval_of(out)))
-
-        def bcast(v):
-            if aval_of(v).shape != shape:
-                from funcgrad.lax.shapes import broadcast_in_dim
-                return broadcast_in_dim(v, shape, ())
-            return v
-        if type(tx) is not Zero:
-            t = select(bitwise_and(gt(x, bcast(lo)), lt(x, bcast(hi))), tx, zeros)
-        if type(tlo) is not Zero:
-            t = add_tangents(t, select(gt(bcast(lo), x), bcast(tlo), zeros))
-        if type(thi) is not Zero:
-            t = add_tangents(t, select(lt(bcast(hi), x), bcast(thi), zeros))
-        return out, t
-
-    clamp_p.def_jvp(_clamp_jvp)
-    del lin_none, UndefinedPrimal
-
-
-def full_like_scalar(x, value):
-    """An array shaped and typed like ``x`` filled with ``value`` (for rules)."""
-    from funcgrad.lax.shapes import broadcast_in_dim
-    aval = aval_of(x)
-    v = np.asarray(value, aval.dtype)
-    if not aval.shape:
-        return v
-    return broadcast_in_dim(v, aval.shape, ())
-
-
-_def_elementwise_ad()
 
 
 # --- what core's machinery applies without naming a primitive (core/array_ops.py) -------------

@@ -13,13 +13,16 @@ import math
 import numpy as np
 from jaxlib.mlir.dialects import stablehlo
 
-from funcgrad.core import dtypes
+from funcgrad.core import ad_util, dtypes
 from funcgrad.core.avals import ShapedArray
+from funcgrad.core.batching_util import bdim_to_front
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import aval_of
 from funcgrad.lax import _hlo
-
+from funcgrad.lax.elementwise import conj, convert_element_type, mul, real
+from funcgrad.lax.shapes import broadcast_in_dim, full, pad
 FFT_TYPES = ("FFT", "IFFT", "RFFT", "IRFFT")
+
 fft_p = Primitive("fft")
 
 
@@ -73,19 +76,7 @@ def _fft_lowering(ctx, x, fft_type, fft_lengths):
 fft_p.def_lowering(_fft_lowering)
 
 
-def fft(x, fft_type, fft_lengths):
-    """Apply XLA's FFT of ``fft_type`` over the trailing ``len(fft_lengths)`` dims of ``x``.
-
-    Example:
-        >>> lax.fft.fft(x, "RFFT", (16,))
-    """
-    fft_type = str(fft_type).upper().replace("FFTTYPE.", "")
-    return fft_p.bind(x, fft_type=fft_type, fft_lengths=tuple(int(n) for n in fft_lengths))
-
-
-# --- jvp, transpose and batching rules ------------------------------------------------------
 def _fft_jvp(primals, tangents, fft_type, fft_lengths):
-    from funcgrad.core import ad_util
     (x,), (t,) = primals, tangents
     y = fft_p.bind(x, fft_type=fft_type, fft_lengths=fft_lengths)
     if ad_util.is_zero(t):
@@ -96,20 +87,18 @@ def _fft_jvp(primals, tangents, fft_type, fft_lengths):
 def _rfft_transpose(ct, fft_lengths, real_dtype):
     # RFFT = slice(FFT(complex(x))): its transpose pads the cotangent back to the full
     # spectrum, applies the (symmetric) FFT and keeps the real part.
-    from funcgrad import lax
     a = aval_of(ct)
     n = fft_lengths[-1]
-    pad = n - a.shape[-1]
-    cfg = [(0, 0, 0)] * (a.ndim - 1) + [(0, pad, 0)]
-    full = lax.pad(ct, lax.full((), 0, a.dtype), cfg)
-    return lax.convert_element_type(
-        lax.real(fft_p.bind(full, fft_type="FFT", fft_lengths=fft_lengths)), real_dtype)
+    n_pad = n - a.shape[-1]
+    cfg = [(0, 0, 0)] * (a.ndim - 1) + [(0, n_pad, 0)]
+    padded = pad(ct, full((), 0, a.dtype), cfg)
+    return convert_element_type(
+        real(fft_p.bind(padded, fft_type="FFT", fft_lengths=fft_lengths)), real_dtype)
 
 
 def _irfft_transpose(ct, fft_lengths):
     # IRFFT(x) = (1/n) * (Hermitian extension of x)'s FFT: the interior frequencies appear
     # twice in the extension, so the transpose doubles them.
-    from funcgrad import lax
     x = fft_p.bind(ct, fft_type="RFFT", fft_lengths=fft_lengths)
     xa = aval_of(x)
     m = xa.shape[-1]
@@ -119,13 +108,12 @@ def _irfft_transpose(ct, fft_lengths):
     if not odd and m > 1:
         weights[-1] = 1.0
     weights = weights / math.prod(fft_lengths)
-    w = lax.broadcast_in_dim(np.asarray(weights, dtypes.real_dtype(xa.dtype)).astype(xa.dtype),
-                             xa.shape, (xa.ndim - 1,))
-    return lax.conj(lax.mul(x, w))
+    w = broadcast_in_dim(np.asarray(weights, dtypes.real_dtype(xa.dtype)).astype(xa.dtype),
+                         xa.shape, (xa.ndim - 1,))
+    return conj(mul(x, w))
 
 
 def _fft_transpose(ct, x, fft_type, fft_lengths):
-    from funcgrad.core import ad_util
     if ad_util.is_zero(ct):
         return [ad_util.Zero(x.aval)]
     if fft_type == "RFFT":
@@ -135,12 +123,23 @@ def _fft_transpose(ct, x, fft_type, fft_lengths):
     return [fft_p.bind(ct, fft_type=fft_type, fft_lengths=fft_lengths)]
 
 
+fft_p.def_jvp(_fft_jvp)
+fft_p.def_transpose(_fft_transpose)
+
+
 def _fft_batch(args, dims, fft_type, fft_lengths):
-    from funcgrad.core.batching_util import bdim_to_front
     (x,), (d,) = args, dims
     return fft_p.bind(bdim_to_front(x, d), fft_type=fft_type, fft_lengths=fft_lengths), 0
 
 
-fft_p.def_jvp(_fft_jvp)
-fft_p.def_transpose(_fft_transpose)
 fft_p.def_batch(_fft_batch)
+
+
+def fft(x, fft_type, fft_lengths):
+    """Apply XLA's FFT of ``fft_type`` over the trailing ``len(fft_lengths)`` dims of ``x``.
+
+    Example:
+        >>> lax.fft.fft(x, "RFFT", (16,))
+    """
+    fft_type = str(fft_type).upper().replace("FFTTYPE.", "")
+    return fft_p.bind(x, fft_type=fft_type, fft_lengths=tuple(int(n) for n in fft_lengths))

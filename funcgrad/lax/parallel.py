@@ -22,11 +22,17 @@ The size of a named axis is found from the interpreters in effect: any interpret
 """
 import numpy as np
 
+from funcgrad import tree_util
 from funcgrad.core import ad_util, dtypes, interpreters
 from funcgrad.core import batching_util as _bu
 from funcgrad.core.avals import ShapedArray
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import PYTHON_SCALARS, aval_of
+from funcgrad.lax import elementwise as ew
+from funcgrad.lax import reductions as red
+from funcgrad.lax.elementwise import div, mul, select_n
+from funcgrad.lax.indexing import GatherDimensionNumbers, dynamic_slice, gather
+from funcgrad.lax.shapes import broadcast_in_dim, iota, reshape, squeeze
 
 
 def _names(axis_name):
@@ -59,6 +65,31 @@ def _unbound_lowering(name):
     return rule
 
 
+def _tree_apply(fn, x):
+    return tree_util.tree_map(fn, x)
+
+
+def _rest(names, axis):
+    return tuple(n for n in names if n != axis.name)
+
+
+def _passthrough_batch(prim):
+    # A collective over another (outer) axis acts on each vmap lane's value independently.
+    def rule(args, dims, **params):
+        return prim.bind(args[0], **params), dims[0]
+    return rule
+
+
+def _linear_jvp(prim):
+    def rule(primals, tangents, **params):
+        out = prim.bind(*primals, **params)
+        t = tangents[0]
+        if ad_util.is_zero(t):
+            return out, ad_util.Zero(ad_util.tangent_aval(aval_of(out)))
+        return out, prim.bind(t, **params)
+    return rule
+
+
 # --- psum / pmax / pmin --------------------------------------------------------------------------
 def _allreduce(kind):
     prim = Primitive(f"p{kind}")
@@ -74,14 +105,63 @@ def _allreduce(kind):
     return prim
 
 
+def _allreduce_collective(prim, kind):
+    def rule(axis, args, dims, axis_name):
+        x, d = args[0], dims[0]
+        if d is _bu.not_mapped:
+            if kind == "sum":
+                out = x * axis.size if isinstance(x, PYTHON_SCALARS) else ew.mul(x, axis.size)
+            else:
+                out = x
+        else:
+            reducer = {"sum": red.reduce_sum, "max": red.reduce_max, "min": red.reduce_min}[kind]
+            out = reducer(x, (d,))
+        rest = _rest(axis_name, axis)
+        if rest:
+            out = prim.bind(out, axis_name=rest)
+        return out, _bu.not_mapped
+    return rule
+
+
+def _pextreme_jvp(prim):
+    def rule(primals, tangents, axis_name):
+        x, = primals
+        out = prim.bind(x, axis_name=axis_name)
+        t = tangents[0]
+        if ad_util.is_zero(t) or not dtypes.is_inexact(aval_of(x).dtype):
+            return out, ad_util.Zero(ad_util.tangent_aval(aval_of(out)))
+        # the tangent of the winning member(s), averaged over ties
+        hit = ew.convert_element_type(ew.eq(x, out), aval_of(x).dtype)
+        num = psum_p.bind(ew.mul(hit, t), axis_name=axis_name)
+        den = psum_p.bind(hit, axis_name=axis_name)
+        return out, ew.div(num, den)
+    return rule
+
+
 psum_p = _allreduce("sum")
+psum_p.def_rule("collective", _allreduce_collective(psum_p, "sum"))
+psum_p.def_batch(_passthrough_batch(psum_p))
+psum_p.def_jvp(_linear_jvp(psum_p))
+
+
+def _psum_transpose(ct, x, axis_name):
+    # every member's input contributes to every member's output
+    if ad_util.is_zero(ct):
+        return [ct]
+    return [psum_p.bind(ct, axis_name=axis_name)]
+
+
+psum_p.def_transpose(_psum_transpose)
+
 pmax_p = _allreduce("max")
+pmax_p.def_rule("collective", _allreduce_collective(pmax_p, "max"))
+pmax_p.def_batch(_passthrough_batch(pmax_p))
+pmax_p.def_jvp(_pextreme_jvp(pmax_p))
+
 pmin_p = _allreduce("min")
-
-
-def _tree_apply(fn, x):
-    from funcgrad import tree_util
-    return tree_util.tree_map(fn, x)
+pmin_p.def_rule("collective", _allreduce_collective(pmin_p, "min"))
+pmin_p.def_batch(_passthrough_batch(pmin_p))
+pmin_p.def_jvp(_pextreme_jvp(pmin_p))
 
 
 def psum(x, axis_name):
@@ -124,7 +204,6 @@ def pmean(x, axis_name):
     n = 1
     for name in _names(axis_name):
         n *= axis_size(name)
-    from funcgrad.lax.elementwise import div
     return _tree_apply(lambda v: div(psum(v, axis_name), float(n) if dtypes.is_inexact(
         aval_of(v).dtype) else n), x)
 
@@ -148,6 +227,45 @@ def _all_gather_abstract(x, axis_name, axis, tiled, axis_size):
 
 
 all_gather_p.def_lowering(_unbound_lowering("all_gather"))
+all_gather_p.def_jvp(_linear_jvp(all_gather_p))
+
+
+def _all_gather_transpose(ct, x, axis_name, axis, tiled, axis_size):
+    if ad_util.is_zero(ct):
+        return [ad_util.Zero(x.aval)]
+    total = psum_p.bind(ct, axis_name=axis_name)
+    me = axis_index_p.bind(axis_name=axis_name)
+    shape = aval_of(total).shape
+    width = 1 if not tiled else shape[axis] // axis_size
+    starts = [np.int32(0)] * len(shape)
+    starts[axis] = mul(me, np.int32(width))
+    sizes = list(shape)
+    sizes[axis] = width
+    piece = dynamic_slice(total, starts, sizes)
+    return [piece if tiled else squeeze(piece, (axis,))]
+
+
+all_gather_p.def_transpose(_all_gather_transpose)
+
+
+def _all_gather_collective(axis_data, args, dims, /, axis_name, axis_size, tiled, axis):
+    x, d = args[0], dims[0]
+    gather_axis = axis
+    out = _bu.bdim_at(x, d, gather_axis, axis_data.size)
+    if tiled:
+        shape = list(aval_of(out).shape)
+        merged = shape[gather_axis] * shape[gather_axis + 1]
+        out = reshape(out, shape[:gather_axis] + [merged] + shape[gather_axis + 2:])
+    return out, _bu.not_mapped
+
+
+def _all_gather_batch(args, dims, axis, **params):
+    x = _bu.bdim_to_front(args[0], dims[0])
+    return all_gather_p.bind(x, axis=axis + 1, **params), 0
+
+
+all_gather_p.def_rule("collective", _all_gather_collective)
+all_gather_p.def_batch(_all_gather_batch)
 
 
 def all_gather(x, axis_name, *, axis=0, tiled=False):
@@ -174,6 +292,18 @@ def all_gather(x, axis_name, *, axis=0, tiled=False):
 axis_index_p = Primitive("axis_index")
 axis_index_p.def_abstract_eval(lambda axis_name: ShapedArray((), dtypes.int32))
 axis_index_p.def_lowering(_unbound_lowering("axis_index"))
+axis_index_p.def_jvp(lambda primals, tangents, axis_name: (
+    axis_index_p.bind(axis_name=axis_name),
+    ad_util.Zero(ad_util.tangent_aval(ShapedArray((), dtypes.int32)))))
+
+
+def _axis_index_collective(axis, args, dims, axis_name):
+    return iota(dtypes.int32, axis.size), 0
+
+
+axis_index_p.def_rule("collective", _axis_index_collective)
+axis_index_p.def_batch(lambda args, dims, axis_name: (axis_index_p.bind(axis_name=axis_name),
+                                                      _bu.not_mapped))
 
 
 def axis_index(axis_name):
@@ -200,6 +330,35 @@ def _ppermute_abstract(x, axis_name, perm):
 
 
 ppermute_p.def_lowering(_unbound_lowering("ppermute"))
+ppermute_p.def_jvp(_linear_jvp(ppermute_p))
+
+
+def _ppermute_transpose(ct, x, axis_name, perm):
+    if ad_util.is_zero(ct):
+        return [ct]
+    return [ppermute_p.bind(ct, axis_name=axis_name, perm=tuple((d, s) for s, d in perm))]
+
+
+ppermute_p.def_transpose(_ppermute_transpose)
+
+
+def _ppermute_collective(axis, args, dims, axis_name, perm):
+    x = _bu.bdim_to_front(args[0], dims[0], axis.size)
+    aval = aval_of(x)
+    src_of = {dst: src for src, dst in perm}
+    idx = np.array([[src_of.get(i, 0)] for i in range(axis.size)], np.int32)
+    dn = GatherDimensionNumbers(offset_dims=tuple(range(1, aval.ndim)),
+                                collapsed_slice_dims=(0,), start_index_map=(0,))
+    out = gather(x, idx, dn, (1,) + aval.shape[1:])
+    if len(src_of) < axis.size:
+        covered = np.array([i in src_of for i in range(axis.size)])
+        mask = broadcast_in_dim(covered, aval.shape, (0,))
+        out = select_n(mask, broadcast_in_dim(np.zeros((), aval.dtype), aval.shape, ()), out)
+    return out, 0
+
+
+ppermute_p.def_rule("collective", _ppermute_collective)
+ppermute_p.def_batch(_passthrough_batch(ppermute_p))
 
 
 def ppermute(x, axis_name, perm):
@@ -222,168 +381,3 @@ def ppermute(x, axis_name, perm):
         raise ValueError(f"lax.ppermute: perm {perm} must be pairs of distinct sources and "
                          f"distinct destinations in [0, {size}) for axis {names[0]!r}")
     return _tree_apply(lambda v: ppermute_p.bind(v, axis_name=names, perm=perm), x)
-
-
-# --- batching rules ---
-def _rest(names, axis):
-    return tuple(n for n in names if n != axis.name)
-
-
-def _allreduce_collective(prim, kind):
-    def rule(axis, args, dims, axis_name):
-        from funcgrad.lax import elementwise as ew, reductions as red
-        x, d = args[0], dims[0]
-        if d is _bu.not_mapped:
-            if kind == "sum":
-                out = x * axis.size if isinstance(x, PYTHON_SCALARS) else ew.mul(x, axis.size)
-            else:
-                out = x
-        else:
-            reducer = {"sum": red.reduce_sum, "max": red.reduce_max, "min": red.reduce_min}[kind]
-            out = reducer(x, (d,))
-        rest = _rest(axis_name, axis)
-        if rest:
-            out = prim.bind(out, axis_name=rest)
-        return out, _bu.not_mapped
-    return rule
-
-
-def _passthrough_batch(prim):
-    # A collective over another (outer) axis acts on each vmap lane's value independently.
-    def rule(args, dims, **params):
-        return prim.bind(args[0], **params), dims[0]
-    return rule
-
-
-for _p, _k in ((psum_p, "sum"), (pmax_p, "max"), (pmin_p, "min")):
-    _p.def_rule("collective", _allreduce_collective(_p, _k))
-    _p.def_batch(_passthrough_batch(_p))
-ppermute_p.def_batch(_passthrough_batch(ppermute_p))
-del _p, _k
-
-
-def _all_gather_collective(axis_data, args, dims, /, axis_name, axis_size, tiled, axis):
-    from funcgrad.lax.shapes import reshape
-    x, d = args[0], dims[0]
-    gather_axis = axis
-    out = _bu.bdim_at(x, d, gather_axis, axis_data.size)
-    if tiled:
-        shape = list(aval_of(out).shape)
-        merged = shape[gather_axis] * shape[gather_axis + 1]
-        out = reshape(out, shape[:gather_axis] + [merged] + shape[gather_axis + 2:])
-    return out, _bu.not_mapped
-
-
-def _all_gather_batch(args, dims, axis, **params):
-    x = _bu.bdim_to_front(args[0], dims[0])
-    return all_gather_p.bind(x, axis=axis + 1, **params), 0
-
-
-all_gather_p.def_rule("collective", _all_gather_collective)
-all_gather_p.def_batch(_all_gather_batch)
-
-
-def _axis_index_collective(axis, args, dims, axis_name):
-    from funcgrad.lax.shapes import iota
-    return iota(dtypes.int32, axis.size), 0
-
-
-axis_index_p.def_rule("collective", _axis_index_collective)
-axis_index_p.def_batch(lambda args, dims, axis_name: (axis_index_p.bind(axis_name=axis_name),
-                                                      _bu.not_mapped))
-
-
-def _ppermute_collective(axis, args, dims, axis_name, perm):
-    from funcgrad.lax.elementwise import select_n
-    from funcgrad.lax.indexing import GatherDimensionNumbers, gather
-    from funcgrad.lax.shapes import broadcast_in_dim
-    x = _bu.bdim_to_front(args[0], dims[0], axis.size)
-    aval = aval_of(x)
-    src_of = {dst: src for src, dst in perm}
-    idx = np.array([[src_of.get(i, 0)] for i in range(axis.size)], np.int32)
-    dn = GatherDimensionNumbers(offset_dims=tuple(range(1, aval.ndim)),
-                                collapsed_slice_dims=(0,), start_index_map=(0,))
-    out = gather(x, idx, dn, (1,) + aval.shape[1:])
-    if len(src_of) < axis.size:
-        covered = np.array([i in src_of for i in range(axis.size)])
-        mask = broadcast_in_dim(covered, aval.shape, (0,))
-        out = select_n(mask, broadcast_in_dim(np.zeros((), aval.dtype), aval.shape, ()), out)
-    return out, 0
-
-
-ppermute_p.def_rule("collective", _ppermute_collective)
-
-
-# --- jvp and transpose rules ---
-def _linear_jvp(prim):
-    def rule(primals, tangents, **params):
-        out = prim.bind(*primals, **params)
-        t = tangents[0]
-        if ad_util.is_zero(t):
-            return out, ad_util.Zero(ad_util.tangent_aval(aval_of(out)))
-        return out, prim.bind(t, **params)
-    return rule
-
-
-psum_p.def_jvp(_linear_jvp(psum_p))
-all_gather_p.def_jvp(_linear_jvp(all_gather_p))
-ppermute_p.def_jvp(_linear_jvp(ppermute_p))
-
-
-def _psum_transpose(ct, x, axis_name):
-    # every member's input contributes to every member's output
-    if ad_util.is_zero(ct):
-        return [ct]
-    return [psum_p.bind(ct, axis_name=axis_name)]
-
-
-def _ppermute_transpose(ct, x, axis_name, perm):
-    if ad_util.is_zero(ct):
-        return [ct]
-    return [ppermute_p.bind(ct, axis_name=axis_name, perm=tuple((d, s) for s, d in perm))]
-
-
-def _all_gather_transpose(ct, x, axis_name, axis, tiled, axis_size):
-    from funcgrad.lax.indexing import dynamic_slice
-    from funcgrad.lax.shapes import squeeze
-    if ad_util.is_zero(ct):
-        return [ad_util.Zero(x.aval)]
-    total = psum_p.bind(ct, axis_name=axis_name)
-    me = axis_index_p.bind(axis_name=axis_name)
-    shape = aval_of(total).shape
-    width = 1 if not tiled else shape[axis] // axis_size
-    starts = [np.int32(0)] * len(shape)
-    from funcgrad.lax.elementwise import mul
-    starts[axis] = mul(me, np.int32(width))
-    sizes = list(shape)
-    sizes[axis] = width
-    piece = dynamic_slice(total, starts, sizes)
-    return [piece if tiled else squeeze(piece, (axis,))]
-
-
-psum_p.def_transpose(_psum_transpose)
-ppermute_p.def_transpose(_ppermute_transpose)
-all_gather_p.def_transpose(_all_gather_transpose)
-
-
-def _pextreme_jvp(prim):
-    def rule(primals, tangents, axis_name):
-        from funcgrad.lax import elementwise as ew
-        x, = primals
-        out = prim.bind(x, axis_name=axis_name)
-        t = tangents[0]
-        if ad_util.is_zero(t) or not dtypes.is_inexact(aval_of(x).dtype):
-            return out, ad_util.Zero(ad_util.tangent_aval(aval_of(out)))
-        # the tangent of the winning member(s), averaged over ties
-        hit = ew.convert_element_type(ew.eq(x, out), aval_of(x).dtype)
-        num = psum_p.bind(ew.mul(hit, t), axis_name=axis_name)
-        den = psum_p.bind(hit, axis_name=axis_name)
-        return out, ew.div(num, den)
-    return rule
-
-
-pmax_p.def_jvp(_pextreme_jvp(pmax_p))
-pmin_p.def_jvp(_pextreme_jvp(pmin_p))
-axis_index_p.def_jvp(lambda primals, tangents, axis_name: (
-    axis_index_p.bind(axis_name=axis_name),
-    ad_util.Zero(ad_util.tangent_aval(ShapedArray((), dtypes.int32)))))

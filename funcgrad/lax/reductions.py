@@ -3,10 +3,13 @@ import numpy as np
 from jaxlib.mlir.dialects import stablehlo
 
 from funcgrad.core import dtypes
+from funcgrad.core.ad_util import Zero, deflinear, defjvp_zero, instantiate, tangent_aval
 from funcgrad.core.avals import ShapedArray
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import aval_of
 from funcgrad.lax import _hlo
+from funcgrad.lax import elementwise as ew
+from funcgrad.lax import shapes   # a module object: shapes imports this module too
 
 
 def _reduced_shape(name, x, axes):
@@ -69,15 +72,6 @@ def _reduction(kind, accepts_bool=True, logical=False):
     return prim
 
 
-reduce_sum_p = _reduction("sum", accepts_bool=False)
-reduce_prod_p = _reduction("prod", accepts_bool=False)
-reduce_max_p = _reduction("max")
-reduce_min_p = _reduction("min")
-reduce_and_p = _reduction("and", logical=True)
-reduce_or_p = _reduction("or", logical=True)
-reduce_xor_p = _reduction("xor", logical=True)
-
-
 def _axes(x, axes, name="reduce"):
     aval = aval_of(x)
     ndim = aval.ndim
@@ -102,12 +96,121 @@ def _reducer(prim):
     return fn
 
 
+# --- batching rules ---
+# Reductions keep the batch axis where it is: per-example axes are renumbered around it.
+def _reduction_batch(prim):
+    def rule(args, dims, axes, **params):
+        d = dims[0]
+        new_axes = tuple(a + (a >= d) for a in axes)
+        out_dim = d - sum(1 for a in new_axes if a < d)
+        return prim.bind(args[0], axes=new_axes, **params), out_dim
+    return rule
+
+
+def _chooser_jvp(prim):
+    def rule(primals, tangents, axes):
+        (x,), (t,) = primals, tangents
+        ans = prim.bind(x, axes=axes)
+        aval = aval_of(x)
+        if not dtypes.is_inexact(aval.dtype):
+            return ans, Zero(tangent_aval(aval_of(ans)))
+        kept = tuple(i for i in range(aval.ndim) if i not in axes)
+        loc = ew.convert_element_type(ew.eq(x, shapes.broadcast_in_dim(ans, aval.shape, kept)),
+                                      aval.dtype)
+        counts = reduce_sum_p.bind(loc, axes=axes)
+        return ans, ew.div(reduce_sum_p.bind(ew.mul(t, loc), axes=axes), counts)
+    return rule
+
+
+# --- jvp and transpose rules ---------------------------------------------------------------------
+def _shift(x, axis, reverse, fill):
+    """``x`` shifted by one along ``axis`` (towards higher indices, or lower if ``reverse``),
+    with ``fill`` entering at the open end."""
+    aval = aval_of(x)
+    cfg = [(0, 0, 0)] * aval.ndim
+    cfg[axis] = (0, 1, 0) if reverse else (1, 0, 0)
+    cfg = list(cfg)
+    padded = shapes.pad(x, np.asarray(fill, aval.dtype), cfg)
+    n = aval.shape[axis]
+    return shapes.slice_in_dim(padded, 1, n + 1, 1, axis) if reverse else \
+        shapes.slice_in_dim(padded, 0, n, 1, axis)
+
+
+def _scan_shift(x, axis, reverse, k, fill):
+    """``x`` shifted by ``k`` along ``axis`` (fill entering), for prefix scans."""
+    aval = aval_of(x)
+    n = aval.shape[axis]
+    cfg = [(0, 0, 0)] * aval.ndim
+    cfg[axis] = (0, k, 0) if reverse else (k, 0, 0)
+    padded = shapes.pad(x, np.asarray(fill, aval.dtype), cfg)
+    return shapes.slice_in_dim(padded, k, n + k, 1, axis) if reverse else \
+        shapes.slice_in_dim(padded, 0, n, 1, axis)
+
+
+reduce_sum_p = _reduction("sum", accepts_bool=False)
+
+
+def _reduce_sum_t(ct, x, axes):
+    if type(ct) is Zero:
+        return [Zero(x.aval)]
+    shape = x.aval.shape
+    kept = tuple(i for i in range(len(shape)) if i not in axes)
+    return [shapes.broadcast_in_dim(ct, shape, kept)]
+
+
+deflinear(reduce_sum_p, _reduce_sum_t)
+reduce_sum_p.def_batch(_reduction_batch(reduce_sum_p))
 reduce_sum = _reducer(reduce_sum_p)
+
+reduce_prod_p = _reduction("prod", accepts_bool=False)
+
+
+def _reduce_prod_jvp(primals, tangents, axes):
+    (x,), (t,) = primals, tangents
+    ans = reduce_prod_p.bind(x, axes=axes)
+    aval = aval_of(x)
+    # move the reduced axes last, flatten them, and use exclusive products (no division:
+    # exact at zeros)
+    kept = [i for i in range(aval.ndim) if i not in axes]
+    perm = tuple(kept + list(axes))
+    n = int(np.prod([aval.shape[a] for a in axes]))
+    flat_shape = tuple(aval.shape[i] for i in kept) + (n,)
+    xm = shapes.reshape(shapes.transpose(x, perm), flat_shape)
+    tm = shapes.reshape(shapes.transpose(instantiate(t), perm), flat_shape)
+    axis = len(kept)
+    left = _shift(cumprod_p.bind(xm, axis=axis, reverse=False), axis, False, 1)
+    right = _shift(cumprod_p.bind(xm, axis=axis, reverse=True), axis, True, 1)
+    others = ew.mul(left, right)
+    return ans, reduce_sum_p.bind(ew.mul(tm, others), axes=(axis,))
+
+
+reduce_prod_p.def_jvp(_reduce_prod_jvp)
+reduce_prod_p.def_batch(_reduction_batch(reduce_prod_p))
 reduce_prod = _reducer(reduce_prod_p)
+
+reduce_max_p = _reduction("max")
+reduce_max_p.def_jvp(_chooser_jvp(reduce_max_p))
+reduce_max_p.def_batch(_reduction_batch(reduce_max_p))
 reduce_max = _reducer(reduce_max_p)
+
+reduce_min_p = _reduction("min")
+reduce_min_p.def_jvp(_chooser_jvp(reduce_min_p))
+reduce_min_p.def_batch(_reduction_batch(reduce_min_p))
 reduce_min = _reducer(reduce_min_p)
+
+reduce_and_p = _reduction("and", logical=True)
+defjvp_zero(reduce_and_p)
+reduce_and_p.def_batch(_reduction_batch(reduce_and_p))
 reduce_and = _reducer(reduce_and_p)
+
+reduce_or_p = _reduction("or", logical=True)
+defjvp_zero(reduce_or_p)
+reduce_or_p.def_batch(_reduction_batch(reduce_or_p))
 reduce_or = _reducer(reduce_or_p)
+
+reduce_xor_p = _reduction("xor", logical=True)
+defjvp_zero(reduce_xor_p)
+reduce_xor_p.def_batch(_reduction_batch(reduce_xor_p))
 reduce_xor = _reducer(reduce_xor_p)
 
 
@@ -156,7 +259,8 @@ def _arg_reduction(kind):
 
 
 argmax_p = _arg_reduction("max")
-argmin_p = _arg_reduction("min")
+defjvp_zero(argmax_p)
+argmax_p.def_batch(_reduction_batch(argmax_p))
 
 
 def argmax(x, axis, index_dtype="int32"):
@@ -167,6 +271,11 @@ def argmax(x, axis, index_dtype="int32"):
     """
     return argmax_p.bind(x, axes=_axes(x, (axis,), "argmax"),
                         index_dtype=dtypes.canonicalize(index_dtype))
+
+
+argmin_p = _arg_reduction("min")
+defjvp_zero(argmin_p)
+argmin_p.def_batch(_reduction_batch(argmin_p))
 
 
 def argmin(x, axis, index_dtype="int32"):
@@ -194,12 +303,6 @@ def _cumulative(kind):
     return prim
 
 
-cumsum_p = _cumulative("sum")
-cumprod_p = _cumulative("prod")
-cummax_p = _cumulative("max")
-cummin_p = _cumulative("min")
-
-
 def _cumulative_fn(prim):
     def fn(x, axis=0, reverse=False):
         return prim.bind(x, axis=_axes(x, (axis,), prim.name)[0], reverse=bool(reverse))
@@ -209,23 +312,6 @@ def _cumulative_fn(prim):
     return fn
 
 
-cumsum = _cumulative_fn(cumsum_p)
-cumprod = _cumulative_fn(cumprod_p)
-cummax = _cumulative_fn(cummax_p)
-cummin = _cumulative_fn(cummin_p)
-
-
-# --- batching rules ---
-# Reductions keep the batch axis where it is: per-example axes are renumbered around it.
-def _reduction_batch(prim):
-    def rule(args, dims, axes, **params):
-        d = dims[0]
-        new_axes = tuple(a + (a >= d) for a in axes)
-        out_dim = d - sum(1 for a in new_axes if a < d)
-        return prim.bind(args[0], axes=new_axes, **params), out_dim
-    return rule
-
-
 def _cumulative_batch(prim):
     def rule(args, dims, axis, reverse):
         d = dims[0]
@@ -233,52 +319,13 @@ def _cumulative_batch(prim):
     return rule
 
 
-for _p in (reduce_sum_p, reduce_prod_p, reduce_max_p, reduce_min_p, reduce_and_p, reduce_or_p,
-           reduce_xor_p, argmax_p, argmin_p):
-    _p.def_batch(_reduction_batch(_p))
-for _p in (cumsum_p, cumprod_p, cummax_p, cummin_p):
-    _p.def_batch(_cumulative_batch(_p))
-del _p
-
-
-# --- jvp and transpose rules ---------------------------------------------------------------------
-def _shift(x, axis, reverse, fill):
-    """``x`` shifted by one along ``axis`` (towards higher indices, or lower if ``reverse``),
-    with ``fill`` entering at the open end."""
-    from funcgrad.lax.shapes import pad
-    aval = aval_of(x)
-    cfg = [(0, 0, 0)] * aval.ndim
-    cfg[axis] = (0, 1, 0) if reverse else (1, 0, 0)
-    cfg = list(cfg)
-    padded = pad(x, np.asarray(fill, aval.dtype), cfg)
-    from funcgrad.lax.shapes import slice_in_dim
-    n = aval.shape[axis]
-    return slice_in_dim(padded, 1, n + 1, 1, axis) if reverse else \
-        slice_in_dim(padded, 0, n, 1, axis)
-
-
-def _scan_shift(x, axis, reverse, k, fill):
-    """``x`` shifted by ``k`` along ``axis`` (fill entering), for prefix scans."""
-    from funcgrad.lax.shapes import pad, slice_in_dim
-    aval = aval_of(x)
-    n = aval.shape[axis]
-    cfg = [(0, 0, 0)] * aval.ndim
-    cfg[axis] = (0, k, 0) if reverse else (k, 0, 0)
-    padded = pad(x, np.asarray(fill, aval.dtype), cfg)
-    return slice_in_dim(padded, k, n + k, 1, axis) if reverse else \
-        slice_in_dim(padded, 0, n, 1, axis)
-
-
 def _cumulative_jvp(kind):
     """jvp of cumprod/cummax/cummin by a Hillis-Steele prefix scan of (value, tangent) pairs,
     written with differentiable primitives so that higher derivatives compose."""
-    from funcgrad.lax import elementwise as ew
-
     def rule(primals, tangents, axis, reverse):
         (x,), (t,) = primals, tangents
         prim = {"prod": cumprod_p, "max": cummax_p, "min": cummin_p}[kind]
         out = prim.bind(x, axis=axis, reverse=reverse)
-        from funcgrad.core.ad_util import instantiate
         t = instantiate(t)
         n = aval_of(x).shape[axis]
         ident = identity_value(kind, aval_of(x).dtype)
@@ -297,64 +344,23 @@ def _cumulative_jvp(kind):
     return rule
 
 
-def _def_reductions_ad():
-    from funcgrad.core.ad_util import Zero, deflinear, defjvp_zero, instantiate, tangent_aval
-    from funcgrad.lax import elementwise as ew
-    from funcgrad.lax.shapes import broadcast_in_dim, reshape, transpose
+cumsum_p = _cumulative("sum")
+deflinear(cumsum_p, lambda ct, x, axis, reverse: [
+    Zero(x.aval) if type(ct) is Zero else cumsum_p.bind(ct, axis=axis, reverse=not reverse)])
+cumsum_p.def_batch(_cumulative_batch(cumsum_p))
+cumsum = _cumulative_fn(cumsum_p)
 
-    def _reduce_sum_t(ct, x, axes):
-        if type(ct) is Zero:
-            return [Zero(x.aval)]
-        shape = x.aval.shape
-        kept = tuple(i for i in range(len(shape)) if i not in axes)
-        return [broadcast_in_dim(ct, shape, kept)]
+cumprod_p = _cumulative("prod")
+cumprod_p.def_jvp(_cumulative_jvp("prod"))
+cumprod_p.def_batch(_cumulative_batch(cumprod_p))
+cumprod = _cumulative_fn(cumprod_p)
 
-    deflinear(reduce_sum_p, _reduce_sum_t)
-    deflinear(cumsum_p, lambda ct, x, axis, reverse: [
-        Zero(x.aval) if type(ct) is Zero else cumsum_p.bind(ct, axis=axis, reverse=not reverse)])
+cummax_p = _cumulative("max")
+cummax_p.def_jvp(_cumulative_jvp("max"))
+cummax_p.def_batch(_cumulative_batch(cummax_p))
+cummax = _cumulative_fn(cummax_p)
 
-    for p in (reduce_and_p, reduce_or_p, reduce_xor_p, argmax_p, argmin_p):
-        defjvp_zero(p)
-
-    def _chooser_jvp(prim):
-        def rule(primals, tangents, axes):
-            (x,), (t,) = primals, tangents
-            ans = prim.bind(x, axes=axes)
-            aval = aval_of(x)
-            if not dtypes.is_inexact(aval.dtype):
-                return ans, Zero(tangent_aval(aval_of(ans)))
-            kept = tuple(i for i in range(aval.ndim) if i not in axes)
-            loc = ew.convert_element_type(ew.eq(x, broadcast_in_dim(ans, aval.shape, kept)),
-                                          aval.dtype)
-            counts = reduce_sum_p.bind(loc, axes=axes)
-            return ans, ew.div(reduce_sum_p.bind(ew.mul(t, loc), axes=axes), counts)
-        return rule
-
-    reduce_max_p.def_jvp(_chooser_jvp(reduce_max_p))
-    reduce_min_p.def_jvp(_chooser_jvp(reduce_min_p))
-
-    def _reduce_prod_jvp(primals, tangents, axes):
-        (x,), (t,) = primals, tangents
-        ans = reduce_prod_p.bind(x, axes=axes)
-        aval = aval_of(x)
-        # move the reduced axes last, flatten them, and use exclusive products (no division:
-        # exact at zeros)
-        kept = [i for i in range(aval.ndim) if i not in axes]
-        perm = tuple(kept + list(axes))
-        n = int(np.prod([aval.shape[a] for a in axes]))
-        flat_shape = tuple(aval.shape[i] for i in kept) + (n,)
-        xm = reshape(transpose(x, perm), flat_shape)
-        tm = reshape(transpose(instantiate(t), perm), flat_shape)
-        axis = len(kept)
-        left = _shift(cumprod_p.bind(xm, axis=axis, reverse=False), axis, False, 1)
-        right = _shift(cumprod_p.bind(xm, axis=axis, reverse=True), axis, True, 1)
-        others = ew.mul(left, right)
-        return ans, reduce_sum_p.bind(ew.mul(tm, others), axes=(axis,))
-
-    reduce_prod_p.def_jvp(_reduce_prod_jvp)
-    cumprod_p.def_jvp(_cumulative_jvp("prod"))
-    cummax_p.def_jvp(_cumulative_jvp("max"))
-    cummin_p.def_jvp(_cumulative_jvp("min"))
-
-
-_def_reductions_ad()
+cummin_p = _cumulative("min")
+cummin_p.def_jvp(_cumulative_jvp("min"))
+cummin_p.def_batch(_cumulative_batch(cummin_p))
+cummin = _cumulative_fn(cummin_p)

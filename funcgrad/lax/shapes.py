@@ -8,14 +8,24 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
 from funcgrad.core import array_ops, dtypes, interpreters
+from funcgrad.core import batching_util as _bu
+from funcgrad.core.ad_util import Zero, deflinear, defjvp_zero, instantiate, is_undefined_primal
 from funcgrad.core.avals import ShapedArray
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import aval_of
-from funcgrad.lax import _hlo, elementwise
+from funcgrad.lax import _hlo
+from funcgrad.lax import elementwise, reductions   # module objects: both import this module
 
 
 def _ints(values):
     return tuple(int(v) for v in values)
+
+
+def _unary_t(fn):
+    """The transpose rule of a one-operand linear primitive from ``fn(ct, aval, **params)``."""
+    def rule(ct, x, **params):
+        return [Zero(x.aval) if type(ct) is Zero else fn(ct, x.aval, **params)]
+    return rule
 
 
 # --- broadcast_in_dim ---------------------------------------------------------------------
@@ -40,6 +50,30 @@ def _broadcast_in_dim_abstract(x, shape, broadcast_dimensions):
 broadcast_in_dim_p.def_lowering(
     lambda ctx, x, shape, broadcast_dimensions:
     stablehlo.broadcast_in_dim(_hlo.ir_type(ctx.avals_out[0]), x, list(broadcast_dimensions)))
+
+
+def _broadcast_in_dim_t(ct, aval, shape, broadcast_dimensions):
+    new_axes = tuple(i for i in range(len(shape)) if i not in broadcast_dimensions)
+    expanded = tuple(od for d, od in zip(aval.shape, broadcast_dimensions)
+                     if d == 1 and shape[od] != 1)
+    summed = reductions.reduce_sum(ct, tuple(sorted(new_axes + expanded))) \
+        if (new_axes or expanded) else ct
+    return reshape(summed, aval.shape)
+
+
+deflinear(broadcast_in_dim_p, _unary_t(_broadcast_in_dim_t))
+
+
+def _broadcast_in_dim_batch(args, dims, shape, broadcast_dimensions):
+    x, = args
+    x = _bu.bdim_to_front(x, dims[0])
+    size = aval_of(x).shape[0]
+    return broadcast_in_dim_p.bind(x, shape=(size,) + tuple(shape),
+                                   broadcast_dimensions=(0,) + _bu.shift_axes(
+                                       broadcast_dimensions)), 0
+
+
+broadcast_in_dim_p.def_batch(_broadcast_in_dim_batch)
 
 
 def broadcast_in_dim(x, shape, broadcast_dimensions):
@@ -83,6 +117,15 @@ def _reshape_abstract(x, new_sizes):
 
 reshape_p.def_lowering(
     lambda ctx, x, new_sizes: stablehlo.reshape(_hlo.ir_type(ctx.avals_out[0]), x))
+deflinear(reshape_p, _unary_t(lambda ct, aval, new_sizes: reshape(ct, aval.shape)))
+
+
+def _reshape_batch(args, dims, new_sizes):
+    x = _bu.bdim_to_front(args[0], dims[0])
+    return reshape_p.bind(x, new_sizes=(aval_of(x).shape[0],) + tuple(new_sizes)), 0
+
+
+reshape_p.def_batch(_reshape_batch)
 
 
 def reshape(x, new_sizes, dimensions=None):
@@ -113,6 +156,18 @@ def _transpose_abstract(x, permutation):
 
 
 transpose_p.def_lowering(lambda ctx, x, permutation: stablehlo.transpose(x, list(permutation)))
+deflinear(transpose_p, _unary_t(lambda ct, aval, permutation: transpose(
+    ct, tuple(int(i) for i in np.argsort(permutation)))))
+
+
+def _transpose_batch(args, dims, permutation):
+    d = dims[0]
+    # output axis 0 takes the batch; the others follow the permutation around it
+    perm = (d,) + tuple(p + (p >= d) for p in permutation)
+    return transpose_p.bind(args[0], permutation=perm), 0
+
+
+transpose_p.def_batch(_transpose_batch)
 
 
 def transpose(x, permutation):
@@ -139,6 +194,15 @@ def _squeeze_abstract(x, dimensions):
 
 squeeze_p.def_lowering(
     lambda ctx, x, dimensions: stablehlo.reshape(_hlo.ir_type(ctx.avals_out[0]), x))
+deflinear(squeeze_p, _unary_t(lambda ct, aval, dimensions: reshape(ct, aval.shape)))
+
+
+def _squeeze_batch(args, dims, dimensions):
+    x = _bu.bdim_to_front(args[0], dims[0])
+    return squeeze_p.bind(x, dimensions=_bu.shift_axes(dimensions)), 0
+
+
+squeeze_p.def_batch(_squeeze_batch)
 
 
 def squeeze(x, dimensions):
@@ -167,6 +231,15 @@ def _expand_dims_abstract(x, dimensions):
 
 expand_dims_p.def_lowering(
     lambda ctx, x, dimensions: stablehlo.reshape(_hlo.ir_type(ctx.avals_out[0]), x))
+deflinear(expand_dims_p, _unary_t(lambda ct, aval, dimensions: reshape(ct, aval.shape)))
+
+
+def _expand_dims_batch(args, dims, dimensions):
+    x = _bu.bdim_to_front(args[0], dims[0])
+    return expand_dims_p.bind(x, dimensions=_bu.shift_axes(dimensions)), 0
+
+
+expand_dims_p.def_batch(_expand_dims_batch)
 
 
 def expand_dims(x, dimensions):
@@ -201,6 +274,31 @@ def _concatenate_abstract(*xs, dimension):
 
 concatenate_p.def_lowering(
     lambda ctx, *xs, dimension: stablehlo.concatenate(list(xs), dimension))
+
+
+def _concatenate_t(ct, *xs, dimension):
+    if type(ct) is Zero:
+        return [Zero(x.aval) if is_undefined_primal(x) else None for x in xs]
+    res, offset = [], 0
+    for x in xs:
+        size = (x.aval if is_undefined_primal(x) else aval_of(x)).shape[dimension]
+        if is_undefined_primal(x):
+            res.append(slice_in_dim(ct, offset, offset + size, 1, dimension))
+        else:
+            res.append(None)
+        offset += size
+    return res
+
+
+deflinear(concatenate_p, _concatenate_t)
+
+
+def _concatenate_batch(args, dims, dimension):
+    xs = _bu.all_to_front(args, dims)
+    return concatenate_p.bind(*xs, dimension=dimension + 1), 0
+
+
+concatenate_p.def_batch(_concatenate_batch)
 
 
 def concatenate(operands, dimension):
@@ -241,14 +339,58 @@ pad_p.def_lowering(
         [c[2] for c in padding_config]))
 
 
+def _pad_t(ct, x, padding_value, padding_config):
+    if type(ct) is Zero:
+        return [Zero(x.aval) if is_undefined_primal(x) else None,
+                Zero(padding_value.aval) if is_undefined_primal(padding_value) else None]
+    ct_aval = aval_of(ct)
+    zero = np.zeros((), ct_aval.dtype)
+    unpadded = pad(ct, zero, [(-lo, -hi, 0) for lo, hi, _ in padding_config])
+    t_x = slice(unpadded, (0,) * ct_aval.ndim, aval_of(unpadded).shape,
+                tuple(i + 1 for _, _, i in padding_config))
+    res_x = t_x if is_undefined_primal(x) else None
+    res_pv = None
+    if is_undefined_primal(padding_value):
+        axes = tuple(range(ct_aval.ndim))
+        total = reductions.reduce_sum(ct, axes) if axes else ct
+        inner = reductions.reduce_sum(t_x, axes) if axes else t_x
+        res_pv = elementwise.sub(total, inner)
+    return [res_x, res_pv]
+
+
+deflinear(pad_p, _pad_t)
+
+
+def _pad_batch(args, dims, padding_config):
+    x, pv = args
+    xd, pd = dims
+    size = _bu.batch_size(args, dims)
+    config = ((0, 0, 0),) + tuple(padding_config)
+    if pd is _bu.not_mapped:
+        return pad_p.bind(_bu.bdim_to_front(x, xd), pv, padding_config=config), 0
+    # A batched padding value: pad with zeros, then select the per-lane value where padded.
+    aval = aval_of(x)
+    x = _bu.bdim_to_front(x, xd, size)
+    zero = np.zeros((), aval.dtype)
+    padded = pad_p.bind(x, zero, padding_config=config)
+    out_shape = aval_of(padded).shape
+    ones = broadcast_in_dim(np.array(True), aval_of(x).shape[1:], ())   # no big constants
+    inside = pad_p.bind(ones, np.zeros((), dtypes.bool_), padding_config=tuple(padding_config))
+    inside = broadcast_in_dim(inside, out_shape, tuple(range(1, len(out_shape))))
+    fill = broadcast_in_dim(_bu.bdim_to_front(pv, pd), out_shape, (0,))
+    return elementwise.select_n_p.bind(inside, fill, padded), 0
+
+
+pad_p.def_batch(_pad_batch)
+
+
 def pad(x, padding_value, padding_config):
     """Pad with (low, high, interior) per axis; negative low/high crop.
 
     Example:
         >>> lax.pad(x, 0.0, [(1, 1, 0)])
     """
-    from funcgrad.lax.elementwise import _match_scalar
-    padding_value = _match_scalar(padding_value, x)
+    padding_value = elementwise._match_scalar(padding_value, x)
     config = tuple(tuple(int(v) for v in c) for c in padding_config)
     return pad_p.bind(x, padding_value, padding_config=config)
 
@@ -267,6 +409,15 @@ def _iota_abstract(dtype, shape, dimension):
 iota_p.def_lowering(
     lambda ctx, dtype, shape, dimension: stablehlo.iota(_hlo.ir_type(ctx.avals_out[0]),
                                                         dimension))
+defjvp_zero(iota_p)
+
+
+def _iota_batch(args, dims, dtype, shape, dimension):
+    # iota takes no operands, so it is never batched; kept for the rule checklist
+    return iota_p.bind(dtype=dtype, shape=shape, dimension=dimension), _bu.not_mapped
+
+
+iota_p.def_batch(_iota_batch)
 
 
 def iota(dtype, size):
@@ -305,6 +456,31 @@ def _slice_abstract(x, start_indices, limit_indices, strides):
 slice_p.def_lowering(
     lambda ctx, x, start_indices, limit_indices, strides: stablehlo.slice(
         x, list(start_indices), list(limit_indices), list(strides)))
+
+
+def _slice_t(ct, aval, start_indices, limit_indices, strides):
+    cfg = []
+    out_shape = aval_of(ct).shape
+    for d, s, n, st in zip(aval.shape, start_indices, out_shape, strides):
+        real_limit = s + (n - 1) * st + 1 if n > 0 else s
+        cfg.append((s, d - real_limit, st - 1 if n > 0 else 0))
+    if builtins.any(n == 0 for n in out_shape):
+        return zeros_like_shape(aval.shape, aval.dtype)
+    return pad(ct, np.zeros((), aval.dtype), cfg)
+
+
+deflinear(slice_p, _unary_t(_slice_t))
+
+
+def _slice_batch(args, dims, start_indices, limit_indices, strides):
+    x = _bu.bdim_to_front(args[0], dims[0])
+    size = aval_of(x).shape[0]
+    return slice_p.bind(x, start_indices=(0,) + tuple(start_indices),
+                        limit_indices=(size,) + tuple(limit_indices),
+                        strides=(1,) + tuple(strides)), 0
+
+
+slice_p.def_batch(_slice_batch)
 
 
 def slice(x, start_indices, limit_indices, strides=None):
@@ -354,6 +530,23 @@ def _split_lowering(ctx, x, sizes, axis):
 split_p.def_lowering(_split_lowering)
 
 
+def _split_t(cts, x, sizes, axis):
+    if builtins.all(type(c) is Zero for c in cts):
+        return [Zero(x.aval)]
+    return [concatenate([instantiate(c) for c in cts], axis)]
+
+
+deflinear(split_p, _split_t)
+
+
+def _split_batch(args, dims, sizes, axis):
+    x = _bu.bdim_to_front(args[0], dims[0])
+    return split_p.bind(x, sizes=sizes, axis=axis + 1), [0] * len(sizes)
+
+
+split_p.def_batch(_split_batch)
+
+
 def split(x, sizes, axis=0):
     """Cut ``axis`` of ``x`` into consecutive pieces of the given ``sizes`` (summing to its
     length); returns a list of arrays.
@@ -397,6 +590,15 @@ def _rev_abstract(x, dimensions):
 
 
 rev_p.def_lowering(lambda ctx, x, dimensions: stablehlo.reverse(x, list(dimensions)))
+deflinear(rev_p, _unary_t(lambda ct, aval, dimensions: rev(ct, dimensions)))
+
+
+def _rev_batch(args, dims, dimensions):
+    d = dims[0]
+    return rev_p.bind(args[0], dimensions=tuple(a + (a >= d) for a in dimensions)), d
+
+
+rev_p.def_batch(_rev_batch)
 
 
 def rev(x, dimensions):
@@ -409,9 +611,8 @@ def rev(x, dimensions):
 
 def full(shape, fill_value, dtype=None):
     """An array of ``shape`` filled with ``fill_value``. Example: ``lax.full((2,), 1.0)``."""
-    from funcgrad.lax.elementwise import convert_element_type
     dtype = dtypes.canonicalize(dtype) if dtype is not None else aval_of(fill_value).dtype
-    value = convert_element_type(fill_value, dtype)
+    value = elementwise.convert_element_type(fill_value, dtype)
     return broadcast(value, _ints(shape))
 
 
@@ -420,190 +621,6 @@ def zeros_like_shape(shape, dtype):
 
 
 _ = ir  # keep the MLIR module imported for rules that need attributes
-
-
-# --- batching rules ---
-from funcgrad.core import batching_util as _bu  # noqa: E402
-
-
-def _broadcast_in_dim_batch(args, dims, shape, broadcast_dimensions):
-    x, = args
-    x = _bu.bdim_to_front(x, dims[0])
-    size = aval_of(x).shape[0]
-    return broadcast_in_dim_p.bind(x, shape=(size,) + tuple(shape),
-                                   broadcast_dimensions=(0,) + _bu.shift_axes(
-                                       broadcast_dimensions)), 0
-
-
-def _reshape_batch(args, dims, new_sizes):
-    x = _bu.bdim_to_front(args[0], dims[0])
-    return reshape_p.bind(x, new_sizes=(aval_of(x).shape[0],) + tuple(new_sizes)), 0
-
-
-def _transpose_batch(args, dims, permutation):
-    d = dims[0]
-    # output axis 0 takes the batch; the others follow the permutation around it
-    perm = (d,) + tuple(p + (p >= d) for p in permutation)
-    return transpose_p.bind(args[0], permutation=perm), 0
-
-
-def _squeeze_batch(args, dims, dimensions):
-    x = _bu.bdim_to_front(args[0], dims[0])
-    return squeeze_p.bind(x, dimensions=_bu.shift_axes(dimensions)), 0
-
-
-def _expand_dims_batch(args, dims, dimensions):
-    x = _bu.bdim_to_front(args[0], dims[0])
-    return expand_dims_p.bind(x, dimensions=_bu.shift_axes(dimensions)), 0
-
-
-def _concatenate_batch(args, dims, dimension):
-    xs = _bu.all_to_front(args, dims)
-    return concatenate_p.bind(*xs, dimension=dimension + 1), 0
-
-
-def _pad_batch(args, dims, padding_config):
-    x, pv = args
-    xd, pd = dims
-    size = _bu.batch_size(args, dims)
-    config = ((0, 0, 0),) + tuple(padding_config)
-    if pd is _bu.not_mapped:
-        return pad_p.bind(_bu.bdim_to_front(x, xd), pv, padding_config=config), 0
-    # A batched padding value: pad with zeros, then select the per-lane value where padded.
-    from funcgrad.lax.elementwise import select_n_p
-    aval = aval_of(x)
-    x = _bu.bdim_to_front(x, xd, size)
-    zero = np.zeros((), aval.dtype)
-    padded = pad_p.bind(x, zero, padding_config=config)
-    out_shape = aval_of(padded).shape
-    ones = broadcast_in_dim(np.array(True), aval_of(x).shape[1:], ())   # no big constants
-    inside = pad_p.bind(ones, np.zeros((), dtypes.bool_), padding_config=tuple(padding_config))
-    inside = broadcast_in_dim(inside, out_shape, tuple(range(1, len(out_shape))))
-    fill = broadcast_in_dim(_bu.bdim_to_front(pv, pd), out_shape, (0,))
-    return select_n_p.bind(inside, fill, padded), 0
-
-
-def _iota_batch(args, dims, dtype, shape, dimension):
-    # iota takes no operands, so it is never batched; kept for the rule checklist
-    return iota_p.bind(dtype=dtype, shape=shape, dimension=dimension), _bu.not_mapped
-
-
-def _slice_batch(args, dims, start_indices, limit_indices, strides):
-    x = _bu.bdim_to_front(args[0], dims[0])
-    size = aval_of(x).shape[0]
-    return slice_p.bind(x, start_indices=(0,) + tuple(start_indices),
-                        limit_indices=(size,) + tuple(limit_indices),
-                        strides=(1,) + tuple(strides)), 0
-
-
-def _split_batch(args, dims, sizes, axis):
-    x = _bu.bdim_to_front(args[0], dims[0])
-    return split_p.bind(x, sizes=sizes, axis=axis + 1), [0] * len(sizes)
-
-
-def _rev_batch(args, dims, dimensions):
-    d = dims[0]
-    return rev_p.bind(args[0], dimensions=tuple(a + (a >= d) for a in dimensions)), d
-
-
-broadcast_in_dim_p.def_batch(_broadcast_in_dim_batch)
-reshape_p.def_batch(_reshape_batch)
-transpose_p.def_batch(_transpose_batch)
-squeeze_p.def_batch(_squeeze_batch)
-expand_dims_p.def_batch(_expand_dims_batch)
-concatenate_p.def_batch(_concatenate_batch)
-pad_p.def_batch(_pad_batch)
-iota_p.def_batch(_iota_batch)
-slice_p.def_batch(_slice_batch)
-split_p.def_batch(_split_batch)
-rev_p.def_batch(_rev_batch)
-
-
-# --- jvp and transpose rules ---------------------------------------------------------------------
-def _def_shapes_ad():
-    from funcgrad.core.ad_util import Zero, deflinear, defjvp_zero, instantiate, \
-        is_undefined_primal
-    from funcgrad.lax.reductions import reduce_sum
-
-    def unary_t(fn):
-        def rule(ct, x, **params):
-            return [Zero(x.aval) if type(ct) is Zero else fn(ct, x.aval, **params)]
-        return rule
-
-    def _broadcast_in_dim_t(ct, aval, shape, broadcast_dimensions):
-        new_axes = tuple(i for i in range(len(shape)) if i not in broadcast_dimensions)
-        expanded = tuple(od for d, od in zip(aval.shape, broadcast_dimensions)
-                         if d == 1 and shape[od] != 1)
-        summed = reduce_sum(ct, tuple(sorted(new_axes + expanded))) if (new_axes or expanded) \
-            else ct
-        return reshape(summed, aval.shape)
-
-    deflinear(broadcast_in_dim_p, unary_t(_broadcast_in_dim_t))
-    deflinear(reshape_p, unary_t(lambda ct, aval, new_sizes: reshape(ct, aval.shape)))
-    deflinear(transpose_p, unary_t(lambda ct, aval, permutation: transpose(
-        ct, tuple(int(i) for i in np.argsort(permutation)))))
-    deflinear(squeeze_p, unary_t(lambda ct, aval, dimensions: reshape(ct, aval.shape)))
-    deflinear(expand_dims_p, unary_t(lambda ct, aval, dimensions: reshape(ct, aval.shape)))
-    deflinear(rev_p, unary_t(lambda ct, aval, dimensions: rev(ct, dimensions)))
-
-    def _slice_t(ct, aval, start_indices, limit_indices, strides):
-        cfg = []
-        out_shape = aval_of(ct).shape
-        for d, s, n, st in zip(aval.shape, start_indices, out_shape, strides):
-            real_limit = s + (n - 1) * st + 1 if n > 0 else s
-            cfg.append((s, d - real_limit, st - 1 if n > 0 else 0))
-        if builtins.any(n == 0 for n in out_shape):
-            return zeros_like_shape(aval.shape, aval.dtype)
-        return pad(ct, np.zeros((), aval.dtype), cfg)
-
-    deflinear(slice_p, unary_t(_slice_t))
-
-    def _concatenate_t(ct, *xs, dimension):
-        if type(ct) is Zero:
-            return [Zero(x.aval) if is_undefined_primal(x) else None for x in xs]
-        res, offset = [], 0
-        for x in xs:
-            size = (x.aval if is_undefined_primal(x) else aval_of(x)).shape[dimension]
-            if is_undefined_primal(x):
-                res.append(slice_in_dim(ct, offset, offset + size, 1, dimension))
-            else:
-                res.append(None)
-            offset += size
-        return res
-
-    deflinear(concatenate_p, _concatenate_t)
-
-    def _split_t(cts, x, sizes, axis):
-        if builtins.all(type(c) is Zero for c in cts):
-            return [Zero(x.aval)]
-        return [concatenate([instantiate(c) for c in cts], axis)]
-
-    deflinear(split_p, _split_t)
-
-    def _pad_t(ct, x, padding_value, padding_config):
-        if type(ct) is Zero:
-            return [Zero(x.aval) if is_undefined_primal(x) else None,
-                    Zero(padding_value.aval) if is_undefined_primal(padding_value) else None]
-        ct_aval = aval_of(ct)
-        zero = np.zeros((), ct_aval.dtype)
-        unpadded = pad(ct, zero, [(-lo, -hi, 0) for lo, hi, _ in padding_config])
-        t_x = slice(unpadded, (0,) * ct_aval.ndim, aval_of(unpadded).shape,
-                    tuple(i + 1 for _, _, i in padding_config))
-        res_x = t_x if is_undefined_primal(x) else None
-        res_pv = None
-        if is_undefined_primal(padding_value):
-            axes = tuple(range(ct_aval.ndim))
-            total = reduce_sum(ct, axes) if axes else ct
-            inner = reduce_sum(t_x, axes) if axes else t_x
-            from funcgrad.lax.elementwise import sub
-            res_pv = sub(total, inner)
-        return [res_x, res_pv]
-
-    deflinear(pad_p, _pad_t)
-    defjvp_zero(iota_p)
-
-
-_def_shapes_ad()
 
 
 # --- what core's machinery applies without naming a primitive (core/array_ops.py) -------------

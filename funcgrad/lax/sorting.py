@@ -7,13 +7,16 @@ imaginary part. ``top_k`` (XLA's TopK, a partial sort) treats every NaN as the l
 and ``-0.0 == 0.0``; ties go to the lower index.
 """
 import numpy as np
-from jaxlib.mlir.dialects import stablehlo
+from jaxlib.mlir.dialects import chlo, stablehlo
 
+from funcgrad.core import batching_util as bu
 from funcgrad.core import dtypes
+from funcgrad.core.ad_util import Zero, tangent_aval
 from funcgrad.core.avals import ShapedArray
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import aval_of
-from funcgrad.lax import _hlo
+from funcgrad.lax import _hlo, indexing, shapes
+from funcgrad.lax import elementwise as ew
 
 
 # --- comparators -------------------------------------------------------------------------------
@@ -93,6 +96,41 @@ sort_p.def_lowering(lambda ctx, *ops, dimension, is_stable, num_keys: _sort_hlo(
     ops, ctx.avals_in, dimension, is_stable, num_keys))
 
 
+def _take_along(x, idx, dimension):
+    """``x`` gathered along ``dimension`` by ``idx`` (an int32 array of x's shape)."""
+    aval = aval_of(x)
+    shape = aval.shape
+    parts = [idx if d == dimension else shapes.broadcasted_iota(np.int32, shape, d)
+             for d in range(len(shape))]
+    full = shapes.concatenate([shapes.expand_dims(p, (len(shape),)) for p in parts], len(shape))
+    dnums = indexing.GatherDimensionNumbers(offset_dims=(),
+                                            collapsed_slice_dims=tuple(range(len(shape))),
+                                            start_index_map=tuple(range(len(shape))))
+    return indexing.gather(x, full, dnums, (1,) * len(shape), mode="clip")
+
+
+def _sort_jvp(primals, tangents, dimension, is_stable, num_keys):
+    shape = aval_of(primals[0]).shape
+    iota = shapes.broadcasted_iota(np.int32, shape, dimension)
+    outs = sort_p.bind(*primals, iota, dimension=dimension, is_stable=is_stable,
+                       num_keys=num_keys)
+    perm = outs[-1]
+    t_out = [t if type(t) is Zero else _take_along(t, perm, dimension) for t in tangents]
+    return outs[:-1], t_out
+
+
+sort_p.def_jvp(_sort_jvp)
+
+
+def _sort_batch(args, dims, dimension, is_stable, num_keys):
+    ops = bu.all_to_front(args, dims)
+    outs = sort_p.bind(*ops, dimension=dimension + 1, is_stable=is_stable, num_keys=num_keys)
+    return outs, [0] * len(outs)
+
+
+sort_p.def_batch(_sort_batch)
+
+
 def sort(operand, dimension=-1, is_stable=True, num_keys=1):
     """Sort ``operand`` (an array, or a sequence of same-shaped arrays sorted together by the
     first ``num_keys`` of them, lexicographically) along ``dimension``. NaNs sort last.
@@ -129,8 +167,6 @@ def argsort(operand, dimension=-1, is_stable=True, descending=False, index_dtype
         >>> lax.argsort(jnp.array([3.0, 1.0, 2.0]))
         Array([1, 2, 0], dtype=int32)
     """
-    from funcgrad.lax import elementwise as ew
-    from funcgrad.lax import shapes
     aval = aval_of(operand)
     if aval.ndim == 0:
         raise TypeError(f"lax.argsort: cannot sort a 0-d array {aval.str_short()}")
@@ -166,7 +202,6 @@ def _top_k_abstract(operand, k):
 
 def _top_k_lowering(ctx, operand, k):
     # XLA's TopK (a partial sort on CPU) is orders of magnitude faster than a full sort.
-    from jaxlib.mlir.dialects import chlo
     aval = ctx.avals_in[0]
     out_types = [_hlo.ir_type(a) for a in ctx.avals_out]
     if dtypes.is_integer(aval.dtype):
@@ -208,58 +243,11 @@ def _top_k_sort_lowering(ctx, operand, k):
 top_k_p.def_lowering(_top_k_lowering)
 
 
-def top_k(operand, k):
-    """The ``k`` largest entries along the last axis, in descending order, and their indices
-    (NaN counts as largest; ties keep the lower index first).
-
-    Example:
-        >>> vals, idx = lax.top_k(jnp.array([1.0, 4.0, 2.0]), 2)
-    """
-    return tuple(top_k_p.bind(operand, k=int(k)))
-
-
-# --- jvp and batching rules ------------------------------------------------------------------
-def _take_along(x, idx, dimension):
-    """``x`` gathered along ``dimension`` by ``idx`` (an int32 array of x's shape)."""
-    from funcgrad.lax import indexing, shapes
-    aval = aval_of(x)
-    shape = aval.shape
-    parts = [idx if d == dimension else shapes.broadcasted_iota(np.int32, shape, d)
-             for d in range(len(shape))]
-    full = shapes.concatenate([shapes.expand_dims(p, (len(shape),)) for p in parts], len(shape))
-    dnums = indexing.GatherDimensionNumbers(offset_dims=(),
-                                            collapsed_slice_dims=tuple(range(len(shape))),
-                                            start_index_map=tuple(range(len(shape))))
-    return indexing.gather(x, full, dnums, (1,) * len(shape), mode="clip")
-
-
-def _sort_jvp(primals, tangents, dimension, is_stable, num_keys):
-    from funcgrad.core.ad_util import Zero
-    from funcgrad.lax import shapes
-    shape = aval_of(primals[0]).shape
-    iota = shapes.broadcasted_iota(np.int32, shape, dimension)
-    outs = sort_p.bind(*primals, iota, dimension=dimension, is_stable=is_stable,
-                       num_keys=num_keys)
-    perm = outs[-1]
-    t_out = [t if type(t) is Zero else _take_along(t, perm, dimension) for t in tangents]
-    return outs[:-1], t_out
-
-
-def _sort_batch(args, dims, dimension, is_stable, num_keys):
-    from funcgrad.core import batching_util as bu
-    ops = bu.all_to_front(args, dims)
-    outs = sort_p.bind(*ops, dimension=dimension + 1, is_stable=is_stable, num_keys=num_keys)
-    return outs, [0] * len(outs)
-
-
 def _top_k_jvp(primals, tangents, k):
-    from funcgrad.core.ad_util import Zero
-    from funcgrad.lax import indexing, shapes
     operand, = primals
     t, = tangents
     vals, idx = top_k_p.bind(operand, k=k)
     if type(t) is Zero:
-        from funcgrad.core.ad_util import tangent_aval
         return [vals, idx], [Zero(tangent_aval(aval_of(vals).update(weak_type=False))),
                              Zero(ShapedArray(aval_of(idx).shape, dtypes.float0))]
     shape = aval_of(idx).shape
@@ -273,8 +261,10 @@ def _top_k_jvp(primals, tangents, k):
     return [vals, idx], [t_vals, Zero(ShapedArray(shape, dtypes.float0))]
 
 
+top_k_p.def_jvp(_top_k_jvp)
+
+
 def _top_k_batch(args, dims, k):
-    from funcgrad.core import batching_util as bu
     x, = args
     d, = dims
     nd = aval_of(x).ndim
@@ -284,7 +274,14 @@ def _top_k_batch(args, dims, k):
     return outs, [d, d]
 
 
-sort_p.def_jvp(_sort_jvp)
-sort_p.def_batch(_sort_batch)
-top_k_p.def_jvp(_top_k_jvp)
 top_k_p.def_batch(_top_k_batch)
+
+
+def top_k(operand, k):
+    """The ``k`` largest entries along the last axis, in descending order, and their indices
+    (NaN counts as largest; ties keep the lower index first).
+
+    Example:
+        >>> vals, idx = lax.top_k(jnp.array([1.0, 4.0, 2.0]), 2)
+    """
+    return tuple(top_k_p.bind(operand, k=int(k)))

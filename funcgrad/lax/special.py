@@ -12,12 +12,17 @@ import math
 import numpy as np
 from jaxlib.mlir.dialects import chlo, stablehlo
 
+from funcgrad.core import batching_util as bu
 from funcgrad.core import dtypes
+from funcgrad.core.ad import jvp_flat
+from funcgrad.core.ad_util import Zero, instantiate
 from funcgrad.core.avals import ShapedArray
+from funcgrad.core.batching_util import broadcast_batcher
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import aval_of
-from funcgrad.lax import _hlo
+from funcgrad.lax import _hlo, reductions, shapes
 from funcgrad.lax import elementwise as ew
+from funcgrad.lax.control_flow import fori_loop
 from funcgrad.lax.elementwise import binary_operands
 
 
@@ -55,8 +60,52 @@ def _float_binary(name, hlo_fn):
     return prim
 
 
+def _like(x, value):
+    """A constant array of ``x``'s shape and dtype (no arithmetic on x: inf * 0 would be nan)."""
+    aval = aval_of(x)
+    return shapes.full(aval.shape, np.asarray(value, aval.dtype), aval.dtype)
+
+
+def _unary_fn(prim, doc):
+    def fn(x):
+        return prim.bind(x)
+    fn.__name__ = prim.name
+    fn.__doc__ = doc
+    return fn
+
+
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+def _c(x, v):
+    return np.asarray(v, aval_of(x).dtype)
+
+
+def _defjvp_unary(prim, deriv):
+    """jvp of an elementwise function: ``t * deriv(x, y)`` where y is the primal output."""
+    def rule(primals, tangents):
+        x, = primals
+        t, = tangents
+        y = prim.bind(x)
+        if type(t) is Zero:
+            return y, t
+        return y, ew.mul(t, deriv(x, y))
+    prim.def_jvp(rule)
+
+
+# --- unary functions (XLA's CHLO decompositions), jvp t * f'(x) ------------------------------
 erf_p = _float_unary("erf", chlo.erf)
+_defjvp_unary(erf_p, lambda x, y: ew.mul(_c(x, _TWO_OVER_SQRT_PI), ew.exp(ew.neg(ew.mul(x, x)))))
+erf_p.def_batch(broadcast_batcher(erf_p))
+erf = _unary_fn(erf_p, "The error function. Example: ``lax.erf(x)``.")
+
 erfc_p = _float_unary("erfc", chlo.erfc)
+_defjvp_unary(erfc_p, lambda x, y: ew.mul(_c(x, -_TWO_OVER_SQRT_PI),
+                                          ew.exp(ew.neg(ew.mul(x, x)))))
+erfc_p.def_batch(broadcast_batcher(erfc_p))
+erfc = _unary_fn(erfc_p, "``1 - erf(x)``, accurate for large x. Example: ``lax.erfc(x)``.")
+
+
 def _erf_inv_hlo(ctx, x):
     # CHLO's erf_inv gives nan at +-1; the limits are +-inf.
     aval = ctx.avals_in[0]
@@ -68,36 +117,65 @@ def _erf_inv_hlo(ctx, x):
 
 erf_inv_p = _float_unary("erf_inv", None)
 erf_inv_p.def_lowering(_erf_inv_hlo)
-lgamma_p = _float_unary("lgamma", chlo.lgamma)
-digamma_p = _float_unary("digamma", chlo.digamma)
-bessel_i1e_p = _float_unary("bessel_i1e", chlo.bessel_i1e)
-polygamma_p = _float_binary("polygamma", chlo.polygamma)
-zeta_p = _float_binary("zeta", chlo.zeta)
-
-
-def _like(x, value):
-    """A constant array of ``x``'s shape and dtype (no arithmetic on x: inf * 0 would be nan)."""
-    from funcgrad.lax.shapes import full
-    aval = aval_of(x)
-    return full(aval.shape, np.asarray(value, aval.dtype), aval.dtype)
-
-
-def _unary_fn(prim, doc):
-    def fn(x):
-        return prim.bind(x)
-    fn.__name__ = prim.name
-    fn.__doc__ = doc
-    return fn
-
-
-erf = _unary_fn(erf_p, "The error function. Example: ``lax.erf(x)``.")
-erfc = _unary_fn(erfc_p, "``1 - erf(x)``, accurate for large x. Example: ``lax.erfc(x)``.")
+_defjvp_unary(erf_inv_p, lambda x, y: ew.mul(_c(x, math.sqrt(math.pi) / 2),
+                                             ew.exp(ew.mul(y, y))))
+erf_inv_p.def_batch(broadcast_batcher(erf_inv_p))
 erf_inv = _unary_fn(erf_inv_p, "The inverse of ``erf`` on (-1, 1). Example: ``lax.erf_inv(x)``.")
+
+lgamma_p = _float_unary("lgamma", chlo.lgamma)
+_defjvp_unary(lgamma_p, lambda x, y: digamma(x))
+lgamma_p.def_batch(broadcast_batcher(lgamma_p))
 lgamma = _unary_fn(lgamma_p, "``log|Gamma(x)|``. Example: ``lax.lgamma(x)``.")
+
+digamma_p = _float_unary("digamma", chlo.digamma)
+_defjvp_unary(digamma_p, lambda x, y: polygamma_p.bind(_like(x, 1.0), x))
+digamma_p.def_batch(broadcast_batcher(digamma_p))
 digamma = _unary_fn(digamma_p, "The digamma function ``d/dx lgamma(x)``. Example: "
                                "``lax.digamma(x)``.")
+
+bessel_i1e_p = _float_unary("bessel_i1e", chlo.bessel_i1e)
+
+
+def _i1e_deriv(x, y):
+    # d/dx i1e(x) = i0e(x) - i1e(x) * (sign(x) + 1/x); the limit at 0 is 1/2.
+    zero = ew.eq(x, _c(x, 0.0))
+    safe = ew.select(zero, _like(x, 1.0), x)
+    d = ew.sub(bessel_i0e(safe), ew.mul(bessel_i1e(safe),
+                                        ew.add(ew.sign(safe), ew.div(_c(x, 1.0), safe))))
+    return ew.select(zero, _like(x, 0.5), d)
+
+
+_defjvp_unary(bessel_i1e_p, _i1e_deriv)
+bessel_i1e_p.def_batch(broadcast_batcher(bessel_i1e_p))
 bessel_i1e = _unary_fn(bessel_i1e_p, "Exponentially scaled modified Bessel function of order "
                                      "1: ``exp(-|x|) I1(x)``. Example: ``lax.bessel_i1e(x)``.")
+
+
+# --- polygamma and zeta: differentiable in their second operand only ---------------------------
+def _no_tangent(name, what, t):
+    if type(t) is not Zero:
+        raise TypeError(f"lax.{name}: differentiation with respect to {what} is not supported "
+                        f"(only the second argument); hold it constant")
+
+
+def _jvp_in_second(prim, what, derivative):
+    """jvp of a primitive differentiable in its second operand only; ``derivative(a, x)`` is
+    d prim(a, x) / dx."""
+    def rule(primals, tangents):
+        a, x = primals
+        ta, tx = tangents
+        _no_tangent(prim.name, what, ta)
+        y = prim.bind(a, x)
+        return (y, tx) if type(tx) is Zero else (y, ew.mul(tx, derivative(a, x)))
+    prim.def_jvp(rule)
+
+
+polygamma_p = _float_binary("polygamma", chlo.polygamma)
+
+# d/dx polygamma(n, x) = polygamma(n + 1, x); d/dq zeta(s, q) = -s zeta(s + 1, q)
+_jvp_in_second(polygamma_p, "the order n",
+               lambda n, x: polygamma_p.bind(ew.add(n, _c(n, 1.0)), x))
+polygamma_p.def_batch(broadcast_batcher(polygamma_p))
 
 
 def polygamma(n, x):
@@ -108,6 +186,12 @@ def polygamma(n, x):
     """
     n, x = binary_operands(n, x)
     return polygamma_p.bind(n, x)
+
+
+zeta_p = _float_binary("zeta", chlo.zeta)
+_jvp_in_second(zeta_p, "the exponent x",
+               lambda s, q: ew.mul(ew.neg(s), zeta_p.bind(ew.add(s, _c(s, 1.0)), q)))
+zeta_p.def_batch(broadcast_batcher(zeta_p))
 
 
 def zeta(x, q):
@@ -167,7 +251,6 @@ def bessel_i0e(x):
 # --- incomplete gamma: composed, with closed-form derivative in x --------------------------
 def _igamma_series(a, x, n_terms):
     """P(a, x) by its power series (good for x < a + 1), summed in a loop."""
-    from funcgrad.lax.control_flow import fori_loop
     dt = aval_of(a).dtype
     c = lambda v: np.asarray(v, dt)  # noqa: E731
     term = ew.div(c(1.0), a)
@@ -185,7 +268,6 @@ def _igamma_series(a, x, n_terms):
 
 def _igammac_cf(a, x, n_terms):
     """Q(a, x) by Legendre's continued fraction, modified Lentz (good for x >= a + 1)."""
-    from funcgrad.lax.control_flow import fori_loop
     dt = aval_of(a).dtype
     c = lambda v: np.asarray(v, dt)  # noqa: E731
     tiny = c(np.finfo(dt).tiny * 1e3 if dt != dtypes.bfloat16 else 1e-30)
@@ -242,8 +324,37 @@ def _igamma_prim(name, upper):
     return prim
 
 
+def _igamma_jvp_rule(prim, upper):
+    def rule(primals, tangents):
+        a, x = primals
+        ta, tx = tangents
+        y = prim.bind(a, x)
+        t = None
+        if type(tx) is not Zero:
+            # dP/dx = x^(a-1) e^-x / Gamma(a)
+            safe = ew.select(ew.gt(x, _c(x, 0.0)), x, _like(x, 1.0))
+            d = ew.exp(ew.sub(ew.sub(ew.mul(ew.sub(a, _c(a, 1.0)), ew.log(safe)), safe),
+                              lgamma(a)))
+            d = ew.select(ew.gt(x, _c(x, 0.0)), d, _like(x, 0.0))
+            t = ew.mul(tx, ew.neg(d) if upper else d)
+        if type(ta) is not Zero:
+            # d/da: forward mode through the series / continued fraction.
+            _, (ta_out,) = jvp_flat(lambda a_: [_igamma_impl(a_, x, upper)], [a], [ta])
+            ta_out = instantiate(ta_out)
+            t = ta_out if t is None else ew.add(t, ta_out)
+        if t is None:
+            return y, Zero(aval_of(y).update(weak_type=False))
+        return y, t
+    return rule
+
+
 igamma_p = _igamma_prim("igamma", upper=False)
+igamma_p.def_jvp(_igamma_jvp_rule(igamma_p, False))
+igamma_p.def_batch(broadcast_batcher(igamma_p))
+
 igammac_p = _igamma_prim("igammac", upper=True)
+igammac_p.def_jvp(_igamma_jvp_rule(igammac_p, True))
+igammac_p.def_batch(broadcast_batcher(igammac_p))
 
 
 def igamma(a, x):
@@ -289,7 +400,6 @@ def logsumexp(x, axes):
     Example:
         >>> lax.logsumexp(x, (0,))
     """
-    from funcgrad.lax import reductions, shapes
     aval = aval_of(x)
     axes = tuple(int(a) % aval.ndim for a in axes) if aval.ndim else ()
     dt = aval.dtype
@@ -337,119 +447,7 @@ def _cumlogsumexp_lowering(ctx, x, axis, reverse):
 cumlogsumexp_p.def_lowering(_cumlogsumexp_lowering)
 
 
-def cumlogsumexp(x, axis=0, reverse=False):
-    """Running ``logsumexp`` along ``axis`` (from the end if ``reverse``).
-
-    Example:
-        >>> lax.cumlogsumexp(jnp.log(jnp.arange(1.0, 4.0)))     # log([1, 3, 6])
-    """
-    aval = aval_of(x)
-    return cumlogsumexp_p.bind(x, axis=int(axis) % max(aval.ndim, 1), reverse=bool(reverse))
-
-
-# --- jvp and batching rules ------------------------------------------------------------------
-def _defjvp_unary(prim, deriv):
-    """jvp of an elementwise function: ``t * deriv(x, y)`` where y is the primal output."""
-    def rule(primals, tangents):
-        from funcgrad.core.ad_util import Zero
-        x, = primals
-        t, = tangents
-        y = prim.bind(x)
-        if type(t) is Zero:
-            return y, t
-        return y, ew.mul(t, deriv(x, y))
-    prim.def_jvp(rule)
-
-
-_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
-
-
-def _c(x, v):
-    return np.asarray(v, aval_of(x).dtype)
-
-
-_defjvp_unary(erf_p, lambda x, y: ew.mul(_c(x, _TWO_OVER_SQRT_PI), ew.exp(ew.neg(ew.mul(x, x)))))
-_defjvp_unary(erfc_p, lambda x, y: ew.mul(_c(x, -_TWO_OVER_SQRT_PI),
-                                          ew.exp(ew.neg(ew.mul(x, x)))))
-_defjvp_unary(erf_inv_p, lambda x, y: ew.mul(_c(x, math.sqrt(math.pi) / 2),
-                                             ew.exp(ew.mul(y, y))))
-_defjvp_unary(lgamma_p, lambda x, y: digamma(x))
-_defjvp_unary(digamma_p, lambda x, y: polygamma_p.bind(_like(x, 1.0), x))
-
-
-def _i1e_deriv(x, y):
-    # d/dx i1e(x) = i0e(x) - i1e(x) * (sign(x) + 1/x); the limit at 0 is 1/2.
-    zero = ew.eq(x, _c(x, 0.0))
-    safe = ew.select(zero, _like(x, 1.0), x)
-    d = ew.sub(bessel_i0e(safe), ew.mul(bessel_i1e(safe),
-                                        ew.add(ew.sign(safe), ew.div(_c(x, 1.0), safe))))
-    return ew.select(zero, _like(x, 0.5), d)
-
-
-_defjvp_unary(bessel_i1e_p, _i1e_deriv)
-
-
-def _no_tangent(name, what, t):
-    from funcgrad.core.ad_util import Zero
-    if type(t) is not Zero:
-        raise TypeError(f"lax.{name}: differentiation with respect to {what} is not supported "
-                        f"(only the second argument); hold it constant")
-
-
-def _jvp_in_second(prim, what, derivative):
-    """jvp of a primitive differentiable in its second operand only; ``derivative(a, x)`` is
-    d prim(a, x) / dx."""
-    def rule(primals, tangents):
-        from funcgrad.core.ad_util import Zero
-        a, x = primals
-        ta, tx = tangents
-        _no_tangent(prim.name, what, ta)
-        y = prim.bind(a, x)
-        return (y, tx) if type(tx) is Zero else (y, ew.mul(tx, derivative(a, x)))
-    prim.def_jvp(rule)
-
-
-# d/dx polygamma(n, x) = polygamma(n + 1, x); d/dq zeta(s, q) = -s zeta(s + 1, q)
-_jvp_in_second(polygamma_p, "the order n",
-               lambda n, x: polygamma_p.bind(ew.add(n, _c(n, 1.0)), x))
-_jvp_in_second(zeta_p, "the exponent x",
-               lambda s, q: ew.mul(ew.neg(s), zeta_p.bind(ew.add(s, _c(s, 1.0)), q)))
-
-
-def _igamma_jvp_rule(prim, upper):
-    def rule(primals, tangents):
-        from funcgrad.core.ad_util import Zero
-        from funcgrad.core.ad import jvp_flat
-        from funcgrad.core.ad_util import instantiate
-        a, x = primals
-        ta, tx = tangents
-        y = prim.bind(a, x)
-        t = None
-        if type(tx) is not Zero:
-            # dP/dx = x^(a-1) e^-x / Gamma(a)
-            safe = ew.select(ew.gt(x, _c(x, 0.0)), x, _like(x, 1.0))
-            d = ew.exp(ew.sub(ew.sub(ew.mul(ew.sub(a, _c(a, 1.0)), ew.log(safe)), safe),
-                              lgamma(a)))
-            d = ew.select(ew.gt(x, _c(x, 0.0)), d, _like(x, 0.0))
-            t = ew.mul(tx, ew.neg(d) if upper else d)
-        if type(ta) is not Zero:
-            # d/da: forward mode through the series / continued fraction.
-            _, (ta_out,) = jvp_flat(lambda a_: [_igamma_impl(a_, x, upper)], [a], [ta])
-            ta_out = instantiate(ta_out)
-            t = ta_out if t is None else ew.add(t, ta_out)
-        if t is None:
-            return y, Zero(aval_of(y).update(weak_type=False))
-        return y, t
-    return rule
-
-
-igamma_p.def_jvp(_igamma_jvp_rule(igamma_p, False))
-igammac_p.def_jvp(_igamma_jvp_rule(igammac_p, True))
-
-
 def _cumlogsumexp_jvp(primals, tangents, axis, reverse):
-    from funcgrad.core.ad_util import Zero
-    from funcgrad.lax import reductions, shapes
     x, = primals
     t, = tangents
     y = cumlogsumexp_p.bind(x, axis=axis, reverse=reverse)
@@ -465,20 +463,22 @@ def _cumlogsumexp_jvp(primals, tangents, axis, reverse):
     return y, ew.mul(acc, ew.exp(ew.sub(mb, y)))
 
 
+cumlogsumexp_p.def_jvp(_cumlogsumexp_jvp)
+
+
 def _cumlogsumexp_batch(args, dims, axis, reverse):
-    from funcgrad.core import batching_util as bu
     x = bu.bdim_to_front(args[0], dims[0])
     return cumlogsumexp_p.bind(x, axis=axis + 1, reverse=reverse), 0
 
 
-cumlogsumexp_p.def_jvp(_cumlogsumexp_jvp)
 cumlogsumexp_p.def_batch(_cumlogsumexp_batch)
 
 
-def _install_batchers():
-    from funcgrad.core.batching_util import defbroadcasting
-    defbroadcasting(erf_p, erfc_p, erf_inv_p, lgamma_p, digamma_p, bessel_i1e_p, polygamma_p,
-                    zeta_p, igamma_p, igammac_p)
+def cumlogsumexp(x, axis=0, reverse=False):
+    """Running ``logsumexp`` along ``axis`` (from the end if ``reverse``).
 
-
-_install_batchers()
+    Example:
+        >>> lax.cumlogsumexp(jnp.log(jnp.arange(1.0, 4.0)))     # log([1, 3, 6])
+    """
+    aval = aval_of(x)
+    return cumlogsumexp_p.bind(x, axis=int(axis) % max(aval.ndim, 1), reverse=bool(reverse))

@@ -19,11 +19,17 @@ import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
+from funcgrad.core import ad_util
 from funcgrad.core.avals import ShapedArray
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import aval_of
-from funcgrad.lax import _hlo
-from funcgrad.lax.reductions import _MONOID_HLO, identity_value
+from funcgrad.lax import _hlo, elementwise
+from funcgrad.lax.convolution import _vjp_lhs_padding, padtype_to_pads
+from funcgrad.lax.elementwise import add, bitwise_and, bitwise_or, eq, mul, ne, select
+from funcgrad.lax.reductions import (_MONOID_HLO, argmax, argmin, identity_value, reduce_min,
+                                     reduce_sum)
+from funcgrad.lax.shapes import (broadcast_in_dim, broadcasted_iota, concatenate, expand_dims,
+                                 pad, reshape, slice)
 
 
 def _dilate(size, d):
@@ -80,9 +86,143 @@ def _make(kind):
     return prim
 
 
+def _batcher(prim):
+    def rule(args, dims, *, window_dimensions, window_strides, padding, base_dilation,
+             window_dilation):
+        (x,), (d,) = args, dims
+        if d is None:
+            return prim.bind(x, window_dimensions=window_dimensions,
+                             window_strides=window_strides, padding=padding,
+                             base_dilation=base_dilation, window_dilation=window_dilation), None
+
+        def ins(t, v):
+            return tuple(t[:d]) + (v,) + tuple(t[d:])
+        out = prim.bind(x, window_dimensions=ins(window_dimensions, 1),
+                        window_strides=ins(window_strides, 1), padding=ins(padding, (0, 0)),
+                        base_dilation=ins(base_dilation, 1),
+                        window_dilation=ins(window_dilation, 1))
+        return out, d
+    return rule
+
+
+# --- reduce_window_sum: linear; its transpose pads the cotangent and sums windows again ----
 reduce_window_sum_p = _make("sum")
+
+
+def _sum_jvp(primals, tangents, **params):
+    (x,), (t,) = primals, tangents
+    out = reduce_window_sum_p.bind(x, **params)
+    if ad_util.is_zero(t):
+        return out, ad_util.Zero(aval_of(out))
+    return out, reduce_window_sum_p.bind(t, **params)
+
+
+def _sum_transpose(ct, x, *, window_dimensions, window_strides, padding, base_dilation,
+                   window_dilation):
+    in_aval = x.aval
+    if ad_util.is_zero(ct):
+        return [ad_util.Zero(in_aval)]
+    ct_shape = aval_of(ct).shape
+    pads = _vjp_lhs_padding(in_aval.shape, window_dimensions, window_strides, ct_shape, padding,
+                            base_dilation, window_dilation)
+    config = [(lo, hi, s - 1) for (lo, hi), s in zip(pads, window_strides)]
+    padded = pad(ct, np.zeros((), aval_of(ct).dtype), config)
+    nd = len(ct_shape)
+    out = reduce_window_sum_p.bind(
+        padded, window_dimensions=tuple(window_dimensions), window_strides=tuple(base_dilation),
+        padding=((0, 0),) * nd, base_dilation=(1,) * nd, window_dilation=tuple(window_dilation))
+    return [out]
+
+
+reduce_window_sum_p.def_jvp(_sum_jvp)
+reduce_window_sum_p.def_transpose(_sum_transpose)
+reduce_window_sum_p.def_batch(_batcher(reduce_window_sum_p))
+
+
+# --- reduce_window_max/min: the tangent of the first element attaining the extreme --------
+def _window_patches(x, fill, window_dimensions, window_strides, padding, base_dilation,
+                    window_dilation, out_shape):
+    """The K = prod(window) elements of every window, stacked on a new leading axis."""
+    dtype = aval_of(x).dtype
+    config = [(lo, hi, bd - 1) for (lo, hi), bd in zip(padding, base_dilation)]
+    if any(c != (0, 0, 0) for c in config):
+        x = pad(x, np.asarray(fill, dtype), config)
+    patches = []
+    for offs in itertools.product(*[range(k) for k in window_dimensions]):
+        start = [o * wd for o, wd in zip(offs, window_dilation)]
+        limit = [st + (n - 1) * s + 1 if n > 0 else st
+                 for st, n, s in zip(start, out_shape, window_strides)]
+        patches.append(expand_dims(slice(x, start, limit, window_strides), (0,)))
+    return patches[0] if len(patches) == 1 else concatenate(patches, 0)
+
+
+def _tiles(x, window, out_shape):
+    """``x`` cropped to whole windows and reshaped to (out_0, k_0, out_1, k_1, ...): the view of
+    non-overlapping windows (stride == window) without copying elements side by side."""
+    shape = aval_of(x).shape
+    crop = [n * k for n, k in zip(out_shape, window)]
+    if tuple(crop) != tuple(shape):
+        x = slice(x, [0] * len(shape), crop)
+    return reshape(x, tuple(d for n, k in zip(out_shape, window) for d in (n, k)))
+
+
+def _tiled_chooser_tangent(kind, x, t, out, window):
+    """Tangent of a max/min over non-overlapping windows: each window's tangent is that of its
+    first element (row-major) equal to the extreme (NaN counts as equal to a NaN extreme)."""
+    out_shape = aval_of(out).shape
+    x6, t6 = _tiles(x, window, out_shape), _tiles(t, window, out_shape)
+    full = aval_of(x6).shape
+    outer = tuple(range(0, len(full), 2))
+    inner = tuple(range(1, len(full), 2))
+    ext = broadcast_in_dim(out, full, outer)
+    hit = bitwise_or(eq(x6, ext), bitwise_and(ne(x6, x6), ne(ext, ext)))
+    pos, stride = None, 1
+    for ax in reversed(inner):                    # row-major position inside the window
+        term = mul(broadcasted_iota("int32", full, ax), np.int32(stride))
+        pos = term if pos is None else add(pos, term)
+        stride *= full[ax]
+    first = reduce_min(select(hit, pos, broadcast_in_dim(np.int32(stride), full, ())), inner)
+    chosen = eq(pos, broadcast_in_dim(first, full, outer))
+    zeros = broadcast_in_dim(np.zeros((), aval_of(t).dtype), full, ())
+    return reduce_sum(select(chosen, t6, zeros), inner)
+
+
+def _chooser_jvp(prim, kind):
+    def rule(primals, tangents, **params):
+        (x,), (t,) = primals, tangents
+        out = prim.bind(x, **params)
+        out_aval = aval_of(out)
+        if ad_util.is_zero(t):
+            return out, ad_util.Zero(out_aval)
+        win = params["window_dimensions"]
+        if tuple(params["window_strides"]) == tuple(win) and \
+                all(p == (0, 0) for p in map(tuple, params["padding"])) and \
+                all(d == 1 for d in params["base_dilation"]) and \
+                all(d == 1 for d in params["window_dilation"]):
+            return out, _tiled_chooser_tangent(kind, x, t, out, win)
+        dtype = aval_of(x).dtype
+        xs = _window_patches(x, identity_value(kind, dtype), out_shape=out_aval.shape, **params)
+        ts = _window_patches(t, np.zeros((), aval_of(t).dtype), out_shape=out_aval.shape,
+                             **params)
+        which = (argmax if kind == "max" else argmin)(xs, 0, "int32")
+        k = aval_of(xs).shape[0]
+        full = (k,) + tuple(out_aval.shape)
+        hit = eq(broadcasted_iota("int32", full, 0),
+                 broadcast_in_dim(which, full, tuple(range(1, len(full)))))
+        zeros = broadcast_in_dim(np.zeros((), aval_of(t).dtype), full, ())
+        return out, reduce_sum(select(hit, ts, zeros), (0,))
+
+    return rule
+
+
 reduce_window_max_p = _make("max")
+reduce_window_max_p.def_jvp(_chooser_jvp(reduce_window_max_p, "max"))
+reduce_window_max_p.def_batch(_batcher(reduce_window_max_p))
+
 reduce_window_min_p = _make("min")
+reduce_window_min_p.def_jvp(_chooser_jvp(reduce_window_min_p, "min"))
+reduce_window_min_p.def_batch(_batcher(reduce_window_min_p))
+
 _PRIMS = {"sum": reduce_window_sum_p, "max": reduce_window_max_p, "min": reduce_window_min_p}
 
 
@@ -90,7 +230,6 @@ def _kind_of(computation):
     if isinstance(computation, str):
         kind = computation
     else:
-        from funcgrad.lax import elementwise
         kind = {elementwise.add: "sum", elementwise.max: "max",
                 elementwise.min: "min"}.get(computation)
         if kind is None:
@@ -130,7 +269,6 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
     base_dilation = tuple(int(d) for d in (base_dilation or (1,) * nd))
     window_dilation = tuple(int(d) for d in (window_dilation or (1,) * nd))
     if isinstance(padding, str):
-        from funcgrad.lax.convolution import padtype_to_pads
         padding = padtype_to_pads([_dilate(n, d) for n, d in zip(aval.shape, base_dilation)],
                                   [_dilate(k, d) for k, d in zip(window_dimensions,
                                                                  window_dilation)],
@@ -162,159 +300,3 @@ def reduce_window_min(x, window_dimensions, window_strides, padding, base_dilati
     ident = identity_value("min", aval_of(x).dtype)
     return reduce_window(x, ident, "min", window_dimensions, window_strides, padding,
                          base_dilation, window_dilation)
-
-
-# --- jvp and transpose rules -------------------------------------------------------------------
-def _ad():
-    from funcgrad.core import ad_util
-    return ad_util
-
-
-def _is_zero(t):
-    ad_util = _ad()
-    return ad_util.is_zero(t) if hasattr(ad_util, "is_zero") else isinstance(t, ad_util.Zero)
-
-
-def _sum_jvp(primals, tangents, **params):
-    (x,), (t,) = primals, tangents
-    out = reduce_window_sum_p.bind(x, **params)
-    if _is_zero(t):
-        return out, _ad().Zero(aval_of(out))
-    return out, reduce_window_sum_p.bind(t, **params)
-
-
-def _sum_transpose(ct, x, *, window_dimensions, window_strides, padding, base_dilation,
-                   window_dilation):
-    ad_util = _ad()
-    in_aval = x.aval
-    if _is_zero(ct):
-        return [ad_util.Zero(in_aval)]
-    from funcgrad.lax.convolution import _vjp_lhs_padding
-    from funcgrad.lax.shapes import pad
-    ct_shape = aval_of(ct).shape
-    pads = _vjp_lhs_padding(in_aval.shape, window_dimensions, window_strides, ct_shape, padding,
-                            base_dilation, window_dilation)
-    config = [(lo, hi, s - 1) for (lo, hi), s in zip(pads, window_strides)]
-    padded = pad(ct, np.zeros((), aval_of(ct).dtype), config)
-    nd = len(ct_shape)
-    out = reduce_window_sum_p.bind(
-        padded, window_dimensions=tuple(window_dimensions), window_strides=tuple(base_dilation),
-        padding=((0, 0),) * nd, base_dilation=(1,) * nd, window_dilation=tuple(window_dilation))
-    return [out]
-
-
-reduce_window_sum_p.def_jvp(_sum_jvp)
-reduce_window_sum_p.def_transpose(_sum_transpose)
-
-
-def _window_patches(x, fill, window_dimensions, window_strides, padding, base_dilation,
-                    window_dilation, out_shape):
-    """The K = prod(window) elements of every window, stacked on a new leading axis."""
-    from funcgrad.lax.shapes import concatenate, expand_dims, pad, slice
-    dtype = aval_of(x).dtype
-    config = [(lo, hi, bd - 1) for (lo, hi), bd in zip(padding, base_dilation)]
-    if any(c != (0, 0, 0) for c in config):
-        x = pad(x, np.asarray(fill, dtype), config)
-    patches = []
-    for offs in itertools.product(*[range(k) for k in window_dimensions]):
-        start = [o * wd for o, wd in zip(offs, window_dilation)]
-        limit = [st + (n - 1) * s + 1 if n > 0 else st
-                 for st, n, s in zip(start, out_shape, window_strides)]
-        patches.append(expand_dims(slice(x, start, limit, window_strides), (0,)))
-    return patches[0] if len(patches) == 1 else concatenate(patches, 0)
-
-
-def _tiles(x, window, out_shape):
-    """``x`` cropped to whole windows and reshaped to (out_0, k_0, out_1, k_1, ...): the view of
-    non-overlapping windows (stride == window) without copying elements side by side."""
-    from funcgrad.lax.shapes import reshape, slice
-    shape = aval_of(x).shape
-    crop = [n * k for n, k in zip(out_shape, window)]
-    if tuple(crop) != tuple(shape):
-        x = slice(x, [0] * len(shape), crop)
-    return reshape(x, tuple(d for n, k in zip(out_shape, window) for d in (n, k)))
-
-
-def _tiled_chooser_tangent(kind, x, t, out, window):
-    """Tangent of a max/min over non-overlapping windows: each window's tangent is that of its
-    first element (row-major) equal to the extreme (NaN counts as equal to a NaN extreme)."""
-    from funcgrad.lax.elementwise import add, bitwise_and, bitwise_or, eq, mul, ne, select
-    from funcgrad.lax.reductions import reduce_min, reduce_sum
-    from funcgrad.lax.shapes import broadcast_in_dim, broadcasted_iota
-    out_shape = aval_of(out).shape
-    x6, t6 = _tiles(x, window, out_shape), _tiles(t, window, out_shape)
-    full = aval_of(x6).shape
-    outer = tuple(range(0, len(full), 2))
-    inner = tuple(range(1, len(full), 2))
-    ext = broadcast_in_dim(out, full, outer)
-    hit = bitwise_or(eq(x6, ext), bitwise_and(ne(x6, x6), ne(ext, ext)))
-    pos, stride = None, 1
-    for ax in reversed(inner):                    # row-major position inside the window
-        term = mul(broadcasted_iota("int32", full, ax), np.int32(stride))
-        pos = term if pos is None else add(pos, term)
-        stride *= full[ax]
-    first = reduce_min(select(hit, pos, broadcast_in_dim(np.int32(stride), full, ())), inner)
-    chosen = eq(pos, broadcast_in_dim(first, full, outer))
-    zeros = broadcast_in_dim(np.zeros((), aval_of(t).dtype), full, ())
-    return reduce_sum(select(chosen, t6, zeros), inner)
-
-
-def _chooser_jvp(kind):
-    prim = _PRIMS[kind]
-
-    def rule(primals, tangents, **params):
-        (x,), (t,) = primals, tangents
-        out = prim.bind(x, **params)
-        out_aval = aval_of(out)
-        if _is_zero(t):
-            return out, _ad().Zero(out_aval)
-        win = params["window_dimensions"]
-        if tuple(params["window_strides"]) == tuple(win) and \
-                all(p == (0, 0) for p in map(tuple, params["padding"])) and \
-                all(d == 1 for d in params["base_dilation"]) and \
-                all(d == 1 for d in params["window_dilation"]):
-            return out, _tiled_chooser_tangent(kind, x, t, out, win)
-        from funcgrad.lax.elementwise import eq, select
-        from funcgrad.lax.reductions import argmax, argmin, reduce_sum
-        from funcgrad.lax.shapes import broadcast_in_dim, broadcasted_iota
-        dtype = aval_of(x).dtype
-        xs = _window_patches(x, identity_value(kind, dtype), out_shape=out_aval.shape, **params)
-        ts = _window_patches(t, np.zeros((), aval_of(t).dtype), out_shape=out_aval.shape,
-                             **params)
-        which = (argmax if kind == "max" else argmin)(xs, 0, "int32")
-        k = aval_of(xs).shape[0]
-        full = (k,) + tuple(out_aval.shape)
-        hit = eq(broadcasted_iota("int32", full, 0),
-                 broadcast_in_dim(which, full, tuple(range(1, len(full)))))
-        zeros = broadcast_in_dim(np.zeros((), aval_of(t).dtype), full, ())
-        return out, reduce_sum(select(hit, ts, zeros), (0,))
-
-    return rule
-
-
-reduce_window_max_p.def_jvp(_chooser_jvp("max"))
-reduce_window_min_p.def_jvp(_chooser_jvp("min"))
-
-
-# --- batching rules ----------------------------------------------------------------------------
-def _batcher(prim):
-    def rule(args, dims, *, window_dimensions, window_strides, padding, base_dilation,
-             window_dilation):
-        (x,), (d,) = args, dims
-        if d is None:
-            return prim.bind(x, window_dimensions=window_dimensions,
-                             window_strides=window_strides, padding=padding,
-                             base_dilation=base_dilation, window_dilation=window_dilation), None
-
-        def ins(t, v):
-            return tuple(t[:d]) + (v,) + tuple(t[d:])
-        out = prim.bind(x, window_dimensions=ins(window_dimensions, 1),
-                        window_strides=ins(window_strides, 1), padding=ins(padding, (0, 0)),
-                        base_dilation=ins(base_dilation, 1),
-                        window_dilation=ins(window_dilation, 1))
-        return out, d
-    return rule
-
-
-for _p in _PRIMS.values():
-    _p.def_batch(_batcher(_p))
