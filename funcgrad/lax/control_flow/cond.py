@@ -50,14 +50,24 @@ def _cond_lowering(ctx, index, *ops, branches):
 cond_p.def_lowering(_cond_lowering)
 
 
-def _pad_invars(jaxpr, n_before, n_after_consts, other_avals_before, other_avals_after):
-    """``jaxpr`` (taking (consts, args)) with unused invars added around its consts."""
-    j = jaxpr.jaxpr
-    n_own = len(j.invars) - n_after_consts
-    before = [Var(a) for a in other_avals_before]
-    after = [Var(a) for a in other_avals_after]
-    invars = before + j.invars[:n_own] + after + j.invars[n_own:]
-    return ClosedJaxpr(Jaxpr([], invars, j.eqns, j.outvars), [])
+def _share_consts(branches, n_args):
+    """Give branches that close over different constants one operand list.
+
+    ``branches`` holds, per branch, (ClosedJaxpr taking (its consts..., args...), its consts),
+    the last ``n_args`` inputs being the operands every branch shares. Returns (the branches,
+    each taking (every branch's consts..., args...) and ignoring the other branches' consts;
+    every branch's consts, in branch order), ready for one ``cond_p.bind``.
+    """
+    const_avals = [[aval_of(c) for c in consts] for _, consts in branches]
+    padded = []
+    for i, (closed, _) in enumerate(branches):
+        j = closed.jaxpr
+        n_own = len(j.invars) - n_args
+        before = [Var(a) for avs in const_avals[:i] for a in avs]
+        after = [Var(a) for avs in const_avals[i + 1:] for a in avs]
+        invars = before + j.invars[:n_own] + after + j.invars[n_own:]
+        padded.append(ClosedJaxpr(Jaxpr([], invars, j.eqns, j.outvars), []))
+    return padded, [c for _, consts in branches for c in consts]
 
 
 def _cond_jvp(primals, tangents, branches):
@@ -68,16 +78,10 @@ def _cond_jvp(primals, tangents, branches):
     in_nz = [_nonzero(t) and _inexact(a) for t, a in zip(tangents[1:], op_avals)]
     jvps = [_parts(jvp_jaxpr(br, in_nz, instantiate_out=True)[0]) for br in branches]
     # Every branch takes (all branches' consts..., primals..., nonzero tangents...).
-    n_args = len(ops) + sum(in_nz)
-    const_avals = [[aval_of(c) for c in consts] for _, consts in jvps]
-    padded = []
-    for i, (j, _) in enumerate(jvps):
-        before = [a for avs in const_avals[:i] for a in avs]
-        after = [a for avs in const_avals[i + 1:] for a in avs]
-        padded.append(_intern(_pad_invars(j, len(before), n_args, before, after)))
-    all_consts = [c for _, consts in jvps for c in consts]
+    padded, all_consts = _share_consts(jvps, len(ops) + sum(in_nz))
     t_in = [t for t, nz in zip(tangents[1:], in_nz) if nz]
-    outs = cond_p.bind(index, *all_consts, *ops, *t_in, branches=tuple(padded))
+    outs = cond_p.bind(index, *all_consts, *ops, *t_in,
+                       branches=tuple(_intern(br) for br in padded))
     out_avals = branches[0].out_avals
     n = len(out_avals)
     it = iter(outs[n:])
@@ -100,14 +104,7 @@ def _cond_transpose(cts, index, *ops, branches):
     cts_nz = [_nonzero(c) for c in cts]
     trs = [_parts(transpose_jaxpr(br, linear, cts_nz)) for br in branches]
     nonlin = [o for o, lin in zip(ops, linear) if not lin]
-    n_args = len(nonlin) + sum(cts_nz)
-    const_avals = [[aval_of(c) for c in consts] for _, consts in trs]
-    padded = []
-    for i, (j, _) in enumerate(trs):
-        before = [a for avs in const_avals[:i] for a in avs]
-        after = [a for avs in const_avals[i + 1:] for a in avs]
-        padded.append(_pad_invars(j, len(before), n_args, before, after))
-    all_consts = [c for _, consts in trs for c in consts]
+    padded, all_consts = _share_consts(trs, len(nonlin) + sum(cts_nz))
     ct_args = [c for c in cts if _nonzero(c)]
     res = iter(cond_p.bind(index, *all_consts, *nonlin, *ct_args, branches=tuple(padded)))
     return [None] + [next(res) if lin else None for lin in linear]
@@ -148,19 +145,8 @@ def _cond_batch(args, dims, branches):
         _, od = batch_jaxpr(br, size, op_dims)
         out_batched = [a or d is not None for a, d in zip(out_batched, od)]
     forced = [0 if b else None for b in out_batched]
-    new = []
-    for br in branches:
-        bj, _ = batch_jaxpr(br, size, op_dims, out_dims=forced)
-        new.append(bj)
-    consts = [[aval_of(c) for c in bj.consts] for bj in new]
-    parts = [_parts(bj) for bj in new]
-    n_args = len(ops)
-    padded = []
-    for i, (j, _) in enumerate(parts):
-        before = [a for avs in consts[:i] for a in avs]
-        after = [a for avs in consts[i + 1:] for a in avs]
-        padded.append(_pad_invars(j, len(before), n_args, before, after))
-    all_consts = [c for _, cs in parts for c in cs]
+    padded, all_consts = _share_consts(
+        [_parts(batch_jaxpr(br, size, op_dims, out_dims=forced)[0]) for br in branches], len(ops))
     outs = cond_p.bind(index, *all_consts, *ops, branches=tuple(padded))
     return outs, forced
 
@@ -188,15 +174,10 @@ def _bind_cond(name, index, branches, operands):
         if tree != tree0 or not _same_types(jaxpr.out_avals, avals0):
             raise _branch_error(name, i, tree, jaxpr.out_avals, tree0, avals0)
     # Every branch takes (all branches' consts..., operands...).
-    const_avals = [[aval_of(c) for c in consts] for _, consts, _ in traced]
-    jaxprs = []
-    for i, (jaxpr, consts, _) in enumerate(traced):
-        before = [a for avs in const_avals[:i] for a in avs]
-        after = [a for avs in const_avals[i + 1:] for a in avs]
-        padded = _pad_invars(jaxpr, len(before), len(leaves), before, after)
-        jaxprs.append(_intern(padded))
-    all_consts = [c for _, consts, _ in traced for c in consts]
-    outs = cond_p.bind(index, *all_consts, *leaves, branches=tuple(jaxprs))
+    padded, all_consts = _share_consts([(jaxpr, consts) for jaxpr, consts, _ in traced],
+                                       len(leaves))
+    outs = cond_p.bind(index, *all_consts, *leaves,
+                       branches=tuple(_intern(br) for br in padded))
     return tree_util.tree_unflatten(tree0, outs)
 
 
