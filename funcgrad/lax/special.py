@@ -18,6 +18,7 @@ from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import aval_of
 from funcgrad.lax import _hlo
 from funcgrad.lax import elementwise as ew
+from funcgrad.lax.control_flow import fori_loop
 from funcgrad.lax.elementwise import binary_operands
 
 
@@ -167,7 +168,6 @@ def bessel_i0e(x):
 # --- incomplete gamma: composed, with closed-form derivative in x --------------------------
 def _igamma_series(a, x, n_terms):
     """P(a, x) by its power series (good for x < a + 1), summed in a loop."""
-    from funcgrad.lax.control_flow import fori_loop
     dt = aval_of(a).dtype
     c = lambda v: np.asarray(v, dt)  # noqa: E731
     term = ew.div(c(1.0), a)
@@ -185,7 +185,6 @@ def _igamma_series(a, x, n_terms):
 
 def _igammac_cf(a, x, n_terms):
     """Q(a, x) by Legendre's continued fraction, modified Lentz (good for x >= a + 1)."""
-    from funcgrad.lax.control_flow import fori_loop
     dt = aval_of(a).dtype
     c = lambda v: np.asarray(v, dt)  # noqa: E731
     tiny = c(np.finfo(dt).tiny * 1e3 if dt != dtypes.bfloat16 else 1e-30)

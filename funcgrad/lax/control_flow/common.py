@@ -3,13 +3,15 @@ bodies by structure, carry checks, and the Jaxpr surgery their rules do."""
 import numpy as np
 
 from funcgrad import tree_util
-from funcgrad.core import dtypes
+from funcgrad.core import dtypes, interpreters
+from funcgrad.core.ad_util import Zero, instantiate
 from funcgrad.core.jaxpr import ClosedJaxpr, Jaxpr, consts_as_args, pretty_print
 from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.core.values import aval_of
+from funcgrad.lax.elementwise import convert_element_type
 
 
-# --- tracing and interning user functions ---------------------------------------------------------------------------
+# --- tracing and interning user functions ---------------------------------------------------
 _INTERNED = {}
 _INTERN_MAX = 2048
 
@@ -101,7 +103,6 @@ def _same_types(a, b):
 
 def _to_strong(x, aval):
     """A carry leaf as a strongly typed value of its dtype (weak Python scalars included)."""
-    from funcgrad.lax.elementwise import convert_element_type
     if isinstance(x, (bool, int, float, complex)) or (isinstance(x, (np.ndarray, np.generic))):
         return np.asarray(x, aval.dtype)
     if aval.weak_type:
@@ -146,7 +147,6 @@ def _groups(sizes):
 def _split_linearize():
     """Whether a jvp rule runs under linearize's partial evaluation: then primal outputs must
     come from an application that sees only primal (known) inputs."""
-    from funcgrad.core import interpreters
     return bool(getattr(interpreters.current(), "forward_known", False))
 
 
@@ -155,10 +155,8 @@ def _inexact(aval):
 
 
 def _zero_tangents_to_values(ts, avals, wanted):
-    from funcgrad.core.ad_util import instantiate
     return [instantiate(t) for t, a, w in zip(ts, avals, wanted) if w]
 
 
 def _nonzero(t):
-    from funcgrad.core.ad_util import Zero
     return type(t) is not Zero

@@ -7,12 +7,17 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
 from funcgrad import tree_util
+from funcgrad.core import batching_util as bu
 from funcgrad.core import dtypes
+from funcgrad.core.ad import jvp_jaxpr, transpose_jaxpr
+from funcgrad.core.ad_util import Zero, is_undefined_primal, tangent_aval
+from funcgrad.core.batching import batch_jaxpr
 from funcgrad.core.interpreters import Tracer
 from funcgrad.core.jaxpr import ClosedJaxpr, Jaxpr, Var
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import aval_of
-from funcgrad.lax import _hlo
+from funcgrad.lax import _hlo, shapes
+from funcgrad.lax import elementwise as ew
 from funcgrad.lax.control_flow.common import (
     _abstractify, _inexact, _intern, _nonzero, _parts, _same_types, _split_linearize, _trace,
     _types_str)
@@ -35,6 +40,7 @@ def _cond_abstract(index, *ops, branches):
     return [a.update(weak_type=w) for a, w in zip(outs, weak)]
 
 
+@cond_p.def_lowering
 def _cond_lowering(ctx, index, *ops, branches):
     out_types = [_hlo.ir_type(a) for a in ctx.avals_out]
     if len(branches) == 1:
@@ -45,9 +51,6 @@ def _cond_lowering(ctx, index, *ops, branches):
         with ir.InsertionPoint(block):
             stablehlo.return_(list(ctx.lower_jaxpr(br, [], ops)))
     return list(case.results)
-
-
-cond_p.def_lowering(_cond_lowering)
 
 
 def _share_consts(branches, n_args):
@@ -70,9 +73,8 @@ def _share_consts(branches, n_args):
     return padded, [c for _, consts in branches for c in consts]
 
 
+@cond_p.def_jvp
 def _cond_jvp(primals, tangents, branches):
-    from funcgrad.core.ad_util import Zero, tangent_aval
-    from funcgrad.core.ad import jvp_jaxpr
     index, ops = primals[0], list(primals[1:])
     op_avals = [aval_of(o) for o in ops]
     in_nz = [_nonzero(t) and _inexact(a) for t, a in zip(tangents[1:], op_avals)]
@@ -92,12 +94,8 @@ def _cond_jvp(primals, tangents, branches):
     return p_out, t_out
 
 
-cond_p.def_jvp(_cond_jvp)
-
-
+@cond_p.def_transpose
 def _cond_transpose(cts, index, *ops, branches):
-    from funcgrad.core.ad_util import is_undefined_primal
-    from funcgrad.core.ad import transpose_jaxpr
     if is_undefined_primal(index):
         raise TypeError("cond: cannot transpose with respect to the branch index")
     linear = [is_undefined_primal(o) for o in ops]
@@ -110,12 +108,8 @@ def _cond_transpose(cts, index, *ops, branches):
     return [None] + [next(res) if lin else None for lin in linear]
 
 
-cond_p.def_transpose(_cond_transpose)
-
-
+@cond_p.def_batch
 def _cond_batch(args, dims, branches):
-    from funcgrad.core import batching_util as bu
-    from funcgrad.core.batching import batch_jaxpr
     index, ops = args[0], list(args[1:])
     idx_dim, op_dims = dims[0], list(dims[1:])
     size = bu.batch_size(args, dims)
@@ -127,8 +121,6 @@ def _cond_batch(args, dims, branches):
         for br in branches:
             bj, _ = batch_jaxpr(br, size, in_dims, out_dims=0)
             outs_per_branch.append(bj(*ops))
-        from funcgrad.lax import elementwise as ew
-        from funcgrad.lax import shapes
         idx = bu.bdim_to_front(index, idx_dim)
         outs = []
         for k in range(len(outs_per_branch[0])):
@@ -149,9 +141,6 @@ def _cond_batch(args, dims, branches):
         [_parts(batch_jaxpr(br, size, op_dims, out_dims=forced)[0]) for br in branches], len(ops))
     outs = cond_p.bind(index, *all_consts, *ops, branches=tuple(padded))
     return outs, forced
-
-
-cond_p.def_batch(_cond_batch)
 
 
 def _branch_error(name, i, tree_i, avals_i, tree_0, avals_0):
@@ -183,7 +172,6 @@ def _bind_cond(name, index, branches, operands):
 
 def _scalar_index(name, x, n):
     """``x`` as an int32 scalar clamped to [0, n-1] (bool: False -> 0, True -> 1)."""
-    from funcgrad.lax import elementwise as ew
     aval = aval_of(x)
     if aval.shape != ():
         raise TypeError(f"{name}: the predicate/index must be a scalar, got {aval.str_short()}")
@@ -214,7 +202,6 @@ def cond(pred, true_fun, false_fun, *operands):
         raise TypeError(f"cond: pred must be a scalar, got {aval.str_short()}; use "
                         f"funcgrad.numpy.where for elementwise selection")
     if aval.dtype != dtypes.bool_:
-        from funcgrad.lax import elementwise as ew
         if isinstance(pred, Tracer) or hasattr(pred, "_buf"):
             pred = ew.ne(pred, np.zeros((), aval.dtype))
         else:

@@ -8,12 +8,17 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
 from funcgrad import tree_util
+from funcgrad.core import batching_util as bu
 from funcgrad.core import dtypes
+from funcgrad.core.ad import jvp_jaxpr
+from funcgrad.core.ad_util import Zero, tangent_aval
+from funcgrad.core.batching import batch_jaxpr
 from funcgrad.core.interpreters import Tracer
-from funcgrad.core.jaxpr import ClosedJaxpr, Jaxpr, Var
+from funcgrad.core.jaxpr import ClosedJaxpr, Jaxpr, Var, eval_jaxpr
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import aval_of
-from funcgrad.lax import _hlo
+from funcgrad.lax import _hlo, reductions, shapes
+from funcgrad.lax import elementwise as ew
 from funcgrad.lax.control_flow.common import (
     _abstractify, _carry_avals, _check_carry, _groups, _inexact, _intern, _nonzero, _parts,
     _permute, _split_linearize, _strong, _to_strong, _trace, _types_str,
@@ -30,6 +35,7 @@ def _while_abstract(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     return [_strong(a) for a in carry]
 
 
+@while_p.def_lowering
 def _while_lowering(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     types = [_hlo.ir_type(a) for a in ctx.avals_in]
     op = stablehlo.WhileOp(types, list(args))
@@ -47,12 +53,8 @@ def _while_lowering(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_ncons
     return list(op.results)[nc:]
 
 
-while_p.def_lowering(_while_lowering)
-
-
+@while_p.def_jvp
 def _while_jvp(primals, tangents, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
-    from funcgrad.core.ad_util import Zero, tangent_aval
-    from funcgrad.core.ad import jvp_jaxpr
     nc = cond_nconsts
     cconsts, bconsts = primals[:nc], primals[nc:nc + body_nconsts]
     carry = primals[nc + body_nconsts:]
@@ -85,24 +87,15 @@ def _while_jvp(primals, tangents, cond_jaxpr, body_jaxpr, cond_nconsts, body_nco
     return p_out, t_out
 
 
-while_p.def_jvp(_while_jvp)
-
-
+@while_p.def_transpose
 def _while_transpose(cts, *args, **params):
     raise TypeError("while_loop: reverse-mode differentiation (grad/vjp) of a while_loop is not "
                     "supported because its trip count is dynamic; use lax.fori_loop with static "
                     "bounds or lax.scan, or forward mode (jvp/jacfwd)")
 
 
-while_p.def_transpose(_while_transpose)
-
-
+@while_p.def_batch
 def _while_batch(args, dims, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
-    from funcgrad.core import batching_util as bu
-    from funcgrad.core.jaxpr import eval_jaxpr
-    from funcgrad.lax import elementwise as ew
-    from funcgrad.lax import reductions, shapes
-    from funcgrad.core.batching import batch_jaxpr
     size = bu.batch_size(args, dims)
     nc, nb = cond_nconsts, body_nconsts
     cconsts, bconsts, carry = args[:nc], args[nc:nc + nb], list(args[nc + nb:])
@@ -154,9 +147,6 @@ def _while_batch(args, dims, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts)
 
     outs = while_loop(cond_fn, body_fn, list(carry))
     return list(outs), cin
-
-
-while_p.def_batch(_while_batch)
 
 
 def while_loop(cond_fun, body_fun, init_val):
@@ -225,7 +215,6 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
         return out
     if unroll not in (None, 1):
         raise ValueError("fori_loop: unroll needs static lower and upper bounds")
-    from funcgrad.lax import elementwise as ew
     lower = ew.convert_element_type(lower, idx_dtype)
     upper = ew.convert_element_type(upper, idx_dtype)
 

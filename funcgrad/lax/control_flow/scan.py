@@ -7,10 +7,14 @@ import builtins
 import numpy as np
 
 from funcgrad import tree_util
+from funcgrad.core import batching_util as bu
 from funcgrad.core import dtypes
 from funcgrad.core.avals import ShapedArray
+from funcgrad.core.batching import batch_jaxpr, map_leading_axis
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import aval_of
+from funcgrad.lax import shapes
+from funcgrad.lax import elementwise as ew
 from funcgrad.lax.control_flow.common import (
     _abstractify, _carry_avals, _check_carry, _intern, _parts, _strong, _to_strong, _trace)
 
@@ -31,9 +35,8 @@ def _scan_abstract(*args, jaxpr, num_consts, num_carry, length, reverse, unroll)
                                           for y in ys]
 
 
+@scan_p.def_batch
 def _scan_batch(args, dims, jaxpr, num_consts, num_carry, length, reverse, unroll):
-    from funcgrad.core import batching_util as bu
-    from funcgrad.core.batching import batch_jaxpr
     size = bu.batch_size(args, dims)
     n_c, n_k = num_consts, num_carry
     consts, carry, xs = args[:n_c], list(args[n_c:n_c + n_k]), args[n_c + n_k:]
@@ -60,9 +63,6 @@ def _scan_batch(args, dims, jaxpr, num_consts, num_carry, length, reverse, unrol
                        num_consts=len(extra) + n_c, num_carry=n_k, length=length,
                        reverse=reverse, unroll=unroll)
     return outs, k_in + [1 if d is not None else None for d in y_out]
-
-
-scan_p.def_batch(_scan_batch)
 
 
 def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
@@ -150,12 +150,10 @@ def map(f, xs, *, batch_size=None):
     if batch_size is None:
         _, ys = scan(lambda c, x: (c, f(x)), (), xs)
         return ys
-    from funcgrad.core.batching import map_leading_axis
     leaves, tree = tree_util.tree_flatten(xs)
     n = aval_of(leaves[0]).shape[0]
     b = int(batch_size)
     n_main = (n // b) * b
-    from funcgrad.lax import shapes
     main = [shapes.reshape(shapes.slice_in_dim(x, 0, n_main), (n // b, b) + aval_of(x).shape[1:])
             for x in leaves]
     _, ys = scan(lambda c, x: (c, map_leading_axis(f)(tree_util.tree_unflatten(tree, list(x)))), (),
@@ -180,8 +178,6 @@ def associative_scan(fn, elems, reverse=False, axis=0):
         >>> lax.associative_scan(lax.add, jnp.arange(5.0))     # cumulative sum
         Array([ 0.,  1.,  3.,  6., 10.], dtype=float32)
     """
-    from funcgrad.lax import elementwise as ew
-    from funcgrad.lax import shapes
     leaves, tree = tree_util.tree_flatten(elems)
     if not leaves:
         return elems

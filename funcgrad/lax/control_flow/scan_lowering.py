@@ -6,8 +6,10 @@ import builtins
 import numpy as np
 
 from funcgrad.core.avals import ShapedArray
-from funcgrad.core.jaxpr import Jaxpr, Var
+from funcgrad.core.jaxpr import Eqn, Jaxpr, Var, eval_jaxpr
 from funcgrad.core.values import aval_of
+from funcgrad.lax import indexing, shapes
+from funcgrad.lax import elementwise as ew
 from funcgrad.lax.control_flow.loops import while_loop
 from funcgrad.lax.control_flow.scan import scan_p
 
@@ -19,8 +21,6 @@ def _pretranspose_invariant_dot_operands(j, num_consts, consts):
     writes it) reads a transposed copy. XLA:CPU's in-loop product is faster on natural-layout
     operands, and it cannot fold a transpose made outside the loop back into the product.
     Returns (body, consts) with the new constants appended."""
-    from funcgrad.core.jaxpr import Eqn
-    from funcgrad.lax.shapes import transpose
     index = {v: i for i, v in enumerate(j.invars[:num_consts])}
     hoisted = []                  # (new body invar, const position, permutation)
     by_const = {}
@@ -45,7 +45,7 @@ def _pretranspose_invariant_dot_operands(j, num_consts, consts):
         return j, consts
     body = Jaxpr(j.constvars, j.invars[:num_consts] + [v for v, _, _ in hoisted]
                  + j.invars[num_consts:], eqns, j.outvars)
-    return body, consts + [transpose(consts[i], tuple(perm)) for _, i, perm in hoisted]
+    return body, consts + [shapes.transpose(consts[i], tuple(perm)) for _, i, perm in hoisted]
 
 
 def _reuse_xs_buffers(body, num_consts, num_carry, xs, length):
@@ -113,9 +113,6 @@ def _scan_via_while(*args, jaxpr, num_consts, num_carry, length, reverse, unroll
     into every loop-carried buffer (on CPU those copies can cost more than the loop).
     Otherwise the buffers start as zeros and the body is compiled once.
     """
-    from funcgrad.core.jaxpr import eval_jaxpr
-    from funcgrad.lax import elementwise as ew
-    from funcgrad.lax import indexing, shapes
     consts = list(args[:num_consts])
     carry = list(args[num_consts:num_consts + num_carry])
     xs = list(args[num_consts + num_carry:])
@@ -176,8 +173,6 @@ def _scan_via_while(*args, jaxpr, num_consts, num_carry, length, reverse, unroll
     return list(carry) + list(ys)
 
 
+@scan_p.def_lowering
 def _scan_lowering(ctx, *args, **params):
     return ctx.lower_fun(lambda *a: _scan_via_while(*a, **params), args, "scan")
-
-
-scan_p.def_lowering(_scan_lowering)

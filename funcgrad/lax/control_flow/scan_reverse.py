@@ -6,15 +6,38 @@ import builtins
 
 import numpy as np
 
+from funcgrad.core.ad import jvp_jaxpr, transpose_jaxpr
+from funcgrad.core.ad_util import Zero, instantiate, is_undefined_primal, tangent_aval
 from funcgrad.core.avals import ShapedArray
-from funcgrad.core.jaxpr import ClosedJaxpr, Jaxpr, Var
+from funcgrad.core.jaxpr import ClosedJaxpr, Jaxpr, Var, eval_jaxpr
 from funcgrad.core.values import aval_of
+from funcgrad.lax import shapes
+from funcgrad.lax import elementwise as ew
 from funcgrad.lax.control_flow.common import (
     _groups, _inexact, _intern, _nonzero, _parts, _permute, _split_linearize,
     _zero_tangents_to_values)
 from funcgrad.lax.control_flow.scan import scan, scan_p
 
 
+# --- shared by both rules: linear equations, residuals recomputed instead of saved ------
+def _split_known_linear(eqns, linear_inputs):
+    """(equations not reading linear values, equations that do, the set of linear vars):
+    a value is linear when it depends on one of ``linear_inputs``."""
+    lin_vars = set(linear_inputs)
+    known_eqns, lin_eqns = [], []
+    for eqn in eqns:
+        if any(type(a) is Var and a in lin_vars for a in eqn.invars):
+            lin_eqns.append(eqn)
+            lin_vars.update(eqn.outvars)
+        else:
+            known_eqns.append(eqn)
+    return known_eqns, lin_eqns, lin_vars
+
+
+# Cheap elementwise primitives whose per-step results the backward loop recomputes from
+# another saved value rather than saving them too (e.g. 1 - t**2 from a saved t = tanh(x)).
+# Transcendental functions (tanh, logistic, exp) are saved, not recomputed: XLA:CPU copies a
+# recomputation into every fusion that reads it, which made LSTM steps ~7% slower.
 _REMAT = frozenset(["add", "sub", "mul", "neg", "div", "max", "min",
                     "integer_pow", "square", "broadcast_in_dim", "convert_element_type",
                     "select_n", "abs", "sign"])
@@ -55,6 +78,141 @@ def _remat_residuals(residuals, known_eqns, invariant):
     return residuals, [e for e in known_eqns if id(e) in moved]
 
 
+# --- jvp: under linearize, a known scan saving residuals and a tangent scan reading them --
+def _carry_in_per_step(init, carry_outs, length, reverse):
+    """The carry entering each step, stacked, from its initial value and the stacked carry
+    leaving each step (step t starts from step t-1's result, or t+1's when reversed)."""
+    dtype = aval_of(carry_outs).dtype
+    first = shapes.expand_dims(init if aval_of(init).dtype == dtype
+                               else ew.convert_element_type(init, dtype), (0,))
+    if length == 1:
+        return first
+    if reverse:
+        return shapes.concatenate([shapes.slice_in_dim(carry_outs, 1, length, axis=0), first], 0)
+    return shapes.concatenate([first, shapes.slice_in_dim(carry_outs, 0, length - 1, axis=0)], 0)
+
+
+def _scan_jvp_split(body, in_groups, out_groups, extra, consts, carry, xs, t_vals, length,
+                    reverse, unroll):
+    """Under linearize, split the jvp body into a known scan (primal outputs and the per-step
+    values the tangent part reads, computed once) and a tangent scan that reads them as xs, so
+    the forward loop does not run a second time. Returns (primal outs, tangent outs), or None
+    when the body does not split cleanly (the caller then uses the plain rule)."""
+    bj = body.jaxpr
+    if body.consts or bj.constvars:
+        return None
+    e, pc, tc, pk, tk, px, tx = [[bj.invars[i] for i in g] for g in in_groups]
+    ok, otk, oy, oty = [[bj.outvars[i] for i in g] for g in out_groups]
+    known_eqns, lin_eqns, lin_vars = _split_known_linear(bj.eqns, tc + tk + tx)
+    if any(type(v) is Var and v in lin_vars for v in ok + oy):
+        return None
+    invariant, hoisted = set(e + pc), []
+    for eqn in known_eqns:
+        if all(type(a) is not Var or a in invariant for a in eqn.invars):
+            hoisted.append(eqn)
+            invariant.update(eqn.outvars)
+    residuals, seen = [], set()
+    for a in [a for eqn in lin_eqns for a in eqn.invars] + otk + oty:
+        if type(a) is Var and a not in lin_vars and a not in seen:
+            seen.add(a)
+            residuals.append(a)
+    residuals, remat = _remat_residuals(residuals, known_eqns, invariant)
+    lin_eqns = remat + lin_eqns
+    const_res = [v for v in residuals if v in invariant]
+    px_set = set(px)
+    xs_res = [v for v in residuals if v in px_set]
+    iter_res = [v for v in residuals if v not in invariant and v not in px_set]
+    # A residual that is a carry's value entering each step (an RNN's previous hidden state)
+    # is the stacked carry leaving each step, shifted by one, when that is stacked anyway (a
+    # primal ys output or another residual): one copy after the loop, one per-step output less.
+    stacked_src = {v: ("y", i) for i, v in enumerate(oy) if type(v) is Var}
+    stacked_src.update((v, ("r", v)) for v in iter_res if v not in stacked_src)
+    shifted = {v: k for k, v in enumerate(pk)
+               if v in set(iter_res) and length > 0 and type(ok[k]) is Var
+               and ok[k] in stacked_src and ok[k] is not v}
+    shifted = {v: k for v, k in shifted.items() if ok[k] not in shifted}
+    scan_res = [v for v in iter_res if v not in shifted]
+    known = ClosedJaxpr(Jaxpr([], e + pc + pk + px, known_eqns, ok + oy + scan_res), [])
+    outs = scan_p.bind(*extra, *consts, *carry, *xs, jaxpr=_intern(known),
+                       num_consts=len(e) + len(pc), num_carry=len(pk), length=length,
+                       reverse=reverse, unroll=unroll)
+    n_p = len(ok) + len(oy)
+    p_out = outs[:n_p]
+    env = dict(zip(scan_res, outs[n_p:]))
+    for v, k in shifted.items():
+        kind, where = stacked_src[ok[k]]
+        src = p_out[len(ok) + where] if kind == "y" else env[where]
+        env[v] = _carry_in_per_step(carry[k], src, length, reverse)
+    stacked = [env[v] for v in iter_res]
+    const_vals = eval_jaxpr(Jaxpr([], e + pc, hoisted, const_res), [], *extra, *consts) \
+        if const_res else []
+    xs_env = dict(zip(px, xs))
+    lin = ClosedJaxpr(Jaxpr([], const_res + tc + tk + xs_res + iter_res + tx, lin_eqns,
+                            otk + oty), [])
+    t_out = scan_p.bind(*const_vals, *t_vals[0], *t_vals[1], *[xs_env[v] for v in xs_res],
+                        *stacked, *t_vals[2], jaxpr=_intern(lin),
+                        num_consts=len(const_res) + len(tc), num_carry=len(tk), length=length,
+                        reverse=reverse, unroll=unroll)
+    return list(p_out), list(t_out)
+
+
+@scan_p.def_jvp
+def _scan_jvp(primals, tangents, jaxpr, num_consts, num_carry, length, reverse, unroll):
+    n_c, n_k = num_consts, num_carry
+    n_x = len(primals) - n_c - n_k
+    avals = [aval_of(p) for p in primals]
+    nz = [_nonzero(t) and _inexact(a) for t, a in zip(tangents, avals)]
+    for i in range(n_c, n_c + n_k):
+        nz[i] = _inexact(avals[i])        # every float carry gets a tangent
+    jvp_closed, _ = jvp_jaxpr(jaxpr, nz, instantiate_out=True)
+    j, extra = _parts(jvp_closed)
+    nz_c, nz_k, nz_x = nz[:n_c], nz[n_c:n_c + n_k], nz[n_c + n_k:]
+    e, pc, pk, px, tc, tk, tx = _groups([len(extra), n_c, n_k, n_x, sum(nz_c), sum(nz_k),
+                                         sum(nz_x)])
+    y_avals = jaxpr.out_avals[n_k:]
+    y_nz = [_inexact(a) for a in y_avals]
+    ok, oy, otk, oty = _groups([n_k, len(y_avals), sum(nz_k), sum(y_nz)])
+    body = _permute(j, e + pc + tc + pk + tk + px + tx, ok + otk + oy + oty)
+    t_vals = [_zero_tangents_to_values(tangents[s], avals[s], nz[s]) for s in
+              (builtins.slice(0, n_c), builtins.slice(n_c, n_c + n_k),
+               builtins.slice(n_c + n_k, None))]
+    consts, carry, xs = primals[:n_c], primals[n_c:n_c + n_k], primals[n_c + n_k:]
+    if _split_linearize():
+        split = _scan_jvp_split(body, _groups([len(g) for g in (e, pc, tc, pk, tk, px, tx)]),
+                                _groups([len(g) for g in (ok, otk, oy, oty)]), extra,
+                                consts, carry, xs, t_vals, length, reverse, unroll)
+        if split is not None:
+            p_out, t_lin = split
+            t_carry_it = iter(t_lin[:sum(nz_k)])
+            t_ys_it = iter(t_lin[sum(nz_k):])
+            carry_avals = avals[n_c:n_c + n_k]
+            t_out = [next(t_carry_it) if z else Zero(tangent_aval(a))
+                     for a, z in zip(carry_avals, nz_k)]
+            ys_full = [ShapedArray((length,) + a.shape, a.dtype) for a in y_avals]
+            t_out += [next(t_ys_it) if z else Zero(tangent_aval(a))
+                      for a, z in zip(ys_full, y_nz)]
+            return p_out, t_out
+    outs = scan_p.bind(*extra, *consts, *t_vals[0], *carry, *t_vals[1], *xs, *t_vals[2],
+                       jaxpr=_intern(body), num_consts=len(extra) + n_c + len(t_vals[0]),
+                       num_carry=n_k + len(t_vals[1]), length=length, reverse=reverse,
+                       unroll=unroll)
+    p_carry = outs[:n_k]
+    t_carry_it = iter(outs[n_k:n_k + sum(nz_k)])
+    rest = outs[n_k + sum(nz_k):]
+    p_ys, t_ys_it = rest[:len(y_avals)], iter(rest[len(y_avals):])
+    carry_avals = avals[n_c:n_c + n_k]
+    t_out = [next(t_carry_it) if z else Zero(tangent_aval(a))
+             for a, z in zip(carry_avals, nz_k)]
+    ys_full = [ShapedArray((length,) + a.shape, a.dtype) for a in y_avals]
+    t_out += [next(t_ys_it) if z else Zero(tangent_aval(a)) for a, z in zip(ys_full, y_nz)]
+    p_out = list(p_carry) + list(p_ys)
+    if _split_linearize():
+        p_out = scan_p.bind(*primals, jaxpr=jaxpr, num_consts=n_c, num_carry=n_k,
+                            length=length, reverse=reverse, unroll=unroll)
+    return p_out, t_out
+
+
+# --- transpose: a forward scan saving residuals, a reverse scan of the transposed body ---
 def _recompute_carry_free(residuals, known_eqns, invariant, known_xs):
     """Residuals computed from known xs and loop invariants alone (no known carry) are
     recomputed in the reverse loop from those xs: the same work per step, but no forward scan
@@ -149,171 +307,10 @@ def _apply_hoisted(h, env):
     return val
 
 
-def _split_known_linear(eqns, linear_inputs):
-    """(equations not reading linear values, equations that do, the set of linear vars):
-    a value is linear when it depends on one of ``linear_inputs``."""
-    lin_vars = set(linear_inputs)
-    known_eqns, lin_eqns = [], []
-    for eqn in eqns:
-        if any(type(a) is Var and a in lin_vars for a in eqn.invars):
-            lin_eqns.append(eqn)
-            lin_vars.update(eqn.outvars)
-        else:
-            known_eqns.append(eqn)
-    return known_eqns, lin_eqns, lin_vars
-
-
-def _scan_jvp_split(body, in_groups, out_groups, extra, consts, carry, xs, t_vals, length,
-                    reverse, unroll):
-    """Under linearize, split the jvp body into a known scan (primal outputs and the per-step
-    values the tangent part reads, computed once) and a tangent scan that reads them as xs, so
-    the forward loop does not run a second time. Returns (primal outs, tangent outs), or None
-    when the body does not split cleanly (the caller then uses the plain rule)."""
-    from funcgrad.core.jaxpr import eval_jaxpr
-    bj = body.jaxpr
-    if body.consts or bj.constvars:
-        return None
-    e, pc, tc, pk, tk, px, tx = [[bj.invars[i] for i in g] for g in in_groups]
-    ok, otk, oy, oty = [[bj.outvars[i] for i in g] for g in out_groups]
-    known_eqns, lin_eqns, lin_vars = _split_known_linear(bj.eqns, tc + tk + tx)
-    if any(type(v) is Var and v in lin_vars for v in ok + oy):
-        return None
-    invariant, hoisted = set(e + pc), []
-    for eqn in known_eqns:
-        if all(type(a) is not Var or a in invariant for a in eqn.invars):
-            hoisted.append(eqn)
-            invariant.update(eqn.outvars)
-    residuals, seen = [], set()
-    for a in [a for eqn in lin_eqns for a in eqn.invars] + otk + oty:
-        if type(a) is Var and a not in lin_vars and a not in seen:
-            seen.add(a)
-            residuals.append(a)
-    residuals, remat = _remat_residuals(residuals, known_eqns, invariant)
-    lin_eqns = remat + lin_eqns
-    const_res = [v for v in residuals if v in invariant]
-    px_set = set(px)
-    xs_res = [v for v in residuals if v in px_set]
-    iter_res = [v for v in residuals if v not in invariant and v not in px_set]
-    # A residual that is a carry's value entering each step (an RNN's previous hidden state)
-    # is the stacked carry leaving each step, shifted by one, when that is stacked anyway (a
-    # primal ys output or another residual): one copy after the loop, one per-step output less.
-    stacked_src = {v: ("y", i) for i, v in enumerate(oy) if type(v) is Var}
-    stacked_src.update((v, ("r", v)) for v in iter_res if v not in stacked_src)
-    shifted = {v: k for k, v in enumerate(pk)
-               if v in set(iter_res) and length > 0 and type(ok[k]) is Var
-               and ok[k] in stacked_src and ok[k] is not v}
-    shifted = {v: k for v, k in shifted.items() if ok[k] not in shifted}
-    scan_res = [v for v in iter_res if v not in shifted]
-    known = ClosedJaxpr(Jaxpr([], e + pc + pk + px, known_eqns, ok + oy + scan_res), [])
-    outs = scan_p.bind(*extra, *consts, *carry, *xs, jaxpr=_intern(known),
-                       num_consts=len(e) + len(pc), num_carry=len(pk), length=length,
-                       reverse=reverse, unroll=unroll)
-    n_p = len(ok) + len(oy)
-    p_out = outs[:n_p]
-    env = dict(zip(scan_res, outs[n_p:]))
-    for v, k in shifted.items():
-        kind, where = stacked_src[ok[k]]
-        src = p_out[len(ok) + where] if kind == "y" else env[where]
-        env[v] = _carry_in_per_step(carry[k], src, length, reverse)
-    stacked = [env[v] for v in iter_res]
-    const_vals = eval_jaxpr(Jaxpr([], e + pc, hoisted, const_res), [], *extra, *consts) \
-        if const_res else []
-    xs_env = dict(zip(px, xs))
-    lin = ClosedJaxpr(Jaxpr([], const_res + tc + tk + xs_res + iter_res + tx, lin_eqns,
-                            otk + oty), [])
-    t_out = scan_p.bind(*const_vals, *t_vals[0], *t_vals[1], *[xs_env[v] for v in xs_res],
-                        *stacked, *t_vals[2], jaxpr=_intern(lin),
-                        num_consts=len(const_res) + len(tc), num_carry=len(tk), length=length,
-                        reverse=reverse, unroll=unroll)
-    return list(p_out), list(t_out)
-
-
-def _scan_jvp(primals, tangents, jaxpr, num_consts, num_carry, length, reverse, unroll):
-    from funcgrad.core.ad_util import Zero, tangent_aval
-    from funcgrad.core.ad import jvp_jaxpr
-    n_c, n_k = num_consts, num_carry
-    n_x = len(primals) - n_c - n_k
-    avals = [aval_of(p) for p in primals]
-    nz = [_nonzero(t) and _inexact(a) for t, a in zip(tangents, avals)]
-    for i in range(n_c, n_c + n_k):
-        nz[i] = _inexact(avals[i])        # every float carry gets a tangent
-    jvp_closed, _ = jvp_jaxpr(jaxpr, nz, instantiate_out=True)
-    j, extra = _parts(jvp_closed)
-    nz_c, nz_k, nz_x = nz[:n_c], nz[n_c:n_c + n_k], nz[n_c + n_k:]
-    e, pc, pk, px, tc, tk, tx = _groups([len(extra), n_c, n_k, n_x, sum(nz_c), sum(nz_k),
-                                         sum(nz_x)])
-    y_avals = jaxpr.out_avals[n_k:]
-    y_nz = [_inexact(a) for a in y_avals]
-    ok, oy, otk, oty = _groups([n_k, len(y_avals), sum(nz_k), sum(y_nz)])
-    body = _permute(j, e + pc + tc + pk + tk + px + tx, ok + otk + oy + oty)
-    t_vals = [_zero_tangents_to_values(tangents[s], avals[s], nz[s]) for s in
-              (builtins.slice(0, n_c), builtins.slice(n_c, n_c + n_k),
-               builtins.slice(n_c + n_k, None))]
-    consts, carry, xs = primals[:n_c], primals[n_c:n_c + n_k], primals[n_c + n_k:]
-    if _split_linearize():
-        split = _scan_jvp_split(body, _groups([len(g) for g in (e, pc, tc, pk, tk, px, tx)]),
-                                _groups([len(g) for g in (ok, otk, oy, oty)]), extra,
-                                consts, carry, xs, t_vals, length, reverse, unroll)
-        if split is not None:
-            p_out, t_lin = split
-            t_carry_it = iter(t_lin[:sum(nz_k)])
-            t_ys_it = iter(t_lin[sum(nz_k):])
-            carry_avals = avals[n_c:n_c + n_k]
-            t_out = [next(t_carry_it) if z else Zero(tangent_aval(a))
-                     for a, z in zip(carry_avals, nz_k)]
-            ys_full = [ShapedArray((length,) + a.shape, a.dtype) for a in y_avals]
-            t_out += [next(t_ys_it) if z else Zero(tangent_aval(a))
-                      for a, z in zip(ys_full, y_nz)]
-            return p_out, t_out
-    outs = scan_p.bind(*extra, *consts, *t_vals[0], *carry, *t_vals[1], *xs, *t_vals[2],
-                       jaxpr=_intern(body), num_consts=len(extra) + n_c + len(t_vals[0]),
-                       num_carry=n_k + len(t_vals[1]), length=length, reverse=reverse,
-                       unroll=unroll)
-    p_carry = outs[:n_k]
-    t_carry_it = iter(outs[n_k:n_k + sum(nz_k)])
-    rest = outs[n_k + sum(nz_k):]
-    p_ys, t_ys_it = rest[:len(y_avals)], iter(rest[len(y_avals):])
-    carry_avals = avals[n_c:n_c + n_k]
-    t_out = [next(t_carry_it) if z else Zero(tangent_aval(a))
-             for a, z in zip(carry_avals, nz_k)]
-    ys_full = [ShapedArray((length,) + a.shape, a.dtype) for a in y_avals]
-    t_out += [next(t_ys_it) if z else Zero(tangent_aval(a)) for a, z in zip(ys_full, y_nz)]
-    p_out = list(p_carry) + list(p_ys)
-    if _split_linearize():
-        p_out = scan_p.bind(*primals, jaxpr=jaxpr, num_consts=n_c, num_carry=n_k,
-                            length=length, reverse=reverse, unroll=unroll)
-    return p_out, t_out
-
-
-# Cheap elementwise primitives whose per-step results the backward loop recomputes from
-# another saved value rather than saving them too (e.g. 1 - t**2 from a saved t = tanh(x)).
-
-
-scan_p.def_jvp(_scan_jvp)
-
-
-def _carry_in_per_step(init, carry_outs, length, reverse):
-    """The carry entering each step, stacked, from its initial value and the stacked carry
-    leaving each step (step t starts from step t-1's result, or t+1's when reversed)."""
-    from funcgrad.lax import shapes
-    from funcgrad.lax.elementwise import convert_element_type
-    dtype = aval_of(carry_outs).dtype
-    first = shapes.expand_dims(init if aval_of(init).dtype == dtype
-                               else convert_element_type(init, dtype), (0,))
-    if length == 1:
-        return first
-    if reverse:
-        return shapes.concatenate([shapes.slice_in_dim(carry_outs, 1, length, axis=0), first], 0)
-    return shapes.concatenate([first, shapes.slice_in_dim(carry_outs, 0, length - 1, axis=0)], 0)
-
-
+@scan_p.def_transpose
 def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, unroll):
     """Reverse mode through scan: a forward scan of the body's non-linear part saves the values
     the linear part needs (residuals); a reverse scan runs the transposed linear part."""
-    from funcgrad.core.ad_util import instantiate, is_undefined_primal
-    from funcgrad.core.jaxpr import eval_jaxpr
-    from funcgrad.lax import elementwise as ew
-    from funcgrad.core.ad import transpose_jaxpr
     n_c, n_k = num_consts, num_carry
     j = jaxpr.jaxpr
     undefined = [is_undefined_primal(a) for a in args]
@@ -412,11 +409,9 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, u
     for i in lin_y_outs:
         c = ct_ys_in[i]
         if not _nonzero(c):
-            from funcgrad.lax import shapes
             a = y_avals[i]
             c = shapes.full((length,) + a.shape, np.zeros((), a.dtype), a.dtype)
         ct_ys.append(c)
-    from funcgrad.lax import shapes
     acc0 = [shapes.full(v.aval.shape, np.zeros((), v.aval.dtype), v.aval.dtype) for v in lin_c]
     n_lc, n_lk = len(lin_c), len(lin_k)
 
@@ -483,6 +478,3 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, u
         else:
             result.append(next(x_it))
     return result
-
-
-scan_p.def_transpose(_scan_transpose)
