@@ -18,14 +18,14 @@ re-running eager control flow with a fresh lambda reuses the compiled executable
 | module | holds |
 | --- | --- |
 | ``common`` | tracing user functions to bodies, interning them, carry checks, Jaxpr surgery |
-| ``cond`` | ``cond_p``, its rules, ``cond``, ``switch`` |
+| ``conditionals`` | ``cond_p``, its rules, ``cond``, ``switch`` |
 | ``loops`` | ``while_p``, its rules, ``while_loop``, ``fori_loop`` |
-| ``scan`` | ``scan_p``, its shape and batching rules, ``scan``, ``map``, ``associative_scan`` |
+| ``scans`` | ``scan_p``, its shape and batching rules, ``scan``, ``map``, ``associative_scan`` |
 | ``scan_lowering`` | ``scan`` lowered to a ``while`` loop with dynamic slices |
 | ``scan_reverse`` | ``scan``'s jvp and transpose (reverse mode) |
 """
-from funcgrad.lax.control_flow.cond import cond, cond_p, switch
-from funcgrad.lax.control_flow.scan import associative_scan, map, scan, scan_p
+from funcgrad.lax.control_flow.conditionals import cond, cond_p, switch
+from funcgrad.lax.control_flow.scans import associative_scan, map, scan, scan_p
 from funcgrad.lax.control_flow.loops import fori_loop, while_loop, while_p
 # Imported for their rule registrations on scan_p.
 from funcgrad.lax.control_flow import scan_lowering, scan_reverse  # noqa: F401

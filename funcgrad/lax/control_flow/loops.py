@@ -23,7 +23,7 @@ from funcgrad.lax.control_flow.common import (
     _abstractify, _carry_avals, _check_carry, _groups, _inexact, _intern, _nonzero, _parts,
     _permute, _split_linearize, _strong, _to_strong, _trace, _types_str,
     _zero_tangents_to_values)
-from funcgrad.lax.control_flow.scan import scan
+from funcgrad.lax.control_flow.scans import scan
 
 
 while_p = Primitive("while", multiple_results=True)

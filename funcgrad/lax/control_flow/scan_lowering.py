@@ -11,7 +11,7 @@ from funcgrad.core.values import aval_of
 from funcgrad.lax import indexing, shapes
 from funcgrad.lax import elementwise as ew
 from funcgrad.lax.control_flow.loops import while_loop
-from funcgrad.lax.control_flow.scan import scan_p
+from funcgrad.lax.control_flow.scans import scan_p
 
 
 def _pretranspose_invariant_dot_operands(j, num_consts, consts):

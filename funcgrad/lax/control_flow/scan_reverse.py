@@ -16,7 +16,7 @@ from funcgrad.lax import elementwise as ew
 from funcgrad.lax.control_flow.common import (
     _groups, _inexact, _intern, _nonzero, _parts, _permute, _split_linearize,
     _zero_tangents_to_values)
-from funcgrad.lax.control_flow.scan import scan, scan_p
+from funcgrad.lax.control_flow.scans import scan, scan_p
 
 
 # --- shared by both rules: linear equations, residuals recomputed instead of saved ------
