@@ -278,14 +278,14 @@ def test_scan_body_products_with_transposed_constants(x64, rng):
     want = funcgrad.grad(unrolled, argnums=(0, 1, 2))(w, v, h0, xs)
     for g, r in zip(got, want):
         np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-10, atol=1e-12)
-    from funcgrad.lax import control_flow as cf
+    from funcgrad.lax.control_flow import scan_lowering
     closed = funcgrad.make_jaxpr(lambda w, h0, xs: lax.scan(
         lambda h, x: step(w, v, h, x), h0, xs))(w, h0, xs)
     scan_eqn = [e for e in closed.jaxpr.eqns if e.prim.name == "scan"][0]
     n = scan_eqn.params["num_consts"]
     placeholders = [np.zeros(a.aval.shape, a.aval.dtype) for a in scan_eqn.invars[:n]]
-    body, consts = cf._pretranspose_invariant_dot_operands(scan_eqn.params["jaxpr"].jaxpr, n,
-                                                           placeholders)
+    body, consts = scan_lowering._pretranspose_invariant_dot_operands(
+        scan_eqn.params["jaxpr"].jaxpr, n, placeholders)
     assert len(consts) == n + 1          # exactly one constant (w) gained a transposed copy
     assert [e.prim.name for e in body.eqns].count("transpose") == 0
 

@@ -10,7 +10,7 @@ import funcgrad.numpy as jnp
 from funcgrad import lax
 from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.core.values import aval_of
-from funcgrad.lax.control_flow import _reuse_xs_buffers
+from funcgrad.lax.control_flow.scan_lowering import _reuse_xs_buffers
 
 
 def _py_scan(step, carry, xs, reverse):
