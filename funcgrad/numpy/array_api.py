@@ -122,7 +122,7 @@ def unstack(x, /, *, axis=0):
     return tuple(lax.index_in_dim(x, i, ax, keepdims=False) for i in range(av.shape[ax]))
 
 
-def _cumulative(name, lax_fn):
+def _cumulative(name, lax_fn, result):
     def fn(x, /, *, axis=None, dtype=None, include_initial=False):
         check_arraylike(name, x)
         x = promote_dtypes(x)[0]
@@ -152,12 +152,12 @@ def _cumulative(name, lax_fn):
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = (f"Running {name[11:]} along ``axis`` (array API: ``include_initial`` prepends "
                   f"the identity).\n\nExample:\n    >>> jnp.{name}(jnp.array([1, 2, 3]), "
-                  f"include_initial=True)\n")
+                  f"include_initial=True)\n    {result}\n")
     return fn
 
 
-cumulative_sum = _cumulative("cumulative_sum", lax.cumsum)
-cumulative_prod = _cumulative("cumulative_prod", lax.cumprod)
+cumulative_sum = _cumulative("cumulative_sum", lax.cumsum, "Array([0, 1, 3, 6], dtype=int32)")
+cumulative_prod = _cumulative("cumulative_prod", lax.cumprod, "Array([1, 1, 2, 6], dtype=int32)")
 
 
 # --- unique_* ------------------------------------------------------------------------------
