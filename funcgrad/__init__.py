@@ -5,7 +5,9 @@ Example:
     >>> import funcgrad.numpy as jnp
     >>> f = funcgrad.jit(lambda x: jnp.sum(jnp.tanh(x) ** 2))
     >>> f(jnp.ones(3))
-    Array(1.7397..., dtype=float32)
+    Array(1.74..., dtype=float32)
+    >>> funcgrad.grad(lambda x: jnp.sum(x ** 2))(jnp.array([1.0, 2.0]))
+    Array([2., 4.], dtype=float32)
 """
 import os as _os
 
@@ -43,7 +45,8 @@ def block_until_ready(x):
     """Wait for every array in ``x`` (a pytree); returns ``x``.
 
     Example:
-        >>> funcgrad.block_until_ready(f(x))
+        >>> funcgrad.block_until_ready({"y": jnp.ones(2) * 3})
+        {'y': Array([3., 3.], dtype=float32)}
     """
     for leaf in tree_util.tree_leaves(x):
         if hasattr(leaf, "block_until_ready"):
@@ -52,7 +55,12 @@ def block_until_ready(x):
 
 
 def device_get(x):
-    """Copy every array in ``x`` (a pytree) to NumPy. Example: ``funcgrad.device_get({"w": w})``."""
+    """Copy every array in ``x`` (a pytree) to NumPy.
+
+    Example:
+        >>> funcgrad.device_get({"w": jnp.arange(3), "n": 1})
+        {'n': 1, 'w': array([0, 1, 2], dtype=int32)}
+    """
     import numpy as _np
     return tree_util.tree_map(lambda a: _np.asarray(a) if isinstance(a, Array) else a, x)
 

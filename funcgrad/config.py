@@ -5,10 +5,12 @@ float32. Set the environment variable ``FUNCGRAD_ENABLE_X64=1`` or call
 ``funcgrad.config.update("enable_x64", True)`` before creating arrays to keep 64-bit types.
 
 Example:
-    >>> import funcgrad
     >>> funcgrad.config.update("enable_x64", True)
     >>> funcgrad.numpy.ones(2).dtype
     dtype('float64')
+    >>> funcgrad.config.update("enable_x64", False)
+    >>> funcgrad.numpy.ones(2).dtype
+    dtype('float32')
 """
 import contextlib
 import os
@@ -45,7 +47,10 @@ class Config:
         """Set option ``name`` to ``value``.
 
         Example:
-            >>> funcgrad.config.update("enable_x64", True)
+            >>> funcgrad.config.update("debug_nans", True)
+            >>> funcgrad.config.debug_nans
+            True
+            >>> funcgrad.config.update("debug_nans", False)
         """
         if name not in self._defaults:
             raise ValueError(f"funcgrad.config.update: unknown option {name!r}; "

@@ -14,8 +14,13 @@ Writes are atomic: the data goes to a temporary file in the same directory which
 the target, so a failed save leaves any previous file intact.
 
 Example:
+    >>> model = nn.Linear(3, 2)
     >>> funcgrad.save(model.state_dict(), "model.safetensors")
-    >>> model.load_state_dict(funcgrad.load("model.safetensors"))
+    >>> sd = funcgrad.load("model.safetensors")
+    >>> sorted(sd), sd["weight"].shape
+    (['bias', 'weight'], (2, 3))
+    >>> model.load_state_dict(sd)
+    <All keys matched successfully>
 """
 import json
 import os
@@ -109,6 +114,8 @@ def save(obj, path, metadata=None):
 
     Example:
         >>> funcgrad.save({"w": jnp.ones(3)}, "w.safetensors")
+        >>> funcgrad.load("w.safetensors")
+        {'w': Array([1., 1., 1.], dtype=float32)}
     """
     if hasattr(obj, "state_dict") and callable(obj.state_dict):
         obj = obj.state_dict()
@@ -165,8 +172,9 @@ def load(path, as_numpy=False, device=None):
     or the nested structure ``save`` recorded.
 
     Example:
-        >>> sd = funcgrad.load("resnet18.safetensors")
-        >>> model.load_state_dict(sd)
+        >>> funcgrad.save({"layer": {"b": jnp.zeros(2)}}, "nested.safetensors")
+        >>> funcgrad.load("nested.safetensors")
+        {'layer': {'b': Array([0., 0.], dtype=float32)}}
     """
     with open(path, "rb") as f:
         raw = f.read(8)

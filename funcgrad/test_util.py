@@ -2,7 +2,8 @@
 
 Example:
     >>> from funcgrad.test_util import check_grads
-    >>> check_grads(jnp.sin, (0.5,), order=2)
+    >>> check_grads(jnp.sin, (0.5,), order=2)  # raises AssertionError on a mismatch
+    >>> check_grads(lambda x: jnp.where(x > 0, x, 2 * x), (0.5,), order=1)
 """
 import numpy as np
 
@@ -125,6 +126,7 @@ def check_grads(f, args, order, modes=("fwd", "rev"), atol=None, rtol=None, eps=
     held fixed. Raises AssertionError with the mismatch.
 
     Example:
+        >>> from funcgrad.test_util import check_grads
         >>> check_grads(lambda x, y: jnp.sin(x) * y, (0.3, 2.0), order=2)
     """
     if isinstance(modes, str):
@@ -161,6 +163,7 @@ def count_equations(jaxpr, name):
     counting those inside sub-jaxprs (jit, remat, control flow bodies).
 
     Example:
+        >>> from funcgrad.test_util import count_equations
         >>> count_equations(funcgrad.make_jaxpr(funcgrad.grad(jnp.sin))(1.0), "cos")
         1
     """
@@ -181,6 +184,7 @@ def registered_primitives():
     checklists iterate over.
 
     Example:
+        >>> from funcgrad.test_util import registered_primitives
         >>> prims = registered_primitives()
         >>> [w for p, w in prims.items() if p.name == "exp"]
         ['funcgrad.lax.elementwise']

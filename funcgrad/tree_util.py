@@ -3,6 +3,7 @@
 Built on jaxlib's C++ pytree registry, in a registry of funcgrad's own.
 
 Example:
+    >>> from funcgrad.tree_util import tree_flatten, tree_map
     >>> leaves, treedef = tree_flatten({"w": (1, 2), "b": [3]})
     >>> leaves
     [3, 1, 2]
@@ -28,6 +29,7 @@ def tree_flatten(tree, is_leaf=None):
     """(leaves, treedef) of ``tree``; ``is_leaf(x)`` may stop the descent early.
 
     Example:
+        >>> from funcgrad.tree_util import tree_flatten
         >>> tree_flatten([1, (2, None)])
         ([1, 2], PyTreeDef([*, (*, None)]))
     """
@@ -38,6 +40,7 @@ def tree_unflatten(treedef, leaves):
     """Rebuild a tree of ``treedef``'s structure from ``leaves``.
 
     Example:
+        >>> from funcgrad.tree_util import tree_flatten, tree_unflatten
         >>> _, td = tree_flatten((1, [2]))
         >>> tree_unflatten(td, ["a", "b"])
         ('a', ['b'])
@@ -63,6 +66,7 @@ def tree_map(f, tree, *rest, is_leaf=None):
     """Apply ``f`` to the leaves of ``tree`` (and the matching leaves of ``rest``).
 
     Example:
+        >>> from funcgrad.tree_util import tree_map
         >>> tree_map(lambda a, b: a + b, (1, [2]), (10, [20]))
         (11, [22])
     """
@@ -75,6 +79,7 @@ def tree_flatten_with_path(tree, is_leaf=None):
     """([(key_path, leaf), ...], treedef): each leaf with the keys leading to it.
 
     Example:
+        >>> from funcgrad.tree_util import tree_flatten_with_path
         >>> tree_flatten_with_path({"a": [5]})[0]
         [((DictKey(key='a'), SequenceKey(idx=0)), 5)]
     """
@@ -135,9 +140,13 @@ def register_pytree_node(nodetype, flatten_func, unflatten_func, flatten_with_ke
     ``flatten_func(x) -> (children, aux_data)``; ``unflatten_func(aux_data, children) -> x``.
 
     Example:
+        >>> from funcgrad.tree_util import register_pytree_node, tree_leaves
         >>> class Pair:
         ...     def __init__(self, a, b): self.a, self.b = a, b
         >>> register_pytree_node(Pair, lambda p: ((p.a, p.b), None), lambda _, c: Pair(*c))
+        <class 'Pair'>
+        >>> tree_leaves(Pair(1, [2, 3]))
+        [1, 2, 3]
     """
     if flatten_with_keys_func is None:
         registry.register_node(nodetype, flatten_func, unflatten_func)
@@ -161,11 +170,15 @@ def register_dataclass(nodetype=None, *, data_fields=None, meta_fields=None):
     Without field lists, fields marked ``field(metadata={"static": True})`` are meta fields.
 
     Example:
+        >>> import dataclasses
+        >>> from funcgrad.tree_util import register_dataclass, tree_map
         >>> @register_dataclass
         ... @dataclasses.dataclass
         ... class Params:
         ...     w: object
         ...     b: object
+        >>> tree_map(lambda v: v * 2, Params(w=1, b=2))
+        Params(w=2, b=4)
     """
     if nodetype is None:
         return functools.partial(register_dataclass, data_fields=data_fields,
@@ -192,6 +205,8 @@ class Partial(functools.partial):
     """A ``functools.partial`` that is a pytree: its arguments are leaves, the function is not.
 
     Example:
+        >>> import operator
+        >>> from funcgrad.tree_util import Partial, tree_leaves
         >>> p = Partial(operator.add, 1)
         >>> tree_leaves(p)
         [1]

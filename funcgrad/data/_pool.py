@@ -27,6 +27,7 @@ class WorkerDiedError(RuntimeError):
     """A DataLoader worker process exited while the loader still needed it.
 
     Example:
+        >>> from funcgrad.data import WorkerDiedError
         >>> issubclass(WorkerDiedError, RuntimeError)
         True
     """
@@ -36,6 +37,7 @@ class WorkerTimeoutError(RuntimeError):
     """No batch arrived from the DataLoader workers within ``timeout`` seconds.
 
     Example:
+        >>> from funcgrad.data import WorkerTimeoutError
         >>> issubclass(WorkerTimeoutError, RuntimeError)
         True
     """
@@ -52,6 +54,7 @@ def describe_exit(exitcode):
     """Human-readable account of a process exit code (negative means killed by a signal).
 
     Example:
+        >>> from funcgrad.data._pool import describe_exit
         >>> describe_exit(-9)
         'was killed by signal 9 (SIGKILL)'
         >>> describe_exit(3)
@@ -69,6 +72,7 @@ def resolve_context(context):
     has it, else 'spawn'; a start-method name or a context object selects another.
 
     Example:
+        >>> from funcgrad.data._pool import resolve_context
         >>> resolve_context("spawn").get_start_method()
         'spawn'
     """

@@ -41,6 +41,7 @@ class WorkerInfo:
     of the dataset), ``worker_type`` ("process" or "thread").
 
     Example:
+        >>> from funcgrad.data import WorkerInfo
         >>> info = WorkerInfo(id=0, num_workers=2, seed=7, dataset=None, worker_type="thread")
         >>> info.id, info.num_workers
         (0, 2)
@@ -67,6 +68,7 @@ def get_worker_info():
     ``worker_init_fn`` to configure each worker's copy of the dataset.
 
     Example:
+        >>> from funcgrad.data import get_worker_info
         >>> get_worker_info() is None     # not inside a worker
         True
     """
@@ -82,6 +84,7 @@ def current_rng():
     generator seeded from the operating system.
 
     Example:
+        >>> from funcgrad.data import current_rng
         >>> x = int(current_rng().integers(0, 10))
         >>> 0 <= x < 10
         True
@@ -219,6 +222,7 @@ def worker_seed(base_seed, worker_id):
     """The 63-bit seed of worker ``worker_id`` for a loader with seed ``base_seed``.
 
     Example:
+        >>> from funcgrad.data._worker import worker_seed
         >>> worker_seed(0, 1) == worker_seed(0, 1) != worker_seed(0, 2)
         True
     """

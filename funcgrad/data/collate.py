@@ -7,6 +7,7 @@ namedtuples, dataclasses, tuples and lists keep their type with each field colla
 bytes and ``None`` are gathered into a list.
 
 Example:
+    >>> from funcgrad.data import default_collate
     >>> import numpy as np
     >>> batch = default_collate([{"x": np.zeros(2), "y": 1}, {"x": np.ones(2), "y": 0}])
     >>> batch["x"].shape, batch["y"].tolist()
@@ -143,6 +144,7 @@ def default_collate(batch):
     items disagree.
 
     Example:
+        >>> from funcgrad.data import default_collate
         >>> import numpy as np
         >>> x, y = default_collate([(np.array([1, 2]), 0), (np.array([3, 4]), 1)])
         >>> x.tolist(), y.tolist()
@@ -161,6 +163,7 @@ def default_convert(data):
     everything else (nested containers included) is returned with the same structure.
 
     Example:
+        >>> from funcgrad.data import default_convert
         >>> import numpy as np
         >>> default_convert({"x": np.ones(2), "y": [1, 2]})["y"]
         [1, 2]

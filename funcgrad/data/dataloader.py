@@ -102,6 +102,7 @@ class DataLoader:
     chooses it (and forwards it to a custom sampler that has ``set_epoch``).
 
     Example:
+        >>> from funcgrad.data import DataLoader
         >>> import numpy as np
         >>> from funcgrad.data import TensorDataset
         >>> loader = DataLoader(TensorDataset(np.arange(6)), batch_size=4)
@@ -227,6 +228,7 @@ class DataLoader:
         transforms; a custom sampler with ``set_epoch`` (e.g. ``DistributedSampler``) gets it too.
 
         Example:
+            >>> from funcgrad.data import DataLoader
             >>> import numpy as np
             >>> from funcgrad.data import TensorDataset
             >>> loader = DataLoader(TensorDataset(np.arange(8)), batch_size=8, shuffle=True, seed=1)
@@ -322,6 +324,7 @@ class DataLoader:
         """Stop persistent workers now (they also stop when the loader is garbage collected).
 
         Example:
+            >>> from funcgrad.data import DataLoader
             >>> import numpy as np
             >>> from funcgrad.data import TensorDataset
             >>> DataLoader(TensorDataset(np.arange(3))).shutdown()

@@ -44,6 +44,7 @@ class Dataset:
     DataLoader then calls it instead of ``__getitem__`` once per index). ``ds1 + ds2`` concatenates.
 
     Example:
+        >>> from funcgrad.data import Dataset
         >>> class Squares(Dataset):
         ...     def __len__(self):
         ...         return 4
@@ -70,6 +71,7 @@ class IterableDataset:
     appears once per worker).
 
     Example:
+        >>> from funcgrad.data import IterableDataset
         >>> from funcgrad.data import get_worker_info
         >>> class Range(IterableDataset):
         ...     def __init__(self, n):
@@ -97,6 +99,7 @@ class TensorDataset(Dataset):
     worker processes never touch device arrays. Batches are fetched with one fancy-index per array.
 
     Example:
+        >>> from funcgrad.data import TensorDataset
         >>> import numpy as np
         >>> ds = TensorDataset(np.arange(6).reshape(3, 2), np.array([0, 1, 0]))
         >>> x, y = ds[1]
@@ -146,6 +149,7 @@ class Subset(Dataset):
     """The items of ``dataset`` at ``indices``, in that order: ``Subset(ds, idx)[k] == ds[idx[k]]``.
 
     Example:
+        >>> from funcgrad.data import Subset, TensorDataset
         >>> import numpy as np
         >>> ds = TensorDataset(np.arange(10))
         >>> sub = Subset(ds, [7, 2])
@@ -179,6 +183,7 @@ class ConcatDataset(Dataset):
     """Map-style datasets joined end to end: indices run through the first, then the second...
 
     Example:
+        >>> from funcgrad.data import ConcatDataset, TensorDataset
         >>> import numpy as np
         >>> ds = ConcatDataset([TensorDataset(np.arange(3)), TensorDataset(np.arange(10, 12))])
         >>> len(ds), int(ds[3][0])
@@ -213,6 +218,7 @@ class ChainDataset(IterableDataset):
     """Iterable datasets chained one after another.
 
     Example:
+        >>> from funcgrad.data import ChainDataset, IterableDataset
         >>> class Count(IterableDataset):
         ...     def __init__(self, n):
         ...         self.n = n
@@ -272,6 +278,7 @@ def random_split(dataset, lengths, seed=None, generator=None):
     ``numpy.random.default_rng(seed)`` (or the given ``generator``), so a fixed seed gives a fixed split.
 
     Example:
+        >>> from funcgrad.data import TensorDataset, random_split
         >>> import numpy as np
         >>> a, b = random_split(TensorDataset(np.arange(5)), [3, 2], seed=0)
         >>> sorted(a.indices + b.indices)

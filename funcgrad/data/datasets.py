@@ -11,6 +11,7 @@ for CIFAR10, as PIL images would be) passed through ``transform``, and the label
 through ``target_transform``. Whole arrays are available as ``.data`` and ``.targets``.
 
 Example:
+    >>> from funcgrad.data.datasets import Synthetic
     >>> ds = Synthetic(n=100, shape=(2,), num_classes=3, seed=0)
     >>> x, y = ds[0]
     >>> x.shape, 0 <= y < 3
@@ -48,6 +49,7 @@ def read_idx(path):
     """Read an IDX file (the MNIST format; gzipped or not) into a NumPy array.
 
     Example:
+        >>> from funcgrad.data.datasets import read_idx, write_idx
         >>> import numpy as np, tempfile, os
         >>> p = os.path.join(tempfile.mkdtemp(), "a-idx1-ubyte")
         >>> write_idx(p, np.array([3, 1, 4], np.uint8))
@@ -83,6 +85,7 @@ def write_idx(path, array, compress=None):
     """Write ``array`` as an IDX file (gzipped when ``compress`` or when ``path`` ends in .gz).
 
     Example:
+        >>> from funcgrad.data.datasets import read_idx, write_idx
         >>> import numpy as np, tempfile, os
         >>> p = os.path.join(tempfile.mkdtemp(), "x-idx3-ubyte.gz")
         >>> write_idx(p, np.zeros((2, 3, 3), np.uint8))
@@ -145,6 +148,7 @@ class MNIST(_ArrayImageDataset):
     ``root/MNIST`` or ``root`` (the class name stands for MNIST in subclasses).
 
     Example:
+        >>> from funcgrad.data.datasets import MNIST, write_idx
         >>> import numpy as np, tempfile, os
         >>> root = tempfile.mkdtemp()
         >>> write_idx(os.path.join(root, "t10k-images-idx3-ubyte"), np.zeros((2, 28, 28), np.uint8))
@@ -191,6 +195,7 @@ class FashionMNIST(MNIST):
     ``root/FashionMNIST/raw``, ``root/FashionMNIST`` or ``root``.
 
     Example:
+        >>> from funcgrad.data.datasets import FashionMNIST
         >>> FashionMNIST.classes[:2]
         ['T-shirt/top', 'Trouser']
     """
@@ -217,6 +222,7 @@ class CIFAR10(_ArrayImageDataset):
     version of CIFAR-10 is never read: unpickling can run arbitrary code.)
 
     Example:
+        >>> from funcgrad.data.datasets import CIFAR10
         >>> import numpy as np, tempfile, os
         >>> root = tempfile.mkdtemp()
         >>> rec = np.zeros((1, 3073), np.uint8); rec[0, 0] = 4
@@ -274,6 +280,7 @@ class Synthetic(Dataset):
     fixed by ``seed``. Items are ``(float32 array of shape shape, int label)``.
 
     Example:
+        >>> from funcgrad.data.datasets import Synthetic
         >>> ds = Synthetic(n=8, shape=(1, 4, 4), num_classes=2, seed=3)
         >>> x, y = ds[5]
         >>> x.shape, x.dtype.name, y in (0, 1)

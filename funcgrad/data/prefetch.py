@@ -4,6 +4,7 @@ Transfers are asynchronous, so issuing ``device_put`` for batch k+1 (and k+2, ..
 model consumes batch k lets the copy overlap the computation.
 
 Example:
+    >>> from funcgrad.data import prefetch_to_device
     >>> import numpy as np
     >>> batches = ({"x": np.full((4, 2), k, np.float32)} for k in range(3))
     >>> [float(b["x"][0, 0]) for b in prefetch_to_device(batches, size=2)]
@@ -48,6 +49,7 @@ def shard(batch, num_shards):
     divisible by the device count).
 
     Example:
+        >>> from funcgrad.data import shard
         >>> import numpy as np
         >>> shard({"x": np.zeros((8, 3))}, 4)["x"].shape
         (4, 2, 3)
@@ -100,6 +102,7 @@ def prefetch_to_device(iterable, size=2, devices=None):
     None pass through.
 
     Example:
+        >>> from funcgrad.data import prefetch_to_device
         >>> import numpy as np
         >>> out = list(prefetch_to_device([np.arange(4)], size=1))
         >>> np.asarray(out[0]).tolist()

@@ -4,6 +4,7 @@ It draws only when the stream is a terminal and the ``CI`` environment variable 
 when forced with ``enable=True``), at most ten times a second.
 
 Example:
+    >>> from funcgrad.data import progress
     >>> total = 0
     >>> for x in progress(range(3), desc="sum"):
     ...     total += x
@@ -42,6 +43,7 @@ def format_bar(n, total, elapsed, desc=None, width=_WIDTH):
     """One line of the bar: label, percent, bar, count, elapsed<remaining, rate.
 
     Example:
+        >>> from funcgrad.data.progress import format_bar
         >>> format_bar(5, 10, 2.0, desc="epoch 1")
         'epoch 1:  50%|############            | 5/10 [00:02<00:02, 2.50 it/s]'
     """
@@ -65,6 +67,7 @@ class progress:
     unset; True/False force it), ``min_interval`` (seconds between redraws).
 
     Example:
+        >>> from funcgrad.data import progress
         >>> list(progress([1, 2, 3], enable=False))
         [1, 2, 3]
     """

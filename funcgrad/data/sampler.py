@@ -6,6 +6,7 @@ epoch always give the same order. ``set_epoch(e)`` selects the epoch; samplers o
 iterating twice gives two different shuffles (as in PyTorch), and ``set_epoch`` rewinds.
 
 Example:
+    >>> from funcgrad.data import RandomSampler
     >>> s = RandomSampler(range(5), seed=0)
     >>> s.set_epoch(3)
     >>> first = list(s)
@@ -46,6 +47,7 @@ class Sampler:
     DataLoader's epoch before each pass.
 
     Example:
+        >>> from funcgrad.data import Sampler
         >>> class Evens(Sampler):
         ...     def __init__(self, n):
         ...         self.n = n
@@ -96,6 +98,7 @@ class SequentialSampler(Sampler):
     """Indices ``0, 1, ..., len(data_source) - 1`` in order.
 
     Example:
+        >>> from funcgrad.data import SequentialSampler
         >>> list(SequentialSampler(range(3)))
         [0, 1, 2]
     """
@@ -123,6 +126,7 @@ class RandomSampler(_EpochSampler):
     concatenated (each index appears ``num_samples // n`` or one more times).
 
     Example:
+        >>> from funcgrad.data import RandomSampler
         >>> s = RandomSampler(range(4), seed=1)
         >>> sorted(s)
         [0, 1, 2, 3]
@@ -164,6 +168,7 @@ class SubsetRandomSampler(_EpochSampler):
     """The given indices in a random order (a fresh order each epoch).
 
     Example:
+        >>> from funcgrad.data import SubsetRandomSampler
         >>> sorted(SubsetRandomSampler([5, 7, 9], seed=0))
         [5, 7, 9]
     """
@@ -184,6 +189,7 @@ class WeightedRandomSampler(_EpochSampler):
     """``num_samples`` indices drawn with probability proportional to ``weights``.
 
     Example:
+        >>> from funcgrad.data import WeightedRandomSampler
         >>> s = WeightedRandomSampler([0.0, 1.0, 0.0], num_samples=4, seed=0)
         >>> list(s)
         [1, 1, 1, 1]
@@ -239,6 +245,7 @@ class DistributedSampler(_EpochSampler):
     when unset).
 
     Example:
+        >>> from funcgrad.data import DistributedSampler
         >>> shards = [list(DistributedSampler(range(5), num_replicas=2, rank=r, shuffle=False))
         ...           for r in range(2)]
         >>> shards
@@ -295,6 +302,7 @@ class BatchSampler(Sampler):
     """Groups the indices of ``sampler`` into lists of ``batch_size`` (the last may be shorter).
 
     Example:
+        >>> from funcgrad.data import BatchSampler, SequentialSampler
         >>> list(BatchSampler(SequentialSampler(range(5)), batch_size=2, drop_last=False))
         [[0, 1], [2, 3], [4]]
         >>> list(BatchSampler(range(5), batch_size=2, drop_last=True))

@@ -8,6 +8,7 @@ index): augmentations then repeat exactly for a given loader seed and epoch, wha
 number or kind of workers.
 
 Example:
+    >>> from funcgrad.data.transforms import Compose, Normalize, RandomCrop, ToArray
     >>> import numpy as np
     >>> t = Compose([ToArray(), RandomCrop(2, seed=0), Normalize([0.5], [0.5])])
     >>> t(np.zeros((3, 3), np.uint8)).tolist()
@@ -64,6 +65,7 @@ class Compose:
     """Apply transforms one after another.
 
     Example:
+        >>> from funcgrad.data.transforms import Compose
         >>> Compose([lambda x: x + 1, lambda x: x * 2])(3)
         8
     """
@@ -85,6 +87,7 @@ class Lambda:
     """Wrap a function as a transform (picklable when the function is module-level).
 
     Example:
+        >>> from funcgrad.data.transforms import Lambda
         >>> Lambda(lambda x: x * 10)(4)
         40
     """
@@ -109,6 +112,7 @@ class ToArray:
     images are scaled to [0, 1] by their type's maximum (uint8: / 255) unless ``scale=False``.
 
     Example:
+        >>> from funcgrad.data.transforms import ToArray
         >>> import numpy as np
         >>> y = ToArray()(np.full((2, 2, 3), 255, np.uint8))
         >>> y.shape, y.dtype, float(y.max())
@@ -152,6 +156,7 @@ class Normalize:
     image is one channel. Integer input is converted to float first, without rescaling.
 
     Example:
+        >>> from funcgrad.data.transforms import Normalize
         >>> import numpy as np
         >>> Normalize([1.0, 2.0], [2.0, 4.0])(np.ones((2, 1, 1), np.float32)).ravel().tolist()
         [0.0, -0.25]
@@ -204,6 +209,7 @@ class RandomCrop:
     ``[0, H_padded - h]`` x ``[0, W_padded - w]``.
 
     Example:
+        >>> from funcgrad.data.transforms import RandomCrop
         >>> import numpy as np
         >>> x = np.arange(16).reshape(4, 4)
         >>> RandomCrop(4, padding=1, seed=0)(x).shape
@@ -296,6 +302,7 @@ class CenterCrop:
     """Cut the central ``size`` window (offsets rounded like ``(H - h) // 2``).
 
     Example:
+        >>> from funcgrad.data.transforms import CenterCrop
         >>> import numpy as np
         >>> CenterCrop(2)(np.arange(16).reshape(4, 4)).tolist()
         [[5, 6], [9, 10]]
@@ -323,6 +330,7 @@ class RandomHorizontalFlip:
     """Mirror the image left-right with probability ``p``.
 
     Example:
+        >>> from funcgrad.data.transforms import RandomHorizontalFlip
         >>> import numpy as np
         >>> RandomHorizontalFlip(p=1.0)(np.array([[1, 2, 3]])).tolist()
         [[3, 2, 1]]
@@ -371,6 +379,7 @@ class Resize:
     Integer images are rounded back to their type.
 
     Example:
+        >>> from funcgrad.data.transforms import Resize
         >>> import numpy as np
         >>> Resize((2, 2), interpolation="nearest")(np.arange(16).reshape(4, 4)).tolist()
         [[5, 7], [13, 15]]

@@ -10,10 +10,15 @@ transformation.
 Example:
     >>> import funcgrad.nn as nn
     >>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    >>> x = jnp.ones((3, 4))
+    >>> model(x).shape
+    (3, 2)
     >>> grads = funcgrad.grad(lambda m: jnp.sum(m(x) ** 2))(model)
+    >>> grads[0].weight.shape       # the gradient has the model's structure
+    (8, 4)
 """
 from funcgrad.nn import functional, init  # noqa: F401
-from funcgrad.nn.functions import (  # noqa: F401
+from funcgrad.nn.jax_functions import (  # noqa: F401
     celu, elu, gelu, glu, hard_sigmoid, hard_silu, hard_swish, hard_tanh, leaky_relu,
     log_sigmoid, log_softmax, logmeanexp, logsumexp, mish, normalize, one_hot, relu, relu6,
     selu, sigmoid, silu, soft_sign, softmax, softplus, sparse_plus, squareplus, standardize,

@@ -31,7 +31,15 @@ Tanhshrink = _simple("Tanhshrink", F.tanhshrink, "x - tanh(x). Example: ``nn.Tan
 
 
 class GELU(Module):
-    """GELU, exact by default (``approximate="tanh"`` for the tanh form). Example: ``nn.GELU()(x)``."""
+    """GELU as PyTorch: exact ``x * Phi(x)`` by default (``approximate="none"``), the tanh form
+    with ``approximate="tanh"``. (``funcgrad.nn.gelu``, JAX's function, defaults to the tanh form.)
+
+    Example:
+        >>> nn.GELU()(jnp.array([-1.0, 0.5]))
+        Array([-0.15865526,  0.34573123], dtype=float32)
+        >>> nn.GELU(approximate="tanh")(jnp.array([-1.0, 0.5]))
+        Array([-0.15880796,  0.345714  ], dtype=float32)
+    """
 
     def __init__(self, approximate="none"):
         super().__init__()
@@ -63,7 +71,11 @@ class PReLU(Module):
     to ``init``; the parameter is ``weight`` as in PyTorch.
 
     Example:
-        >>> act = nn.PReLU(num_parameters=16)
+        >>> act = nn.PReLU()
+        >>> act(jnp.array([-2.0, 3.0]))
+        Array([-0.5,  3. ], dtype=float32)
+        >>> act.weight
+        Array([0.25], dtype=float32)
     """
 
     def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
@@ -209,6 +221,7 @@ class CELU(_WithArgs):
 
     Example:
         >>> nn.CELU(alpha=0.5)(jnp.array([-1.0, 1.0]))
+        Array([-0.43233237,  1.        ], dtype=float32)
     """
 
     _fn, _args = staticmethod(F.celu), ("alpha",)

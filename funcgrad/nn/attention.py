@@ -35,10 +35,10 @@ class MultiheadAttention(Module):
     ``out_proj.weight``/``out_proj.bias``.
 
     Example:
-        >>> mha = nn.MultiheadAttention(16, 4, kdim=8, vdim=12, batch_first=True)
-        >>> out, w = mha(jnp.ones((2, 5, 16)), jnp.ones((2, 7, 8)), jnp.ones((2, 7, 12)))
+        >>> mha = nn.MultiheadAttention(8, 2, kdim=4, vdim=6, batch_first=True)
+        >>> out, w = mha(jnp.ones((2, 5, 8)), jnp.ones((2, 7, 4)), jnp.ones((2, 7, 6)))
         >>> out.shape, w.shape
-        ((2, 5, 16), (2, 5, 7))
+        ((2, 5, 8), (2, 5, 7))
     """
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
@@ -267,9 +267,9 @@ class TransformerEncoderLayer(_TransformerLayer):
     ``MultiheadAttention``.
 
     Example:
-        >>> layer = nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, batch_first=True)
-        >>> layer(jnp.ones((2, 10, 32))).shape
-        (2, 10, 32)
+        >>> layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, batch_first=True)
+        >>> layer(jnp.ones((2, 10, 8))).shape
+        (2, 10, 8)
     """
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
@@ -291,9 +291,9 @@ class TransformerDecoderLayer(_TransformerLayer):
     ``tgt_is_causal=True`` without a ``tgt_mask`` builds the causal mask.
 
     Example:
-        >>> layer = nn.TransformerDecoderLayer(32, 4, dim_feedforward=64, batch_first=True)
-        >>> layer(jnp.ones((2, 7, 32)), jnp.ones((2, 10, 32))).shape
-        (2, 7, 32)
+        >>> layer = nn.TransformerDecoderLayer(8, 2, dim_feedforward=16, batch_first=True)
+        >>> layer(jnp.ones((2, 7, 8)), jnp.ones((2, 10, 8))).shape
+        (2, 7, 8)
     """
 
     _cross_attention = True
@@ -322,7 +322,9 @@ class TransformerEncoder(Module):
     ``forward(src, mask=None, src_key_padding_mask=None, is_causal=False)``.
 
     Example:
-        >>> enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(32, 4), num_layers=2)
+        >>> enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16), num_layers=2)
+        >>> len(enc.layers), enc(jnp.ones((10, 2, 8))).shape      # (seq, batch, feature)
+        (2, (10, 2, 8))
     """
 
     def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True,
@@ -348,9 +350,9 @@ class TransformerDecoder(Module):
     memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False)``.
 
     Example:
-        >>> dec = nn.TransformerDecoder(nn.TransformerDecoderLayer(32, 4), num_layers=2)
-        >>> dec(jnp.ones((7, 2, 32)), jnp.ones((10, 2, 32))).shape
-        (7, 2, 32)
+        >>> dec = nn.TransformerDecoder(nn.TransformerDecoderLayer(8, 2, 16), num_layers=2)
+        >>> dec(jnp.ones((7, 2, 8)), jnp.ones((10, 2, 8))).shape
+        (7, 2, 8)
     """
 
     def __init__(self, decoder_layer, num_layers, norm=None):
@@ -382,11 +384,11 @@ class Transformer(Module):
     src_is_causal=False, tgt_is_causal=False, memory_is_causal=False)``.
 
     Example:
-        >>> model = nn.Transformer(d_model=32, nhead=4, num_encoder_layers=2,
-        ...                        num_decoder_layers=2, dim_feedforward=64, batch_first=True)
+        >>> model = nn.Transformer(d_model=8, nhead=2, num_encoder_layers=1,
+        ...                        num_decoder_layers=1, dim_feedforward=16, batch_first=True)
         >>> mask = nn.Transformer.generate_square_subsequent_mask(7)
-        >>> model(jnp.ones((2, 10, 32)), jnp.ones((2, 7, 32)), tgt_mask=mask).shape
-        (2, 7, 32)
+        >>> model(jnp.ones((2, 10, 8)), jnp.ones((2, 7, 8)), tgt_mask=mask).shape
+        (2, 7, 8)
     """
 
     def __init__(self, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6,

@@ -18,7 +18,12 @@ class Dropout(Module):
     """Zero elements with probability ``p`` in training mode, scaling the rest by 1/(1-p).
 
     Example:
-        >>> d = nn.Dropout(0.5); y = d(x)     # d.eval() makes it the identity
+        >>> d = nn.Dropout(0.5)
+        >>> y = d(jnp.ones(1000))      # training mode: zeros, and 2s (kept values scaled)
+        >>> sorted(set(np.asarray(y).tolist()))
+        [0.0, 2.0]
+        >>> d.eval()(jnp.ones(3))      # eval mode: the identity
+        Array([1., 1., 1.], dtype=float32)
     """
 
     def __init__(self, p=0.5, inplace=False):
@@ -85,7 +90,8 @@ class AlphaDropout(Dropout):
     saturation value and an affine correction keeps zero mean and unit variance.
 
     Example:
-        >>> nn.Sequential(nn.Linear(8, 8), nn.SELU(), nn.AlphaDropout(0.1))
+        >>> nn.AlphaDropout(0.1)(jnp.ones((4, 8))).shape
+        (4, 8)
     """
 
     _functional = "alpha_dropout"

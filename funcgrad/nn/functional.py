@@ -8,7 +8,18 @@ updates running statistics in place, ``batch_norm`` here returns the new statist
 
 Example:
     >>> import funcgrad.nn.functional as F
+    >>> logits, labels = jnp.array([[2.0, 0.0, -1.0], [0.0, 1.0, 0.0]]), jnp.array([0, 1])
     >>> F.cross_entropy(logits, labels, label_smoothing=0.1)
+    Array(0.47731203, dtype=float32)
+
+Note ``F.gelu`` (and ``nn.GELU``) default to PyTorch's exact erf form (``approximate="none"``),
+while JAX's ``funcgrad.nn.gelu`` defaults to the tanh approximation (``approximate=True``):
+
+    >>> x = jnp.array([-1.0, 0.5])
+    >>> F.gelu(x), funcgrad.nn.gelu(x, approximate=False)                   # exact, x * Phi(x)
+    (Array([-0.15865526,  0.34573123], dtype=float32), Array([-0.15865526,  0.34573123], dtype=float32))
+    >>> F.gelu(x, approximate="tanh"), funcgrad.nn.gelu(x)                  # tanh form
+    (Array([-0.15880796,  0.345714  ], dtype=float32), Array([-0.15880796,  0.345714  ], dtype=float32))
 """
 import math
 import warnings
@@ -18,9 +29,9 @@ import numpy as np
 import funcgrad.numpy as jnp
 from funcgrad import lax
 from funcgrad.core.interpreters import Tracer
-from funcgrad.nn import functions as _fn
-from funcgrad.nn.functions import (elu, hard_tanh as hardtanh, log_sigmoid,  # noqa
-                                   mish, relu, relu6, selu, silu, soft_sign as softsign)
+from funcgrad.nn import jax_functions as _fn
+from funcgrad.nn.jax_functions import (elu, hard_tanh as hardtanh, log_sigmoid,  # noqa
+                                       mish, relu, relu6, selu, silu, soft_sign as softsign)
 from funcgrad.lowering.eager_jit import jit_when_eager_in
 
 logsigmoid = log_sigmoid
@@ -51,10 +62,16 @@ def tanh(x):
 
 
 def gelu(x, approximate="none"):
-    """GELU; ``approximate="tanh"`` for the tanh form (PyTorch's default is exact).
+    """GELU as PyTorch: exact ``x * Phi(x)`` by default (``approximate="none"``, through erf);
+    ``approximate="tanh"`` for the tanh form. Unlike ``funcgrad.nn.gelu`` (JAX's), whose default
+    is the tanh form.
 
     Example:
+        >>> x = jnp.array([-1.0, 0.5, 2.0])
         >>> F.gelu(x)
+        Array([-0.15865526,  0.34573123,  1.9544997 ], dtype=float32)
+        >>> F.gelu(x, approximate="tanh")
+        Array([-0.15880796,  0.345714  ,  1.9545977 ], dtype=float32)
     """
     if approximate not in ("none", "tanh"):
         raise ValueError(f"F.gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
@@ -111,6 +128,7 @@ def celu(input, alpha=1.0, inplace=False):
 
     Example:
         >>> F.celu(jnp.array([-1.0, 2.0]), alpha=0.5)
+        Array([-0.43233237,  2.        ], dtype=float32)
     """
     return _fn.celu(input, alpha)
 
@@ -478,7 +496,9 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
     """2-d average pooling with PyTorch's divisor rules (``count_include_pad``).
 
     Example:
-        >>> F.avg_pool2d(jnp.ones((1, 1, 4, 4)), 2)
+        >>> F.avg_pool2d(jnp.arange(16.0).reshape(1, 1, 4, 4), 2)
+        Array([[[[ 2.5,  4.5],
+                 [10.5, 12.5]]]], dtype=float32)
     """
     return _avg_poolnd(2, "F.avg_pool2d", x, kernel_size, stride, padding, ceil_mode,
                        count_include_pad, divisor_override)
@@ -669,7 +689,17 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
     the module as a cumulative average). Inputs are never modified.
 
     Example:
-        >>> y = F.batch_norm(x, rm, rv, training=False)
+        >>> x = jnp.array([[1.0, 2.0], [3.0, 6.0]])              # (N, C)
+        >>> rm, rv = jnp.zeros(2), jnp.ones(2)
+        >>> F.batch_norm(x, rm, rv, training=False)             # uses the running statistics
+        Array([[0.999995, 1.99999 ],
+               [2.999985, 5.99997 ]], dtype=float32)
+        >>> y, new_rm, new_rv = F.batch_norm(x, rm, rv, training=True, return_stats=True)
+        >>> y
+        Array([[-0.999995  , -0.99999875],
+               [ 0.999995  ,  0.99999875]], dtype=float32)
+        >>> new_rm, new_rv
+        (Array([0.2, 0.4], dtype=float32), Array([1.1, 1.7], dtype=float32))
     """
     x = jnp.asarray(x)
     axes = (0,) + tuple(range(2, x.ndim))
@@ -726,7 +756,8 @@ def rms_norm(x, normalized_shape, weight=None, eps=None):
     """x / sqrt(mean(x^2) + eps) over trailing axes (eps defaults to the dtype's epsilon).
 
     Example:
-        >>> F.rms_norm(x, (64,))
+        >>> F.rms_norm(jnp.array([[3.0, 4.0]]), (2,))     # x / sqrt(mean(x ** 2) + eps)
+        Array([[0.84852815, 1.1313709 ]], dtype=float32)
     """
     x = jnp.asarray(x)
     if isinstance(normalized_shape, int):
@@ -825,7 +856,13 @@ def dropout(x, p=0.5, training=True, inplace=False, key=None):
     their own key state that a jitted step advances).
 
     Example:
-        >>> F.dropout(x, 0.1, training=True, key=step)
+        >>> y = F.dropout(jnp.ones(8), 0.5, training=True, key=3)
+        >>> sorted(set(np.asarray(y).tolist()))                 # dropped, or kept and scaled
+        [0.0, 2.0]
+        >>> bool(jnp.all(F.dropout(jnp.ones(8), 0.5, key=3) == y))   # the same key, the same mask
+        True
+        >>> F.dropout(jnp.ones(3), 0.5, training=False)
+        Array([1., 1., 1.], dtype=float32)
     """
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"F.dropout: p must be in [0, 1], got {p}")
@@ -883,7 +920,9 @@ def dropout1d(input, p=0.5, training=True, inplace=False, key=None):
     and scale the rest by 1 / (1 - p). ``key`` as in ``F.dropout``.
 
     Example:
-        >>> F.dropout1d(jnp.ones((2, 8, 5)), 0.5, key=0)    # each [n, c, :] is all 0 or all 2
+        >>> y = F.dropout1d(jnp.ones((2, 8, 5)), 0.5, key=0)
+        >>> bool(jnp.all((y == 0).all(-1) | (y == 2).all(-1)))   # each [n, c, :] is all 0 or all 2
+        True
     """
     x = jnp.asarray(input)
     if x.ndim not in (2, 3):
@@ -898,7 +937,11 @@ def dropout2d(input, p=0.5, training=True, inplace=False, key=None):
     warning) and other ranks >= 2 as (N, C, ...). ``key`` as in ``F.dropout``.
 
     Example:
-        >>> F.dropout2d(jnp.ones((2, 8, 4, 4)), 0.25, key=step)
+        >>> y = F.dropout2d(jnp.ones((2, 8, 4, 4)), 0.25, key=1)
+        >>> bool(jnp.all(y == y[:, :, :1, :1]))        # whole channels are dropped or kept
+        True
+        >>> sorted(set(np.asarray(y[:, :, 0, 0]).ravel().tolist()))   # kept ones scaled by 1/0.75
+        [0.0, 1.33333...]
     """
     x = jnp.asarray(input)
     if x.ndim < 2:
@@ -920,7 +963,8 @@ def dropout3d(input, p=0.5, training=True, inplace=False, key=None):
     probability ``p`` and scale the rest by 1 / (1 - p). ``key`` as in ``F.dropout``.
 
     Example:
-        >>> F.dropout3d(jnp.ones((2, 4, 3, 3, 3)), 0.5, key=step)
+        >>> F.dropout3d(jnp.ones((2, 4, 3, 3, 3)), 0.5, key=2).shape
+        (2, 4, 3, 3, 3)
     """
     x = jnp.asarray(input)
     if x.ndim not in (4, 5):
@@ -953,7 +997,10 @@ def alpha_dropout(input, p=0.5, training=False, inplace=False, key=None):
     formula). ``training`` defaults to False as in PyTorch; ``key`` as in ``F.dropout``.
 
     Example:
-        >>> F.alpha_dropout(x, 0.1, training=True, key=step)
+        >>> x = jnp.tile(jnp.array([1.0, -1.0]), 5000)          # mean 0, std 1
+        >>> y = F.alpha_dropout(x, 0.1, training=True, key=0)
+        >>> abs(float(y.mean())) < 0.05, abs(float(y.std()) - 1.0) < 0.1   # keeps mean 0, std 1
+        (True, True)
     """
     x = jnp.asarray(input)
     return _alpha_dropout(x, p, training, key, None, "alpha_dropout")
@@ -963,7 +1010,8 @@ def feature_alpha_dropout(input, p=0.5, training=False, inplace=False, key=None)
     """``F.alpha_dropout`` that drops whole channels (``x[n, c]`` of an (N, C, ...) input).
 
     Example:
-        >>> F.feature_alpha_dropout(jnp.ones((2, 8, 5)), 0.2, training=True, key=0)
+        >>> F.feature_alpha_dropout(jnp.ones((2, 8, 5)), 0.2, training=True, key=0).shape
+        (2, 8, 5)
     """
     x = jnp.asarray(input)
     if x.ndim < 2:
@@ -976,8 +1024,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None):
     """Rows of ``weight`` at integer ``input``; rows at ``padding_idx`` get no gradient.
 
     Example:
-        >>> F.embedding(jnp.array([1, 3]), table).shape
-        (2, table.shape[1])
+        >>> table = jnp.arange(12.0).reshape(4, 3)
+        >>> F.embedding(jnp.array([1, 3]), table)
+        Array([[ 3.,  4.,  5.],
+               [ 9., 10., 11.]], dtype=float32)
     """
     idx = jnp.asarray(input)
     if not jnp.issubdtype(idx.dtype, jnp.integer):
@@ -1002,7 +1052,11 @@ def pad(x, pad, mode="constant", value=0.0):
     """PyTorch's ``F.pad``: ``pad`` lists (left, right) pairs from the LAST axis backwards.
 
     Example:
-        >>> F.pad(x, (1, 1, 2, 2))        # last axis by 1, the one before by 2
+        >>> x = jnp.ones((1, 2, 2))
+        >>> F.pad(x, (1, 1, 2, 2)).shape        # last axis by 1, the one before by 2
+        (1, 6, 4)
+        >>> F.pad(jnp.array([1.0, 2.0]), (2, 1), mode="constant", value=9.0)
+        Array([9., 9., 1., 2., 9.], dtype=float32)
     """
     x = jnp.asarray(x)
     if len(pad) % 2:
@@ -1057,7 +1111,9 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     The mean divides by the summed weights of the non-ignored targets (PyTorch's rule).
 
     Example:
+        >>> logits, labels = jnp.array([[2.0, 0.0], [0.0, 2.0]]), jnp.array([0, 0])
         >>> F.nll_loss(F.log_softmax(logits, 1), labels)
+        Array(1.1269281, dtype=float32)
     """
     logp = _class_axis_last(jnp.asarray(input))
     t = jnp.asarray(target)
@@ -1081,8 +1137,12 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     ``label_smoothing`` semantics.
 
     Example:
+        >>> logits, labels = jnp.array([[2.0, 0.0], [0.0, 2.0]]), jnp.array([0, 0])
         >>> F.cross_entropy(logits, labels)
+        Array(1.1269281, dtype=float32)
+        >>> soft_targets = jnp.array([[0.9, 0.1], [0.5, 0.5]])
         >>> F.cross_entropy(logits, soft_targets, label_smoothing=0.1)
+        Array(0.7669281, dtype=float32)
     """
     x = jnp.asarray(input)
     t = jnp.asarray(target)
@@ -1158,7 +1218,8 @@ def binary_cross_entropy(input, target, weight=None, reduction="mean"):
     """BCE of probabilities ``input``; logs are clamped at -100 as in PyTorch.
 
     Example:
-        >>> F.binary_cross_entropy(jnp.array([0.9]), jnp.array([1.0]))
+        >>> F.binary_cross_entropy(jnp.array([0.9]), jnp.array([1.0]))     # -log(0.9)
+        Array(0.10536055, dtype=float32)
     """
     p = jnp.asarray(input)
     t = jnp.asarray(target, p.dtype)
@@ -1175,7 +1236,9 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
     """BCE of logits, computed stably; ``pos_weight`` scales the positive term.
 
     Example:
+        >>> logits, y = jnp.array([0.0, 1.0]), jnp.array([1.0, 0.0])
         >>> F.binary_cross_entropy_with_logits(logits, y, pos_weight=jnp.array([3.0]))
+        Array(1.6963516, dtype=float32)
     """
     x = jnp.asarray(input)
     t = jnp.asarray(target, x.dtype)
@@ -1195,7 +1258,9 @@ def kl_div(input, target, reduction="mean", log_target=False):
     the sum by the batch size (the mathematically correct KL).
 
     Example:
+        >>> q, p = jnp.array([[1.0, 0.0]]), jnp.array([[0.5, 0.5]])
         >>> F.kl_div(F.log_softmax(q, 1), p, reduction="batchmean")
+        Array(0.12011445, dtype=float32)
     """
     x = jnp.asarray(input)
     t = jnp.asarray(target, x.dtype)
@@ -1250,6 +1315,7 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
 
     Example:
         >>> F.hinge_embedding_loss(jnp.array([0.3, 2.0]), jnp.array([1.0, -1.0]))
+        Array(0.15, dtype=float32)
     """
     reduction = _legacy_reduction(size_average, reduce, reduction, "F.hinge_embedding_loss")
     x, t = jnp.asarray(input), jnp.asarray(target)
@@ -1263,6 +1329,7 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
 
     Example:
         >>> F.soft_margin_loss(jnp.array([0.5, -1.0]), jnp.array([1.0, -1.0]))
+        Array(0.39366934, dtype=float32)
     """
     reduction = _legacy_reduction(size_average, reduce, reduction, "F.soft_margin_loss")
     x = jnp.asarray(input)
@@ -1276,7 +1343,9 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
     the difference plus ``eps``) along the last axis; ``swap`` uses min(d(a, n), d(p, n)).
 
     Example:
-        >>> F.triplet_margin_loss(a, pos, neg, margin=1.0)        # a, pos, neg: (N, D)
+        >>> a, pos, neg = jnp.zeros((1, 2)), jnp.ones((1, 2)), jnp.full((1, 2), 1.5)  # (N, D)
+        >>> F.triplet_margin_loss(a, pos, neg, margin=1.0)
+        Array(0.29289317, dtype=float32)
     """
     reduction = _legacy_reduction(size_average, reduce, reduction, "F.triplet_margin_loss")
     if margin <= 0:
@@ -1300,7 +1369,9 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
     scalar target (PyTorch adds 1e-12 to each squared norm).
 
     Example:
+        >>> a, b = jnp.array([[1.0, 0.0], [1.0, 1.0]]), jnp.array([[1.0, 1.0], [1.0, 1.0]])
         >>> F.cosine_embedding_loss(a, b, jnp.array([1, -1]), margin=0.2)
+        Array(0.5464466, dtype=float32)
     """
     reduction = _legacy_reduction(size_average, reduce, reduction, "F.cosine_embedding_loss")
     x1, x2, t = jnp.asarray(input1), jnp.asarray(input2), jnp.asarray(target)
@@ -1325,7 +1396,9 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
     log(target!) where target > 1.
 
     Example:
+        >>> log_rate, counts = jnp.array([0.0, 1.0]), jnp.array([1.0, 3.0])
         >>> F.poisson_nll_loss(log_rate, counts)
+        Array(0.35914087, dtype=float32)
     """
     reduction = _legacy_reduction(size_average, reduce, reduction, "F.poisson_nll_loss")
     x = jnp.asarray(input)
@@ -1349,7 +1422,9 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     or is a Python float.
 
     Example:
+        >>> mean, y, var = jnp.array([0.0, 1.0]), jnp.array([0.5, 1.0]), jnp.array([1.0, 2.0])
         >>> F.gaussian_nll_loss(mean, y, var)
+        Array(0.2357868, dtype=float32)
     """
     x = jnp.asarray(input)
     if isinstance(var, float):
@@ -1382,7 +1457,9 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     -mean_c(w_c (y_c log sigmoid(x_c) + (1 - y_c) log sigmoid(-x_c))).
 
     Example:
+        >>> logits, multi_hot = jnp.array([[2.0, -1.0, 0.0]]), jnp.array([[1.0, 0.0, 1.0]])
         >>> F.multilabel_soft_margin_loss(logits, multi_hot)
+        Array(0.37777898, dtype=float32)
     """
     reduction = _legacy_reduction(size_average, reduce, reduction,
                                   "F.multilabel_soft_margin_loss")
@@ -1404,7 +1481,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     Example:
         >>> F.multilabel_margin_loss(jnp.array([[0.1, 0.2, 0.4, 0.8]]),
         ...                          jnp.array([[3, 0, -1, 1]]))
-        Array(0.85, dtype=float32)
+        Array(0.84999996, dtype=float32)
     """
     reduction = _legacy_reduction(size_average, reduce, reduction, "F.multilabel_margin_loss")
     x, t = jnp.asarray(input), jnp.asarray(target)
@@ -1444,7 +1521,9 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     """The ``p``-norm of ``x1 - x2 + eps`` along the last axis (PyTorch's formula).
 
     Example:
-        >>> F.pairwise_distance(a, b)
+        >>> a, b = jnp.array([[0.0, 0.0], [1.0, 1.0]]), jnp.array([[3.0, 4.0], [1.0, 2.0]])
+        >>> F.pairwise_distance(a, b)                  # (with eps=1e-6 added to a - b)
+        Array([4.9999986, 0.999999 ], dtype=float32)
     """
     d = jnp.asarray(x1) - jnp.asarray(x2) + eps
     return jnp.linalg.norm(d, ord=p, axis=-1, keepdims=keepdim)
@@ -1462,7 +1541,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     A boolean ``attn_mask`` marks positions that may be attended; a float mask is added.
 
     Example:
-        >>> F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        >>> q = k = jnp.ones((1, 3, 4))                # (batch, length, features)
+        >>> v = jnp.arange(3.0).reshape(1, 3, 1)
+        >>> F.scaled_dot_product_attention(q, k, v, is_causal=True)   # running means of v
+        Array([[[0. ],
+                [0.5],
+                [1. ]]], dtype=float32)
     """
     q, k, v = jnp.asarray(query), jnp.asarray(key), jnp.asarray(value)
     L, S = q.shape[-2], k.shape[-2]
@@ -1501,7 +1585,12 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     ``bilinear``, ``trilinear`` (1, 2, 3 spatial axes; ``align_corners`` as PyTorch).
 
     Example:
+        >>> x = jnp.arange(4.0).reshape(1, 1, 2, 2)
         >>> F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
+        Array([[[[0.  , 0.25, 0.75, 1.  ],
+                 [0.5 , 0.75, 1.25, 1.5 ],
+                 [1.5 , 1.75, 2.25, 2.5 ],
+                 [2.  , 2.25, 2.75, 3.  ]]]], dtype=float32)
     """
     x = jnp.asarray(input)
     nsp = x.ndim - 2
@@ -1566,7 +1655,10 @@ def pixel_shuffle(input, upscale_factor):
     """(N, C*r*r, H, W) -> (N, C, H*r, W*r), channels interleaved as PyTorch's.
 
     Example:
+        >>> x = jnp.arange(4.0).reshape(1, 4, 1, 1)        # 4 channels -> one 2x2 channel
         >>> F.pixel_shuffle(x, 2)
+        Array([[[[0., 1.],
+                 [2., 3.]]]], dtype=float32)
     """
     x = jnp.asarray(input)
     r = int(upscale_factor)
@@ -1584,7 +1676,9 @@ def pixel_unshuffle(input, downscale_factor):
     """(N, C, H*r, W*r) -> (N, C*r*r, H, W), the inverse of ``pixel_shuffle``.
 
     Example:
-        >>> F.pixel_unshuffle(x, 2)
+        >>> x = jnp.arange(4.0).reshape(1, 1, 2, 2)
+        >>> F.pixel_unshuffle(x, 2).reshape(-1)            # one 2x2 channel -> 4 channels
+        Array([0., 1., 2., 3.], dtype=float32)
     """
     x = jnp.asarray(input)
     r = int(downscale_factor)
@@ -1602,7 +1696,8 @@ def prelu(input, weight):
     """max(0, x) + weight * min(0, x), ``weight`` of one value or one per channel (axis 1).
 
     Example:
-        >>> F.prelu(x, jnp.full((1,), 0.25))
+        >>> F.prelu(jnp.array([-2.0, 3.0]), jnp.full((1,), 0.25))
+        Array([-0.5,  3. ], dtype=float32)
     """
     x = jnp.asarray(input)
     w = jnp.asarray(weight, x.dtype)

@@ -119,7 +119,9 @@ class MarginRankingLoss(_Loss):
     """``F.margin_ranking_loss``: max(0, -y * (x1 - x2) + margin).
 
     Example:
-        >>> nn.MarginRankingLoss(margin=0.5)(x1, x2, y)      # y of 1 or -1
+        >>> x1, x2 = jnp.array([1.0, 2.0]), jnp.array([0.8, 3.0])
+        >>> nn.MarginRankingLoss(margin=0.5)(x1, x2, jnp.array([1.0, -1.0]))   # y of 1 or -1
+        Array(0.15, dtype=float32)
     """
 
     def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
@@ -135,7 +137,9 @@ class HingeEmbeddingLoss(_Loss):
     """``F.hinge_embedding_loss``: x for y = 1, max(0, margin - x) for y = -1.
 
     Example:
+        >>> distances, y = jnp.array([0.5, 1.5]), jnp.array([1.0, -1.0])
         >>> nn.HingeEmbeddingLoss(margin=2.0)(distances, y)
+        Array(0.5, dtype=float32)
     """
 
     def __init__(self, margin=1.0, size_average=None, reduce=None, reduction="mean"):
@@ -150,7 +154,8 @@ class SoftMarginLoss(_Loss):
     """``F.soft_margin_loss``: log(1 + exp(-y x)).
 
     Example:
-        >>> nn.SoftMarginLoss()(scores, y)      # y of 1 or -1
+        >>> nn.SoftMarginLoss()(jnp.array([2.0, -1.0]), jnp.array([1.0, 1.0]))   # y of 1 or -1
+        Array(0.72009486, dtype=float32)
     """
 
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
@@ -165,7 +170,9 @@ class TripletMarginLoss(_Loss):
     pairwise distance.
 
     Example:
+        >>> anchor, positive, negative = jnp.zeros((1, 2)), jnp.ones((1, 2)), jnp.full((1, 2), 1.5)
         >>> nn.TripletMarginLoss(margin=1.0, p=2)(anchor, positive, negative)
+        Array(0.29289317, dtype=float32)
     """
 
     def __init__(self, margin=1.0, p=2.0, eps=1e-6, swap=False, size_average=None,
@@ -182,7 +189,9 @@ class CosineEmbeddingLoss(_Loss):
     """``F.cosine_embedding_loss``: 1 - cos(x1, x2) for y = 1, max(0, cos - margin) for y = -1.
 
     Example:
-        >>> nn.CosineEmbeddingLoss(margin=0.1)(a, b, y)
+        >>> a, b = jnp.array([[1.0, 0.0], [1.0, 1.0]]), jnp.array([[1.0, 1.0], [1.0, 1.0]])
+        >>> nn.CosineEmbeddingLoss(margin=0.1)(a, b, jnp.array([1.0, -1.0]))
+        Array(0.59644663, dtype=float32)
     """
 
     def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
@@ -198,7 +207,9 @@ class PoissonNLLLoss(_Loss):
     """``F.poisson_nll_loss`` as a module.
 
     Example:
+        >>> log_rate, counts = jnp.array([0.0, 1.0]), jnp.array([1.0, 3.0])
         >>> nn.PoissonNLLLoss(log_input=True, full=True)(log_rate, counts)
+        Array(1.2411816, dtype=float32)
     """
 
     def __init__(self, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
@@ -215,7 +226,9 @@ class GaussianNLLLoss(_Loss):
     """``F.gaussian_nll_loss`` as a module: ``forward(input, target, var)``.
 
     Example:
+        >>> mean, y, var = jnp.array([0.0, 1.0]), jnp.array([0.5, 1.0]), jnp.array([1.0, 2.0])
         >>> nn.GaussianNLLLoss(full=True)(mean, y, var)
+        Array(1.1547253, dtype=float32)
     """
 
     def __init__(self, *, full=False, eps=1e-6, reduction="mean"):
@@ -230,7 +243,9 @@ class MultiLabelSoftMarginLoss(_Loss):
     """``F.multilabel_soft_margin_loss`` with an optional per-class ``weight`` buffer.
 
     Example:
+        >>> logits, multi_hot = jnp.array([[2.0, -1.0, 0.0]]), jnp.array([[1.0, 0.0, 1.0]])
         >>> nn.MultiLabelSoftMarginLoss()(logits, multi_hot)
+        Array(0.37777898, dtype=float32)
     """
 
     def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
@@ -248,7 +263,9 @@ class MultiLabelMarginLoss(_Loss):
     the first -1) and every non-target class.
 
     Example:
+        >>> scores = jnp.array([[0.1, 0.2, 0.4, 0.8]])
         >>> nn.MultiLabelMarginLoss()(scores, jnp.array([[3, 0, -1, 1]]))
+        Array(0.84999996, dtype=float32)
     """
 
     def __init__(self, size_average=None, reduce=None, reduction="mean"):

@@ -19,7 +19,12 @@ Example:
     ...     def forward(self, x):
     ...         return self.fc2(nn.functional.relu(self.fc1(x)))
     >>> model = MLP()
+    >>> x = jnp.ones((5, 4))
+    >>> model(x).shape
+    (5, 2)
     >>> grads = funcgrad.grad(lambda m: jnp.sum(m(x) ** 2))(model)   # an MLP of gradients
+    >>> type(grads).__name__, grads.fc1.weight.shape
+    ('MLP', (8, 4))
 """
 import collections
 import itertools
@@ -129,8 +134,13 @@ class RemovableHandle:
     (also on leaving a ``with`` block).
 
     Example:
-        >>> with model.register_forward_hook(print_shapes):
-        ...     model(x)
+        >>> model = nn.Linear(2, 3)
+        >>> def print_shape(module, args, out):
+        ...     print(type(module).__name__, out.shape)
+        >>> with model.register_forward_hook(print_shape):
+        ...     y = model(jnp.ones((4, 2)))
+        Linear (4, 3)
+        >>> y = model(jnp.ones((4, 2)))        # removed on leaving the block: prints nothing
     """
 
     def __init__(self, module, table, key):
@@ -164,6 +174,8 @@ class Module:
         ...         self.s = nn.Parameter(jnp.ones(()))
         ...     def forward(self, x):
         ...         return x * self.s
+        >>> Scale()(jnp.array([1.0, 2.0]))
+        Array([1., 2.], dtype=float32)
     """
 
     def __init__(self, *args, **kwargs):
@@ -268,7 +280,12 @@ class Module:
         keeps it out of ``state_dict``.
 
         Example:
-            >>> self.register_buffer("running_mean", jnp.zeros(8))
+            >>> class Counter(nn.Module):
+            ...     def __init__(self):
+            ...         super().__init__()
+            ...         self.register_buffer("count", jnp.zeros(()))
+            >>> Counter().state_dict()
+            OrderedDict([('count', Array(0., dtype=float32))])
         """
         self._check_init("buffers")
         if "." in name or not name:
@@ -406,7 +423,11 @@ class Module:
         while a transformation traces the module. Returns a handle with ``remove()``.
 
         Example:
-            >>> handle = model.fc.register_forward_pre_hook(lambda m, args: (args[0] * 2,))
+            >>> model = nn.Linear(1, 1, bias=False)
+            >>> handle = model.register_forward_pre_hook(lambda m, args: (args[0] * 2,))
+            >>> model(jnp.ones((1, 1))) == 2 * model.weight      # the input was doubled
+            Array([[ True]], dtype=bool)
+            >>> handle.remove()
         """
         return self._add_hook("_forward_pre_hooks", hook, prepend, with_kwargs)
 
@@ -418,8 +439,12 @@ class Module:
         ``remove()``.
 
         Example:
+            >>> model = nn.Sequential(nn.Linear(2, 3), nn.ReLU())
             >>> feats = {}
-            >>> h = model.layer1.register_forward_hook(lambda m, a, out: feats.update(l1=out))
+            >>> h = model[0].register_forward_hook(lambda m, a, out: feats.update(l1=out))
+            >>> y = model(jnp.ones((1, 2)))
+            >>> feats["l1"].shape
+            (1, 3)
         """
         return self._add_hook("_forward_hooks", hook, prepend, with_kwargs)
 
@@ -526,7 +551,11 @@ class Module:
         """Call ``fn`` on every submodule (children first) and on self; returns self.
 
         Example:
-            >>> model.apply(lambda m: nn.init.zeros_(m.bias) if isinstance(m, nn.Linear) else None)
+            >>> model = nn.Sequential(nn.Linear(2, 2), nn.ReLU(), nn.Linear(2, 1))
+            >>> model = model.apply(lambda m: nn.init.zeros_(m.get_parameter("bias"))
+            ...                     if isinstance(m, nn.Linear) else None)
+            >>> model[2].bias
+            Array([0.], dtype=float32)
         """
         for m in self.children():
             m.apply(fn)
@@ -586,8 +615,10 @@ class Module:
         whole forward, with no graph breaks.
 
         Example:
+            >>> model = nn.Linear(3, 1)
             >>> model.compile()
-            >>> model(x)            # compiled on the first call, then cached
+            >>> model(jnp.ones((2, 3))).shape    # compiled on the first call, then cached
+            (2, 1)
         """
         from funcgrad.transforms.jit import jit
         self.__dict__["_compiled_call"] = jit(_call_module)
@@ -631,7 +662,11 @@ class Module:
         ``(missing_keys, unexpected_keys)``. Raises ``RuntimeError`` listing every problem.
 
         Example:
-            >>> model.load_state_dict(funcgrad.load("model.safetensors"))
+            >>> model = nn.Linear(2, 1)
+            >>> model.load_state_dict({"weight": jnp.ones((1, 2)), "bias": jnp.zeros(1)})
+            <All keys matched successfully>
+            >>> model.weight
+            Array([[1., 1.]], dtype=float32)
         """
         expected = {}
         for mprefix, mod in self.named_modules():
@@ -937,8 +972,13 @@ def functional_call(module, parameters_and_buffers, args=(), kwargs=None, *, tie
     forward pass (BatchNorm statistics) reach it as they would eagerly.
 
     Example:
+        >>> model = nn.Linear(2, 1)
+        >>> x, y = jnp.ones((4, 2)), jnp.zeros((4, 1))
         >>> params = {k: p.data for k, p in model.named_parameters()}
-        >>> grads = funcgrad.grad(lambda p: loss(nn.functional_call(model, p, (x,)), y))(params)
+        >>> loss = lambda p: F.mse_loss(nn.functional_call(model, p, (x,)), y)
+        >>> grads = funcgrad.grad(loss)(params)
+        >>> {k: g.shape for k, g in grads.items()}
+        {'bias': (1,), 'weight': (1, 2)}
     """
     if isinstance(parameters_and_buffers, (tuple, list)):
         merged = {}

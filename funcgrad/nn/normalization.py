@@ -91,7 +91,10 @@ class BatchNorm2d(_BatchNorm):
     """Batch norm over (N, C, H, W).
 
     Example:
-        >>> bn = nn.BatchNorm2d(8); y = bn(x)   # updates bn.running_mean in training mode
+        >>> bn = nn.BatchNorm2d(2)
+        >>> y = bn(jnp.ones((4, 2, 3, 3)))   # training mode: updates the running statistics
+        >>> bn.running_mean
+        Array([0.1, 0.1], dtype=float32)
     """
     _dims = (4,)
 

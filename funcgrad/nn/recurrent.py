@@ -12,7 +12,7 @@ import funcgrad.numpy as jnp
 from funcgrad import lax
 from funcgrad.nn import functional as F
 from funcgrad.nn import init
-from funcgrad.nn.functions import sigmoid
+from funcgrad.nn.jax_functions import sigmoid
 from funcgrad.nn.module import Module, Parameter, host_zeros
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}

@@ -9,6 +9,8 @@ class Upsample(Module):
 
     Example:
         >>> up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+        >>> up(jnp.ones((1, 3, 4, 4))).shape
+        (1, 3, 8, 8)
     """
 
     def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None,
@@ -38,7 +40,11 @@ class UpsamplingBilinear2d(Upsample):
     """``Upsample`` with mode "bilinear" and ``align_corners=True`` (as PyTorch's).
 
     Example:
-        >>> nn.UpsamplingBilinear2d(scale_factor=2)
+        >>> nn.UpsamplingBilinear2d(scale_factor=2)(jnp.arange(4.0).reshape(1, 1, 2, 2))
+        Array([[[[0.        , 0.33333334, 0.6666667 , 1.        ],
+                 [0.6666667 , 1.        , 1.3333334 , 1.6666666 ],
+                 [1.3333334 , 1.6666666 , 2.        , 2.3333333 ],
+                 [2.        , 2.3333333 , 2.6666665 , 3.        ]]]], dtype=float32)
     """
 
     def __init__(self, size=None, scale_factor=None):

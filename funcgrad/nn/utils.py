@@ -7,8 +7,13 @@ pure form that works on any gradient pytree and inside ``jit`` is
 ``funcgrad.optim.clip_grad_norm``.
 
 Example:
-    >>> for p, g in zip(model.parameters(), grads.parameters()): p.grad = g.data
-    >>> funcgrad.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    >>> model = nn.Linear(2, 1)
+    >>> grads = funcgrad.grad(lambda m: jnp.sum(m(jnp.full((1, 2), 10.0)) ** 2))(model)
+    >>> for p, g in zip(model.parameters(), grads.parameters()):
+    ...     p.grad = g.data
+    >>> total = nn.utils.clip_grad_norm_(model.parameters(), 1.0)   # the norm before clipping
+    >>> round(float(nn.utils.total_norm([p.grad for p in model.parameters()])), 4)
+    1.0
 """
 import numpy as np
 
@@ -20,7 +25,8 @@ def total_norm(arrays, norm_type=2.0):
     """The ``norm_type``-norm of all ``arrays`` taken together (inf: the largest magnitude).
 
     Example:
-        >>> funcgrad.nn.utils.total_norm([g1, g2], 2.0)
+        >>> nn.utils.total_norm([jnp.array([3.0]), jnp.array([4.0])], 2.0)
+        Array(5., dtype=float32)
     """
     norm_type = float(norm_type)
     if norm_type == float("inf"):
@@ -40,7 +46,12 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0):
     returns the total norm before clipping.
 
     Example:
-        >>> funcgrad.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        >>> model = nn.Linear(1, 1, bias=False)
+        >>> model.get_parameter("weight").grad = jnp.array([[4.0]])
+        >>> nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        Array(4., dtype=float32)
+        >>> model.get_parameter("weight").grad
+        Array([[0.99999976]], dtype=float32)
     """
     params = _with_grads(parameters)
     if not params:
@@ -56,7 +67,11 @@ def clip_grad_value_(parameters, clip_value):
     """Clip every ``p.grad`` to [-clip_value, clip_value] in place.
 
     Example:
-        >>> funcgrad.nn.utils.clip_grad_value_(model.parameters(), 0.5)
+        >>> model = nn.Linear(2, 1, bias=False)
+        >>> model.get_parameter("weight").grad = jnp.array([[2.0, -0.1]])
+        >>> nn.utils.clip_grad_value_(model.parameters(), 0.5)
+        >>> model.get_parameter("weight").grad
+        Array([[ 0.5, -0.1]], dtype=float32)
     """
     for p in _with_grads(parameters):
         p.grad = jnp.clip(p.grad, -clip_value, clip_value)
@@ -66,7 +81,9 @@ def parameters_to_vector(parameters):
     """All parameters (or arrays) flattened and joined into one 1-d array, in order.
 
     Example:
-        >>> v = funcgrad.nn.utils.parameters_to_vector(model.parameters())
+        >>> model = nn.Linear(2, 3)
+        >>> nn.utils.parameters_to_vector(model.parameters()).shape   # 6 weights, 3 biases
+        (9,)
     """
     arrays = [p.data if isinstance(p, Parameter) else jnp.asarray(p) for p in parameters]
     if not arrays:
@@ -80,7 +97,10 @@ def vector_to_parameters(vec, parameters):
     ``parameters_to_vector``.
 
     Example:
-        >>> funcgrad.nn.utils.vector_to_parameters(v, model.parameters())
+        >>> model = nn.Linear(2, 1)
+        >>> nn.utils.vector_to_parameters(jnp.arange(3.0), model.parameters())
+        >>> model.weight, model.bias
+        (Array([[0., 1.]], dtype=float32), Array([2.], dtype=float32))
     """
     vec = jnp.asarray(vec)
     params = list(parameters)

@@ -122,7 +122,7 @@ def unstack(x, /, *, axis=0):
     return tuple(lax.index_in_dim(x, i, ax, keepdims=False) for i in range(av.shape[ax]))
 
 
-def _cumulative(name, running):
+def _cumulative(name, running, result):
     """The array API's ``cumulative_sum``/``cumulative_prod``: NumPy's ``running`` (``cumsum``
     or ``cumprod``) with the standard's axis rule and ``include_initial``."""
     def fn(x, /, *, axis=None, dtype=None, include_initial=False):
@@ -144,12 +144,14 @@ def _cumulative(name, running):
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = (f"Running {name[11:]} along ``axis`` (array API: ``include_initial`` prepends "
                   f"the identity).\n\nExample:\n    >>> jnp.{name}(jnp.array([1, 2, 3]), "
-                  f"include_initial=True)\n")
+                  f"include_initial=True)\n    {result}\n")
     return fn
 
 
-cumulative_sum = _cumulative("cumulative_sum", reductions.cumsum)
-cumulative_prod = _cumulative("cumulative_prod", reductions.cumprod)
+cumulative_sum = _cumulative("cumulative_sum", reductions.cumsum,
+                             "Array([0, 1, 3, 6], dtype=int32)")
+cumulative_prod = _cumulative("cumulative_prod", reductions.cumprod,
+                              "Array([1, 1, 2, 6], dtype=int32)")
 
 
 # --- unique_* ------------------------------------------------------------------------------

@@ -128,7 +128,8 @@ def _like(fname, fill):
                     av.dtype if dtype is None else dtype)
     fn.__name__ = fname
     fn.__doc__ = (f"An array like ``a`` (shape and dtype) filled with {fill}.\n\n"
-                  f"Example:\n    >>> jnp.{fname}(x)\n")
+                  f"Example:\n    >>> jnp.{fname}(jnp.array([[1, 2, 3]]))\n"
+                  f"    Array([[{fill}, {fill}, {fill}]], dtype=int32)\n")
     return fn
 
 
@@ -265,6 +266,8 @@ def diag(v, k=0):
 
     Example:
         >>> jnp.diag(jnp.array([1, 2]))
+        Array([[1, 0],
+               [0, 2]], dtype=int32)
     """
     v = asarray(v)
     av = aval_of(v)
@@ -292,6 +295,7 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
 
     Example:
         >>> jnp.diagonal(jnp.eye(3))
+        Array([1., 1., 1.], dtype=float32)
     """
     from funcgrad.numpy.shape_ops import moveaxis
     from funcgrad.numpy.reductions import sum as _sum

@@ -7,6 +7,8 @@ operation.
 Example:
     >>> import funcgrad.numpy as jnp
     >>> jnp.fft.rfft(jnp.arange(8.0))
+    Array([28.+0.j       , -4.+9.656855j , -4.+4.j       , -4.+1.6568542j,
+           -4.+0.j       ], dtype=complex64)
 """
 import math
 
@@ -183,6 +185,7 @@ def rfft(a, n=None, axis=-1, norm=None):
 
     Example:
         >>> jnp.fft.rfft(jnp.ones(8))
+        Array([8.+0.j, 0.+0.j, 0.-0.j, 0.+0.j, 0.+0.j], dtype=complex64)
     """
     s, axes = _one(n, axis)
     return _transform("rfft", a, s, axes, norm, "r2c")
@@ -192,7 +195,9 @@ def irfft(a, n=None, axis=-1, norm=None):
     """Inverse of ``rfft``; ``n`` (default ``2 * (m - 1)``) is the output length.
 
     Example:
-        >>> jnp.fft.irfft(jnp.fft.rfft(x), n=x.shape[-1])
+        >>> x = jnp.array([1.0, 2.0, 0.0, -1.0, 3.0])
+        >>> jnp.fft.irfft(jnp.fft.rfft(x), n=x.shape[-1]).round(4)    # odd length: pass n
+        Array([ 1.,  2.,  0., -1.,  3.], dtype=float32)
     """
     s, axes = _one(n, axis)
     return _transform("irfft", a, s, axes, norm, "c2r")
@@ -208,6 +213,7 @@ def hfft(a, n=None, axis=-1, norm=None):
 
     Example:
         >>> jnp.fft.hfft(jnp.array([1.0, 2.0, 3.0]))
+        Array([ 8., -2.,  0., -2.], dtype=float32)
     """
     if norm not in _NORMS:
         raise ValueError(f"numpy.fft.hfft: invalid norm {norm!r}")
@@ -227,7 +233,10 @@ def fftn(a, s=None, axes=None, norm=None):
     """N-D FFT over ``axes`` (default all, or the last ``len(s)``).
 
     Example:
+        >>> x = jnp.arange(4.0).reshape(2, 2)
         >>> jnp.fft.fftn(x, axes=(0, 1))
+        Array([[ 6.+0.j, -2.+0.j],
+               [-4.+0.j,  0.+0.j]], dtype=complex64)
     """
     return _transform("fftn", a, s, axes, norm, "c2c")
 
@@ -272,6 +281,7 @@ def fftfreq(n, d=1.0, dtype=None, device=None):
 
     Example:
         >>> jnp.fft.fftfreq(4)          # [0., 0.25, -0.5, -0.25]
+        Array([ 0.  ,  0.25, -0.5 , -0.25], dtype=float32)
     """
     dtype = dtypes.canonicalize(dtype or dtypes.default_float())
     n = int(n)
@@ -284,6 +294,7 @@ def rfftfreq(n, d=1.0, dtype=None, device=None):
 
     Example:
         >>> jnp.fft.rfftfreq(4)         # [0., 0.25, 0.5]
+        Array([0.  , 0.25, 0.5 ], dtype=float32)
     """
     dtype = dtypes.canonicalize(dtype or dtypes.default_float())
     n = int(n)

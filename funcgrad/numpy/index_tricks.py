@@ -289,6 +289,8 @@ def put_along_axis(arr, indices, values, axis, inplace=False, mode=None):
     Example:
         >>> x = jnp.zeros((2, 3))
         >>> jnp.put_along_axis(x, jnp.array([[1], [2]]), 5.0, axis=1, inplace=False)
+        Array([[0., 5., 0.],
+               [0., 0., 5.]], dtype=float32)
     """
     _no_inplace("put_along_axis", inplace)
     arr = _asarray(arr)
@@ -332,6 +334,7 @@ def putmask(a, mask, values, *, inplace=False):
 
     Example:
         >>> jnp.putmask(jnp.arange(4), jnp.arange(4) > 1, 0, inplace=False)
+        Array([0, 1, 0, 0], dtype=int32)
     """
     _no_inplace("putmask", inplace)
     from funcgrad.numpy.shape_ops import ravel, reshape, tile
@@ -351,6 +354,9 @@ def fill_diagonal(a, val, wrap=False, *, inplace=False):
 
     Example:
         >>> jnp.fill_diagonal(jnp.zeros((3, 3)), 1.0, inplace=False)
+        Array([[1., 0., 0.],
+               [0., 1., 0.],
+               [0., 0., 1.]], dtype=float32)
     """
     _no_inplace("fill_diagonal", inplace)
     from funcgrad.numpy.shape_ops import ravel, reshape
@@ -413,6 +419,7 @@ def piecewise(x, condlist, funclist, *args, **kw):
     Example:
         >>> x = jnp.linspace(-2, 2, 5)
         >>> jnp.piecewise(x, [x < 0, x >= 0], [lambda v: -v, lambda v: v ** 2])
+        Array([2., 1., 0., 1., 4.], dtype=float32)
     """
     x = _asarray(x)
     if isinstance(condlist, Value) or isinstance(condlist, np.ndarray) and condlist.dtype == bool:
@@ -781,6 +788,8 @@ def fromfunction(function, shape, *, dtype=float, **kwargs):
 
     Example:
         >>> jnp.fromfunction(lambda i, j: i + j, (2, 3), dtype=jnp.int32)
+        Array([[0, 1, 2],
+               [1, 2, 3]], dtype=int32)
     """
     coords = indices(shape, dtype=dtype)
     return function(*[coords[i] for i in range(len(shape))], **kwargs)

@@ -226,7 +226,10 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
     """Pick values along ``axis`` with an index array of the same rank (as ``np.take_along_axis``).
 
     Example:
-        >>> jnp.take_along_axis(x, jnp.argsort(x, axis=1), axis=1)
+        >>> x = jnp.array([[3, 1, 2], [0, 5, 4]])
+        >>> jnp.take_along_axis(x, jnp.argsort(x, axis=1), axis=1)     # rows sorted
+        Array([[1, 2, 3],
+               [0, 4, 5]], dtype=int32)
     """
     from funcgrad.numpy.creation import asarray
     arr = asarray(arr)
@@ -584,7 +587,9 @@ class _IndexUpdateRef:
         """``x`` with ``x[idx] = func(x[idx])`` (each position once, even if repeated).
 
         Example:
+            >>> x = jnp.array([4.0, 9.0, 16.0])
             >>> x.at[1:].apply(jnp.sqrt)
+            Array([4., 3., 4.], dtype=float32)
         """
         from funcgrad.numpy.creation import asarray
         x = asarray(self.array)

@@ -115,6 +115,8 @@ def cholesky(a, *, upper=False, symmetrize_input=False):
 
     Example:
         >>> jnp.linalg.cholesky(jnp.array([[4.0, 2.0], [2.0, 3.0]]))
+        Array([[2.       , 0.       ],
+               [1.       , 1.4142135]], dtype=float32)
     """
     a, dt = _prep("cholesky", a, square=True)
     L = _la.cholesky(a, symmetrize_input=symmetrize_input)
@@ -125,7 +127,12 @@ def qr(a, mode="reduced"):
     """QR decomposition. ``mode``: "reduced" (default), "complete" or "r" (R only).
 
     Example:
+        >>> a = jnp.array([[3.0, 1.0], [4.0, 2.0]])
         >>> q, r = jnp.linalg.qr(a)
+        >>> bool(jnp.allclose(q @ r, a, atol=1e-5)), bool(jnp.allclose(q.T @ q, jnp.eye(2), atol=1e-5))
+        (True, True)
+        >>> jnp.abs(r[0, 0])                   # the norm of the first column
+        Array(5., dtype=float32)
     """
     if mode not in ("reduced", "complete", "r"):
         raise ValueError(f"numpy.linalg.qr: mode must be 'reduced', 'complete' or 'r', "
@@ -142,7 +149,12 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     ``S`` when ``compute_uv=False``.
 
     Example:
+        >>> a = jnp.array([[3.0, 0.0], [0.0, -4.0], [0.0, 0.0]])
         >>> U, S, Vh = jnp.linalg.svd(a, full_matrices=False)
+        >>> U.shape, S, Vh.shape
+        ((3, 2), Array([4., 3.], dtype=float32), (2, 2))
+        >>> bool(jnp.allclose(U @ jnp.diag(S) @ Vh, a, atol=1e-5))
+        True
     """
     a, dt = _prep("svd", a)
     if not compute_uv:
@@ -179,7 +191,12 @@ def eig(a):
     always complex.
 
     Example:
+        >>> a = jnp.array([[2.0, 1.0], [0.0, 3.0]])
         >>> w, v = jnp.linalg.eig(a)
+        >>> w
+        Array([2.+0.j, 3.+0.j], dtype=complex64)
+        >>> bool(jnp.allclose(a @ v, v * w, atol=1e-5))        # a v = v diag(w)
+        True
     """
     a, _ = _prep("eig", a, square=True)
     w, v = _la.eig(a, compute_left_eigenvectors=False, compute_right_eigenvectors=True)
@@ -217,7 +234,9 @@ def slogdet(a):
     """``(sign, log|det|)``, stable for large/small determinants (via LU).
 
     Example:
-        >>> sign, logdet = jnp.linalg.slogdet(a)
+        >>> sign, logdet = jnp.linalg.slogdet(jnp.array([[0.0, 2.0], [3.0, 0.0]]))   # det = -6
+        >>> sign, logdet
+        (Array(-1., dtype=float32), Array(1.7917595, dtype=float32))
     """
     jnp = _jnp()
     a, dt = _prep("slogdet", a, square=True)
@@ -247,6 +266,7 @@ def solve(a, b):
 
     Example:
         >>> jnp.linalg.solve(jnp.array([[2.0, 0.0], [0.0, 4.0]]), jnp.array([2.0, 2.0]))
+        Array([1. , 0.5], dtype=float32)
     """
     jnp = _jnp()
     a, dt = _prep("solve", a, square=True)
@@ -292,6 +312,7 @@ def solve_triangular(a, b, lower=False, trans=0, unit_diagonal=False):
     Example:
         >>> jnp.linalg.solve_triangular(jnp.array([[2.0, 0.0], [1.0, 1.0]]),
         ...                             jnp.array([2.0, 3.0]), lower=True)
+        Array([1., 2.], dtype=float32)
     """
     jnp = _jnp()
     trans = {"N": 0, "T": 1, "C": 2}.get(trans, trans)
@@ -315,7 +336,11 @@ def lstsq(a, b, rcond=None):
     (computed even if ``a`` is rank deficient, since shapes must be static), else empty.
 
     Example:
+        >>> a = jnp.array([[1.0, 0.0], [1.0, 1.0], [1.0, 2.0]])     # fit y = c0 + c1 t
+        >>> b = jnp.array([1.0, 3.0, 5.0])
         >>> x, res, rank, s = jnp.linalg.lstsq(a, b)
+        >>> x.round(4), rank
+        (Array([1., 2.], dtype=float32), Array(2, dtype=int32))
     """
     jnp = _jnp()
     a, dt = _prep("lstsq", a)
@@ -363,7 +388,9 @@ def pinv(a, rtol=None, hermitian=False, *, rcond=None):
     dropped (default ``rtol = max(M, N) * eps``).
 
     Example:
-        >>> jnp.linalg.pinv(jnp.array([[1.0, 2.0], [2.0, 4.0]]))
+        >>> jnp.linalg.pinv(jnp.array([[1.0, 2.0], [2.0, 4.0]])).round(4)   # a singular matrix
+        Array([[0.04, 0.08],
+               [0.08, 0.16]], dtype=float32)
     """
     jnp = _jnp()
     a, dt = _prep("pinv", a)
@@ -388,6 +415,8 @@ def matrix_power(a, n):
 
     Example:
         >>> jnp.linalg.matrix_power(jnp.array([[1, 1], [0, 1]]), 3)
+        Array([[1, 3],
+               [0, 1]], dtype=int32)
     """
     jnp = _jnp()
     a = jnp.asarray(a)
@@ -419,6 +448,7 @@ def matrix_rank(M, rtol=None, *, tol=None):
 
     Example:
         >>> jnp.linalg.matrix_rank(jnp.array([[1.0, 2.0], [2.0, 4.0]]))   # 1
+        Array(1, dtype=int32)
     """
     jnp = _jnp()
     M = jnp.asarray(M)
@@ -441,6 +471,7 @@ def cond(x, p=None):
 
     Example:
         >>> jnp.linalg.cond(jnp.array([[1.0, 0.0], [0.0, 4.0]]))   # 4
+        Array(4., dtype=float32)
     """
     if p in (None, 2, -2):
         s = svdvals(x)
@@ -515,7 +546,10 @@ def norm(x, ord=None, axis=None, keepdims=False):
 
     Example:
         >>> jnp.linalg.norm(jnp.array([3.0, 4.0]))          # 5
-        >>> jnp.linalg.norm(a, ord="nuc", axis=(-2, -1))
+        Array(5., dtype=float32)
+        >>> a = jnp.stack([jnp.eye(2), 3 * jnp.eye(2)])           # a batch of two matrices
+        >>> jnp.linalg.norm(a, ord="nuc", axis=(-2, -1))            # sum of singular values
+        Array([2., 6.], dtype=float32)
     """
     jnp = _jnp()
     x = _inexact(x)
@@ -560,6 +594,7 @@ def vector_norm(x, *, axis=None, keepdims=False, ord=2):
 
     Example:
         >>> jnp.linalg.vector_norm(jnp.ones((2, 2)))        # 2
+        Array(2., dtype=float32)
     """
     jnp = _jnp()
     x = _inexact(x)
@@ -640,7 +675,10 @@ def multi_dot(arrays, *, precision=None):
     and last may be vectors.
 
     Example:
-        >>> jnp.linalg.multi_dot([a, b, c])
+        >>> a, b, c = jnp.ones((2, 10)), jnp.ones((10, 10)), jnp.ones((10, 1))
+        >>> jnp.linalg.multi_dot([a, b, c])          # a @ b @ c, in the cheapest order
+        Array([[100.],
+               [100.]], dtype=float32)
     """
     jnp = _jnp()
     arrays = [jnp.asarray(a) for a in arrays]
@@ -688,6 +726,11 @@ def tensorinv(a, ind=2):
 
     Example:
         >>> jnp.linalg.tensorinv(jnp.eye(4).reshape(4, 2, 2), ind=1)
+        Array([[[1., 0., 0., 0.],
+                [0., 1., 0., 0.]],
+        <BLANKLINE>
+               [[0., 0., 1., 0.],
+                [0., 0., 0., 1.]]], dtype=float32)
     """
     jnp = _jnp()
     a = jnp.asarray(a)
@@ -704,7 +747,11 @@ def tensorsolve(a, b, axes=None):
     """Solve ``tensordot(a, x, x.ndim) = b`` for ``x``.
 
     Example:
+        >>> a = jnp.eye(6).reshape(2, 3, 6) * 2.0
+        >>> b = jnp.ones((2, 3))
         >>> x = jnp.linalg.tensorsolve(a, b)
+        >>> x.shape, bool(jnp.allclose(jnp.tensordot(a, x, 1), b))
+        ((6,), True)
     """
     jnp = _jnp()
     a, b = jnp.asarray(a), jnp.asarray(b)

@@ -145,6 +145,7 @@ def spacing(x, /):
 
     Example:
         >>> jnp.spacing(jnp.array(1.0)) == jnp.finfo(jnp.float32).eps
+        Array(True, dtype=bool)
     """
     check_arraylike("spacing", x)
     x = to_inexact(promote_dtypes(x)[0])
@@ -273,6 +274,7 @@ def real_if_close(a, tol=100):
 
     Example:
         >>> jnp.real_if_close(jnp.array([1 + 1e-10j]))
+        Array([1.], dtype=float32)
     """
     a = _asarray(a)
     dt = aval_of(a).dtype
@@ -604,6 +606,7 @@ def correlate(a, v, mode="valid", *, precision=None):
 
     Example:
         >>> jnp.correlate(jnp.array([1.0, 2.0, 3.0]), jnp.array([0.0, 1.0, 0.5]), "full")
+        Array([0.5, 2. , 3.5, 3. , 0. ], dtype=float32)
     """
     a, v = _check_1d("correlate", a, v)
     n, m = aval_of(a).shape[0], aval_of(v).shape[0]
@@ -682,6 +685,7 @@ def unwrap(p, discont=None, axis=-1, period=2 * np.pi):
 
     Example:
         >>> jnp.unwrap(jnp.array([0.0, 3.0, 6.5]))
+        Array([0.      , 3.      , 0.216815], dtype=float32)
     """
     from funcgrad.numpy.reductions import cumsum
     from funcgrad.numpy.shape_ops import concatenate

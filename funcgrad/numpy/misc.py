@@ -40,6 +40,9 @@ def block(arrays):
 
     Example:
         >>> jnp.block([[jnp.eye(2), jnp.zeros((2, 1))], [jnp.ones((1, 3))]])
+        Array([[1., 0., 0.],
+               [0., 1., 0.],
+               [1., 1., 1.]], dtype=float32)
     """
     from funcgrad.numpy.shape_ops import concatenate
 
@@ -81,7 +84,10 @@ def einsum_path(subscripts, *operands, optimize="greedy"):
     """The contraction order ``einsum`` would use (opt_einsum's path and a report).
 
     Example:
+        >>> a, b, c = jnp.ones((2, 10)), jnp.ones((10, 10)), jnp.ones((10, 1))
         >>> path, info = jnp.einsum_path("ij,jk,kl->il", a, b, c)
+        >>> path                  # the pairs of operands contracted in turn
+        [(0, 1), (0, 1)]
     """
     import opt_einsum
     shapes = [np.empty(aval_of(o).shape, np.float32) for o in operands]

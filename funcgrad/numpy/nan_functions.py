@@ -57,7 +57,8 @@ def _nan_extreme(name, reduce_fn, fill):
         return uf.where(any_valid, r, np.asarray(np.nan, dt))
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = (f"{name[3:].capitalize()} ignoring NaN (NaN where a slice is all NaN).\n\n"
-                  f"Example:\n    >>> jnp.{name}(jnp.array([1.0, jnp.nan, 3.0]))\n")
+                  f"Example:\n    >>> jnp.{name}(jnp.array([1.0, jnp.nan, 3.0]))\n"
+                  f"    Array({'3.' if name == 'nanmax' else '1.'}, dtype=float32)\n")
     return fn
 
 
@@ -78,7 +79,7 @@ def _nan_arg(name, arg_fn, fill):
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = (f"Index of the {'largest' if 'max' in name else 'smallest'} non-NaN element "
                   f"(-1 where a slice is all NaN).\n\nExample:\n    >>> jnp.{name}(jnp.array("
-                  f"[jnp.nan, 2.0, 1.0]))\n")
+                  f"[jnp.nan, 2.0, 1.0]))\n    Array({1 if 'max' in name else 2}, dtype=int32)\n")
     return fn
 
 

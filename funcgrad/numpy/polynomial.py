@@ -162,7 +162,8 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     """Least-squares polynomial fit of degree ``deg`` (needs ``funcgrad.numpy.linalg.lstsq``).
 
     Example:
-        >>> jnp.polyfit(jnp.array([0.0, 1.0, 2.0]), jnp.array([1.0, 3.0, 5.0]), 1)
+        >>> jnp.polyfit(jnp.array([0.0, 1.0, 2.0]), jnp.array([1.0, 3.0, 5.0]), 1).round(4)
+        Array([2., 1.], dtype=float32)
     """
     from funcgrad.numpy import linalg
     from funcgrad.numpy.index_tricks import vander
@@ -189,6 +190,7 @@ def roots(p, *, strip_zeros=True):
 
     Example:
         >>> jnp.roots(jnp.array([1.0, -3.0, 2.0]))
+        Array([2.+0.j, 1.+0.j], dtype=complex64)
     """
     from funcgrad.numpy import linalg
     p = to_inexact(_coeffs("roots", p))

@@ -26,7 +26,7 @@ def _apply_where(x, where, identity):
     return _where(where, x, np.asarray(identity, aval_of(x).dtype))
 
 
-def _reduction(name, lax_fn, identity_kind, upcast_small_ints=False, bool_to_int=False):
+def _reduction(name, lax_fn, identity_kind, result, upcast_small_ints=False, bool_to_int=False):
     def fn(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
         check_arraylike(name, a)
         if out is not None:
@@ -59,14 +59,16 @@ def _reduction(name, lax_fn, identity_kind, upcast_small_ints=False, bool_to_int
     fn.__name__ = name
     fn.__doc__ = (f"``{name}`` over ``axis`` (all axes when None), optionally keeping reduced "
                   f"axes as size 1.\n\nExample:\n    >>> jnp.{name}(jnp.arange(6).reshape(2, 3), "
-                  f"axis=0)\n")
+                  f"axis=0)\n    {result}\n")
     return fn
 
 
-sum = _reduction("sum", lax.reduce_sum, "sum", upcast_small_ints=True, bool_to_int=True)
-prod = _reduction("prod", lax.reduce_prod, "prod", upcast_small_ints=True, bool_to_int=True)
-max = amax = _reduction("max", lax.reduce_max, "max")
-min = amin = _reduction("min", lax.reduce_min, "min")
+sum = _reduction("sum", lax.reduce_sum, "sum", "Array([3, 5, 7], dtype=int32)",
+                 upcast_small_ints=True, bool_to_int=True)
+prod = _reduction("prod", lax.reduce_prod, "prod", "Array([ 0,  4, 10], dtype=int32)",
+                  upcast_small_ints=True, bool_to_int=True)
+max = amax = _reduction("max", lax.reduce_max, "max", "Array([3, 4, 5], dtype=int32)")
+min = amin = _reduction("min", lax.reduce_min, "min", "Array([0, 1, 2], dtype=int32)")
 
 
 def _logical_reduction(name, lax_fn, identity):
@@ -82,7 +84,8 @@ def _logical_reduction(name, lax_fn, identity):
         return _keep(r, axes, av.ndim) if keepdims else r
     fn.__name__ = name
     fn.__doc__ = (f"Whether {'all' if name == 'all' else 'any'} elements are true along "
-                  f"``axis``.\n\nExample:\n    >>> jnp.{name}(x > 0)\n")
+                  f"``axis``.\n\nExample:\n    >>> jnp.{name}(jnp.array([1, -2, 3]) > 0)\n"
+                  f"    Array({name == 'any'}, dtype=bool)\n")
     return fn
 
 
@@ -157,7 +160,7 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
                            correction=correction))
 
 
-def _arg(name, lax_fn):
+def _arg(name, lax_fn, result):
     def fn(a, axis=None, out=None, keepdims=False):
         check_arraylike(name, a)
         a = promote_dtypes(a)[0]
@@ -172,15 +175,15 @@ def _arg(name, lax_fn):
     fn.__name__ = name
     fn.__doc__ = (f"Index of the {'largest' if 'max' in name else 'smallest'} element along "
                   f"``axis`` (of the flattened array when None).\n\nExample:\n    >>> "
-                  f"jnp.{name}(jnp.array([3, 1, 4]))\n")
+                  f"jnp.{name}(jnp.array([3, 1, 4]))\n    Array({result}, dtype=int32)\n")
     return fn
 
 
-argmax = _arg("argmax", lax.argmax)
-argmin = _arg("argmin", lax.argmin)
+argmax = _arg("argmax", lax.argmax, 2)
+argmin = _arg("argmin", lax.argmin, 1)
 
 
-def _cumulative(name, lax_fn, upcast):
+def _cumulative(name, lax_fn, upcast, result):
     def fn(a, axis=None, dtype=None, out=None):
         check_arraylike(name, a)
         a = promote_dtypes(a)[0]
@@ -198,12 +201,12 @@ def _cumulative(name, lax_fn, upcast):
         return lax_fn(a, ax)
     fn.__name__ = name
     fn.__doc__ = (f"Running {name[3:]} along ``axis`` (flattened when None).\n\nExample:\n"
-                  f"    >>> jnp.{name}(jnp.array([1, 2, 3]))\n")
+                  f"    >>> jnp.{name}(jnp.array([1, 2, 3]))\n    {result}\n")
     return fn
 
 
-cumsum = _cumulative("cumsum", lax.cumsum, True)
-cumprod = _cumulative("cumprod", lax.cumprod, True)
+cumsum = _cumulative("cumsum", lax.cumsum, True, "Array([1, 3, 6], dtype=int32)")
+cumprod = _cumulative("cumprod", lax.cumprod, True, "Array([1, 2, 6], dtype=int32)")
 
 
 def ptp(a, axis=None, keepdims=False):

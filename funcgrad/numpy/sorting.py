@@ -83,6 +83,7 @@ def sort_complex(a):
 
     Example:
         >>> jnp.sort_complex(jnp.array([1 + 2j, 1 - 1j]))
+        Array([1.-1.j, 1.+2.j], dtype=complex64)
     """
     a = _asarray(a)
     dt = aval_of(a).dtype
@@ -118,6 +119,7 @@ def argpartition(a, kth, axis=-1):
 
     Example:
         >>> jnp.argpartition(jnp.array([3, 4, 1, 2]), 1)
+        Array([2, 3, 0, 1], dtype=int32)
     """
     a, axis = _prep("argpartition", a, axis)
     _check_kth("argpartition", kth, aval_of(a).shape[axis])
@@ -221,7 +223,8 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
     Example:
         >>> jnp.unique(jnp.array([3, 1, 3, 2]))
         Array([1, 2, 3], dtype=int32)
-        >>> jnp.unique(x, size=4, fill_value=0)      # under jit
+        >>> funcgrad.jit(lambda x: jnp.unique(x, size=4, fill_value=0))(jnp.array([3, 1, 3, 3]))
+        Array([1, 3, 0, 0], dtype=int32)
     """
     check_arraylike("unique", ar)
     ar = _asarray(ar)

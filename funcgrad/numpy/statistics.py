@@ -96,7 +96,9 @@ def corrcoef(x, y=None, rowvar=True):
     """Pearson correlation coefficients (values clipped to [-1, 1]).
 
     Example:
-        >>> jnp.corrcoef(jnp.array([[0.0, 1.0, 2.0], [2.0, 1.0, 0.5]]))
+        >>> jnp.corrcoef(jnp.array([[0.0, 1.0, 2.0], [2.0, 1.0, 0.5]])).round(4)
+        Array([[ 1.   , -0.982],
+               [-0.982,  1.   ]], dtype=float32)
     """
     c = cov(x, y, rowvar)
     if aval_of(c).ndim == 0:

@@ -8,13 +8,15 @@ from funcgrad import lax
 from funcgrad.core import dtypes
 from funcgrad.core.interpreters import Value
 from funcgrad.core.values import aval_of
+from funcgrad.numpy._ufunc_examples import EXAMPLES
 from funcgrad.numpy._util import (check_arraylike, promote_and_broadcast, promote_dtypes,
                                   to_inexact)
 from funcgrad.lowering.eager_jit import one_dispatch_when_eager
 
 
-def _doc(name, what, example):
-    return f"{what}\n\nExample:\n    >>> jnp.{name}({example})\n"
+def _doc(name, what):
+    args, result = EXAMPLES[name]
+    return f"{what}\n\nExample:\n    >>> jnp.{name}({args})\n    {result}\n"
 
 
 _INEXACT = frozenset(dtypes._FLOATS + dtypes._COMPLEX)
@@ -34,7 +36,7 @@ def _unary(name, lax_fn, what, inexact=False):
             out = asarray(out)
         return out
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = _doc(name, what, "x")
+    fn.__doc__ = _doc(name, what)
     return fn
 
 
@@ -58,7 +60,7 @@ def _binary(name, lax_fn, what, inexact=False):
                 return prim.bind(x1, x2)
         return general(x1, x2)
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = _doc(name, what, "x, y")
+    fn.__doc__ = _doc(name, what)
     return fn
 
 
@@ -162,6 +164,7 @@ def right_shift(x1, x2, /):
 
     Example:
         >>> jnp.right_shift(jnp.array([8]), 2)
+        Array([2], dtype=int32)
     """
     check_arraylike("right_shift", x1, x2)
     a, b = promote_and_broadcast("right_shift", x1, x2)
@@ -309,7 +312,7 @@ def _logical(name, lax_fn, symbol):
         a, b = promote_and_broadcast(name, x1, x2)
         return lax_fn(_to_bool(a), _to_bool(b))
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = _doc(name, f"Elementwise logical {symbol} (truthiness of each element).", "x, y")
+    fn.__doc__ = _doc(name, f"Elementwise logical {symbol} (truthiness of each element).")
     return one_dispatch_when_eager(fn)
 
 
@@ -439,6 +442,7 @@ def round(a, decimals=0):
 
     Example:
         >>> jnp.round(jnp.array([0.5, 1.5, 2.25]), 1)
+        Array([0.5, 1.5, 2.2], dtype=float32)
     """
     a = promote_dtypes(a)[0]
     dt = aval_of(a).dtype
@@ -497,7 +501,7 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
 
     Example:
         >>> jnp.where(jnp.array([True, False]), 1.0, 0.0)
-        Array([1., 0.], dtype=float32)
+        Array([1., 0.], dtype=float32, weak_type=True)
     """
     if x is None and y is None:
         from funcgrad.numpy.searching import nonzero

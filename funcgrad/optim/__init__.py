@@ -3,8 +3,16 @@ RAdam, Adadelta, Rprop, ASGD), LR schedulers and gradient clipping, updating
 ``nn.Parameter``s in place or as pure functions inside jit.
 
 Example:
-    >>> opt = funcgrad.optim.Adam(model.parameters(), lr=1e-3)
-    >>> opt.step(funcgrad.grad(loss_fn)(model, x, y))
+    >>> model = nn.Linear(3, 1)
+    >>> x, y = jnp.ones((8, 3)), jnp.zeros((8, 1))
+    >>> loss_fn = lambda m, x, y: F.mse_loss(m(x), y)
+    >>> opt = funcgrad.optim.Adam(model.parameters(), lr=1e-2)
+    >>> losses = []
+    >>> for step in range(20):
+    ...     losses.append(float(loss_fn(model, x, y)))
+    ...     opt.step(funcgrad.grad(loss_fn)(model, x, y))
+    >>> losses[-1] < losses[0]
+    True
 """
 from funcgrad.optim import lr_scheduler  # noqa: F401
 from funcgrad.optim.clip import clip_grad_norm, clip_grad_norm_, clip_grad_value_  # noqa: F401

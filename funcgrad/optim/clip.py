@@ -20,7 +20,12 @@ def clip_grad_norm(grads, max_norm, norm_type=2.0):
     Pure: works on any pytree of gradients (a gradient module, a dict) and inside jit.
 
     Example:
-        >>> grads, norm = funcgrad.optim.clip_grad_norm(grads, 1.0)
+        >>> grads = {"a": jnp.array([3.0]), "b": jnp.array([4.0])}
+        >>> clipped, norm = funcgrad.optim.clip_grad_norm(grads, 1.0)
+        >>> norm
+        Array(5., dtype=float32)
+        >>> clipped
+        {'a': Array([0.5999999], dtype=float32), 'b': Array([0.79999983], dtype=float32)}
     """
     leaves = _grad_leaves(grads)
     total = total_norm(leaves, norm_type)

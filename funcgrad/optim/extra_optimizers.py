@@ -22,7 +22,11 @@ class Adamax(Optimizer):
     """Adam with an infinity norm: u = max(b2 u, |g| + eps); p -= lr / (1 - b1^t) * m / u.
 
     Example:
-        >>> opt = funcgrad.optim.Adamax(model.parameters(), lr=2e-3)
+        >>> w = nn.Parameter(jnp.array([1.0, -2.0]))
+        >>> opt = optim.Adamax([w], lr=0.1)
+        >>> opt.step([jnp.array([0.5, -0.5])])       # the gradients of the parameters, in order
+        >>> w.data
+        Array([ 0.9, -1.9], dtype=float32)
     """
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
@@ -48,7 +52,11 @@ class NAdam(Optimizer):
     mu_t = b1 (1 - 0.96 ** (t * momentum_decay) / 2).
 
     Example:
-        >>> opt = funcgrad.optim.NAdam(model.parameters(), lr=2e-3)
+        >>> w = nn.Parameter(jnp.array([1.0, -2.0]))
+        >>> opt = optim.NAdam([w], lr=0.1)
+        >>> opt.step([jnp.array([0.5, -0.5])])       # the gradients of the parameters, in order
+        >>> w.data
+        Array([ 0.8943548, -1.8943548], dtype=float32)
     """
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
@@ -86,7 +94,11 @@ class RAdam(Optimizer):
     (rho_t <= 5), then Adam scaled by the rectification term, as PyTorch.
 
     Example:
-        >>> opt = funcgrad.optim.RAdam(model.parameters(), lr=1e-3)
+        >>> w = nn.Parameter(jnp.array([1.0, -2.0]))
+        >>> opt = optim.RAdam([w], lr=0.1)
+        >>> opt.step([jnp.array([0.5, -0.5])])       # the gradients of the parameters, in order
+        >>> w.data
+        Array([ 0.95, -1.95], dtype=float32)
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
@@ -122,7 +134,11 @@ class Adadelta(Optimizer):
     dx = sqrt(E[dx^2] + eps) / sqrt(E[g^2] + eps) * g; p -= lr * dx.
 
     Example:
-        >>> opt = funcgrad.optim.Adadelta(model.parameters(), lr=1.0)
+        >>> w = nn.Parameter(jnp.array([1.0, -2.0]))
+        >>> opt = optim.Adadelta([w], lr=1.0)
+        >>> opt.step([jnp.array([0.5, -0.5])])       # the gradients of the parameters, in order
+        >>> w.data
+        Array([ 0.9968378, -1.9968377], dtype=float32)
     """
 
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, maximize=False):
@@ -154,7 +170,11 @@ class Rprop(Optimizer):
     as PyTorch's lazily created state.
 
     Example:
-        >>> opt = funcgrad.optim.Rprop(model.parameters(), lr=0.01, etas=(0.5, 1.2))
+        >>> w = nn.Parameter(jnp.array([1.0, -2.0]))
+        >>> opt = optim.Rprop([w], lr=0.1, etas=(0.5, 1.2))
+        >>> opt.step([jnp.array([0.5, -0.5])])       # the gradients of the parameters, in order
+        >>> w.data
+        Array([ 0.9, -1.9], dtype=float32)
     """
 
     def __init__(self, params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), maximize=False):
@@ -189,8 +209,13 @@ class ASGD(Optimizer):
     parameters, started after ``t0`` steps (mu_t = 1 / max(1, t - t0)), as PyTorch.
 
     Example:
-        >>> opt = funcgrad.optim.ASGD(model.parameters(), lr=0.01, t0=100)
-        >>> averaged = opt.state[model.get_parameter("weight")]["ax"]
+        >>> w = nn.Parameter(jnp.array([1.0, -2.0]))
+        >>> opt = optim.ASGD([w], lr=0.1, t0=0)
+        >>> opt.step([jnp.array([0.5, -0.5])])       # the gradients of the parameters, in order
+        >>> w.data
+        Array([ 0.94999, -1.94998], dtype=float32)
+        >>> opt.state[w]["ax"]        # the running average of the parameters
+        Array([ 0.94999, -1.94998], dtype=float32)
     """
 
     def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0.0,

@@ -9,8 +9,18 @@ form ``lr_at(base_lr, epoch)``. Because ``lr`` is a numeric leaf of the optimize
 jitted training step that takes the optimizer as an argument does not retrace when it changes.
 
 Example:
-    >>> sched = funcgrad.optim.lr_scheduler.StepLR(opt, step_size=10, gamma=0.1)
-    >>> for epoch in range(30): train(...); sched.step()
+    >>> w = nn.Parameter(jnp.zeros(1))
+    >>> opt = optim.SGD([w], lr=1.0)
+    >>> sched = optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.1)
+    >>> for epoch in range(5):
+    ...     opt.step([jnp.ones(1)])       # one epoch of training
+    ...     sched.step()
+    ...     print(epoch, round(sched.get_last_lr()[0], 4))
+    0 1.0
+    1 0.1
+    2 0.1
+    3 0.01
+    4 0.01
 """
 import bisect
 import math
@@ -23,9 +33,15 @@ class LRScheduler:
     True during the step made by the constructor, as in PyTorch.
 
     Example:
+        >>> from funcgrad.optim.lr_scheduler import LRScheduler
         >>> class Halving(LRScheduler):
         ...     def lr_at(self, base_lr, epoch):
         ...         return base_lr * 0.5 ** epoch
+        >>> opt = optim.SGD([nn.Parameter(jnp.zeros(1))], lr=1.0)
+        >>> sched = Halving(opt)
+        >>> sched.step(); sched.step()
+        >>> sched.get_last_lr()
+        [0.25]
     """
 
     _is_initial = False
@@ -133,7 +149,15 @@ class CosineAnnealingLR(LRScheduler):
     """lr = eta_min + (base - eta_min) (1 + cos(pi epoch / T_max)) / 2.
 
     Example:
-        >>> CosineAnnealingLR(opt, T_max=100)
+        >>> from funcgrad.optim.lr_scheduler import CosineAnnealingLR
+        >>> opt = optim.SGD([nn.Parameter(jnp.zeros(1))], lr=1.0)
+        >>> sched = CosineAnnealingLR(opt, T_max=4)
+        >>> lrs = []
+        >>> for epoch in range(5):
+        ...     lrs.append(round(sched.get_last_lr()[0], 4))
+        ...     sched.step()
+        >>> lrs
+        [1.0, 0.8536, 0.5, 0.1464, 0.0]
     """
 
     def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):
@@ -174,7 +198,15 @@ class OneCycleLR(LRScheduler):
     (or Adam's beta1) cycles inversely between ``max_momentum`` and ``base_momentum``.
 
     Example:
-        >>> sched = OneCycleLR(opt, max_lr=0.1, total_steps=1000)
+        >>> from funcgrad.optim.lr_scheduler import OneCycleLR
+        >>> opt = optim.SGD([nn.Parameter(jnp.zeros(1))], lr=1.0)
+        >>> sched = OneCycleLR(opt, max_lr=0.1, total_steps=6)
+        >>> lrs = []
+        >>> for epoch in range(6):
+        ...     lrs.append(round(sched.get_last_lr()[0], 4))
+        ...     sched.step()
+        >>> lrs
+        [0.004, 0.0994, 0.0812, 0.0463, 0.0133, 0.0]
     """
 
     def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None,
@@ -250,7 +282,15 @@ class ConstantLR(LRScheduler):
     """lr = base * factor for the first ``total_iters`` epochs, then base.
 
     Example:
-        >>> ConstantLR(opt, factor=0.5, total_iters=4)
+        >>> from funcgrad.optim.lr_scheduler import ConstantLR
+        >>> opt = optim.SGD([nn.Parameter(jnp.zeros(1))], lr=1.0)
+        >>> sched = ConstantLR(opt, factor=0.5, total_iters=2)
+        >>> lrs = []
+        >>> for epoch in range(4):
+        ...     lrs.append(round(sched.get_last_lr()[0], 4))
+        ...     sched.step()
+        >>> lrs
+        [0.5, 0.5, 1.0, 1.0]
     """
 
     def __init__(self, optimizer, factor=1.0 / 3, total_iters=5, last_epoch=-1):
@@ -276,7 +316,15 @@ class LinearLR(LRScheduler):
     total_iters): a linear warm-up (or decay) over ``total_iters`` epochs.
 
     Example:
-        >>> LinearLR(opt, start_factor=0.1, total_iters=10)
+        >>> from funcgrad.optim.lr_scheduler import LinearLR
+        >>> opt = optim.SGD([nn.Parameter(jnp.zeros(1))], lr=1.0)
+        >>> sched = LinearLR(opt, start_factor=0.1, total_iters=3)
+        >>> lrs = []
+        >>> for epoch in range(5):
+        ...     lrs.append(round(sched.get_last_lr()[0], 4))
+        ...     sched.step()
+        >>> lrs
+        [0.1, 0.4, 0.7, 1.0, 1.0]
     """
 
     def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5,
@@ -306,7 +354,15 @@ class PolynomialLR(LRScheduler):
     """lr = base * (1 - min(epoch, total_iters) / total_iters) ** power.
 
     Example:
-        >>> PolynomialLR(opt, total_iters=100, power=2.0)
+        >>> from funcgrad.optim.lr_scheduler import PolynomialLR
+        >>> opt = optim.SGD([nn.Parameter(jnp.zeros(1))], lr=1.0)
+        >>> sched = PolynomialLR(opt, total_iters=4, power=2.0)
+        >>> lrs = []
+        >>> for epoch in range(5):
+        ...     lrs.append(round(sched.get_last_lr()[0], 4))
+        ...     sched.step()
+        >>> lrs
+        [1.0, 0.5625, 0.25, 0.0625, 0.0]
     """
 
     def __init__(self, optimizer, total_iters=5, power=1.0, last_epoch=-1):
@@ -329,7 +385,15 @@ class CosineAnnealingWarmRestarts(LRScheduler):
     lr = eta_min + (base - eta_min) (1 + cos(pi T_cur / T_i)) / 2.
 
     Example:
-        >>> CosineAnnealingWarmRestarts(opt, T_0=10, T_mult=2)
+        >>> from funcgrad.optim.lr_scheduler import CosineAnnealingWarmRestarts
+        >>> opt = optim.SGD([nn.Parameter(jnp.zeros(1))], lr=1.0)
+        >>> sched = CosineAnnealingWarmRestarts(opt, T_0=2, T_mult=2)
+        >>> lrs = []
+        >>> for epoch in range(7):
+        ...     lrs.append(round(sched.get_last_lr()[0], 4))
+        ...     sched.step()
+        >>> lrs
+        [1.0, 0.5, 1.0, 0.8536, 0.5, 0.1464, 1.0]
     """
 
     def __init__(self, optimizer, T_0, T_mult=1, eta_min=0.0, last_epoch=-1):
@@ -381,9 +445,17 @@ class SequentialLR(_OfSchedulers):
     scheduler counts its epochs from its own start (warm-up then decay).
 
     Example:
-        >>> warm = LinearLR(opt, start_factor=0.1, total_iters=5)
-        >>> decay = CosineAnnealingLR(opt, T_max=95)
-        >>> sched = SequentialLR(opt, [warm, decay], milestones=[5])
+        >>> from funcgrad.optim.lr_scheduler import CosineAnnealingLR, LinearLR, SequentialLR
+        >>> opt = optim.SGD([nn.Parameter(jnp.zeros(1))], lr=1.0)
+        >>> warm = LinearLR(opt, start_factor=0.1, total_iters=2)
+        >>> decay = CosineAnnealingLR(opt, T_max=4)
+        >>> sched = SequentialLR(opt, [warm, decay], milestones=[2])
+        >>> lrs = []
+        >>> for epoch in range(6):
+        ...     lrs.append(round(sched.get_last_lr()[0], 4))
+        ...     sched.step()
+        >>> lrs
+        [0.1, 0.55, 1.0, 0.8536, 0.5, 0.1464]
     """
 
     def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
@@ -412,8 +484,18 @@ class ReduceLROnPlateau(LRScheduler):
     state dict come from ``LRScheduler``; the closed-form ``lr_at`` does not apply).
 
     Example:
-        >>> sched = ReduceLROnPlateau(opt, mode="min", factor=0.5, patience=3)
-        >>> for epoch in range(50): sched.step(validation_loss())
+        >>> from funcgrad.optim.lr_scheduler import ReduceLROnPlateau
+        >>> opt = optim.SGD([nn.Parameter(jnp.zeros(1))], lr=1.0)
+        >>> sched = ReduceLROnPlateau(opt, mode="min", factor=0.5, patience=1)
+        >>> for validation_loss in [3.0, 2.0, 2.0, 2.0, 2.0, 2.0]:
+        ...     sched.step(validation_loss)
+        ...     print(sched.get_last_lr())
+        [1.0]
+        [1.0]
+        [1.0]
+        [0.5]
+        [0.5]
+        [0.25]
     """
 
     def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4,
@@ -479,7 +561,15 @@ class MultiplicativeLR(LRScheduler):
     first (one function, or one per group).
 
     Example:
-        >>> sched = MultiplicativeLR(opt, lr_lambda=lambda epoch: 0.95)
+        >>> from funcgrad.optim.lr_scheduler import MultiplicativeLR
+        >>> opt = optim.SGD([nn.Parameter(jnp.zeros(1))], lr=1.0)
+        >>> sched = MultiplicativeLR(opt, lr_lambda=lambda epoch: 0.5)
+        >>> lrs = []
+        >>> for epoch in range(4):
+        ...     lrs.append(round(sched.get_last_lr()[0], 4))
+        ...     sched.step()
+        >>> lrs
+        [1.0, 0.5, 0.25, 0.125]
     """
 
     def __init__(self, optimizer, lr_lambda, last_epoch=-1):
@@ -501,9 +591,16 @@ class CyclicLR(LRScheduler):
     beta1) cycles inversely between ``max_momentum`` and ``base_momentum``.
 
     Example:
-        >>> sched = CyclicLR(opt, base_lr=0.001, max_lr=0.1, step_size_up=20,
+        >>> from funcgrad.optim.lr_scheduler import CyclicLR
+        >>> opt = optim.SGD([nn.Parameter(jnp.zeros(1))], lr=1.0)
+        >>> sched = CyclicLR(opt, base_lr=0.0, max_lr=1.0, step_size_up=2,
         ...                  mode="triangular2")
-        >>> for batch in data: train(batch); sched.step()
+        >>> lrs = []
+        >>> for epoch in range(9):
+        ...     lrs.append(round(sched.get_last_lr()[0], 4))
+        ...     sched.step()
+        >>> lrs
+        [0.0, 0.5, 1.0, 0.5, 0.0, 0.25, 0.5, 0.25, 0.0]
     """
 
     def __init__(self, optimizer, base_lr, max_lr, step_size_up=2000, step_size_down=None,
@@ -581,8 +678,16 @@ class ChainedScheduler(_OfSchedulers):
     ConstantLR multiplies the reduced lr, and so on), as PyTorch's.
 
     Example:
+        >>> from funcgrad.optim.lr_scheduler import ChainedScheduler, ConstantLR, ExponentialLR
+        >>> opt = optim.SGD([nn.Parameter(jnp.zeros(1))], lr=1.0)
         >>> sched = ChainedScheduler([ConstantLR(opt, factor=0.1, total_iters=2),
         ...                           ExponentialLR(opt, gamma=0.9)])
+        >>> lrs = []
+        >>> for epoch in range(4):
+        ...     lrs.append(round(sched.get_last_lr()[0], 4))
+        ...     sched.step()
+        >>> lrs
+        [0.1, 0.09, 0.81, 0.729]
     """
 
     _held = "_schedulers"

@@ -38,8 +38,14 @@ class Optimizer:
     """Base class; subclasses set ``_state_keys`` and implement ``_init_state`` and ``_update``.
 
     Example:
+        >>> model = nn.Linear(2, 1)
         >>> opt = funcgrad.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-        >>> opt.step(funcgrad.grad(loss_fn)(model))
+        >>> x, y = jnp.ones((4, 2)), jnp.ones((4, 1))
+        >>> loss_fn = lambda m: F.mse_loss(m(x), y)
+        >>> before = float(loss_fn(model))
+        >>> opt.step(funcgrad.grad(loss_fn)(model))     # a module of gradients
+        >>> float(loss_fn(model)) < before
+        True
     """
 
     _state_keys = ()
@@ -124,7 +130,15 @@ class Optimizer:
         """Apply one update to every parameter that has a gradient and ``requires_grad``.
 
         Example:
-            >>> opt.step(grads)
+            >>> w = nn.Parameter(jnp.array([1.0, 2.0]))
+            >>> opt = optim.SGD([w], lr=0.5)
+            >>> opt.step([jnp.array([1.0, 1.0])])    # or a gradient module, or a dict by name
+            >>> w.data
+            Array([0.5, 1.5], dtype=float32)
+            >>> w.grad = jnp.array([1.0, 0.0])
+            >>> opt.step()                            # no argument: each parameter's .grad
+            >>> w.data
+            Array([0. , 1.5], dtype=float32)
         """
         loss = closure() if closure is not None else None
         gs = self._grads_for(grads)
@@ -236,7 +250,10 @@ class Optimizer:
         """Optimizer state for a pytree of arrays ``params`` (pure; usable inside jit).
 
         Example:
-            >>> state = opt.init(params)
+            >>> opt = optim.Adam([nn.Parameter(jnp.zeros(2))], lr=0.1)
+            >>> state = opt.init({"w": jnp.zeros(2)})
+            >>> sorted(state["w"])
+            ['exp_avg', 'exp_avg_sq', 'step']
         """
         group = self.param_groups[0]
         f = _flags(group)
@@ -247,7 +264,12 @@ class Optimizer:
         with the hyper-parameters of param group ``group``.
 
         Example:
-            >>> params, state = opt.update(grads, state, params)
+            >>> opt = optim.SGD([nn.Parameter(jnp.zeros(2))], lr=0.1)
+            >>> params = {"w": jnp.array([1.0, 2.0])}
+            >>> state = opt.init(params)
+            >>> params, state = opt.update({"w": jnp.array([1.0, -1.0])}, state, params)
+            >>> params
+            {'w': Array([0.9, 2.1], dtype=float32)}
         """
         hyper = self._hyper(self.param_groups[group])
         f = self._flags_for(group)

@@ -45,7 +45,14 @@ class SGD(Optimizer):
     p -= lr * (g + momentum * buf if nesterov else buf).
 
     Example:
-        >>> opt = funcgrad.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        >>> w = nn.Parameter(jnp.array([1.0, -2.0]))
+        >>> opt = optim.SGD([w], lr=0.1, momentum=0.9)
+        >>> opt.step([jnp.array([0.5, -0.5])])       # the gradients of the parameters, in order
+        >>> w.data
+        Array([ 0.95, -1.95], dtype=float32)
+        >>> opt.step([jnp.array([0.5, -0.5])])   # the second step adds momentum
+        >>> w.data
+        Array([ 0.85499996, -1.855     ], dtype=float32)
     """
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
@@ -84,7 +91,11 @@ class Adam(Optimizer):
     p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
 
     Example:
-        >>> opt = funcgrad.optim.Adam(model.parameters(), lr=1e-3)
+        >>> w = nn.Parameter(jnp.array([1.0, -2.0]))
+        >>> opt = optim.Adam([w], lr=0.1)
+        >>> opt.step([jnp.array([0.5, -0.5])])       # the gradients of the parameters, in order
+        >>> w.data
+        Array([ 0.9, -1.9], dtype=float32)
     """
 
     _decoupled = False
@@ -124,7 +135,11 @@ class AdamW(Adam):
     """Adam with decoupled weight decay (p *= 1 - lr * weight_decay before the Adam step).
 
     Example:
-        >>> opt = funcgrad.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+        >>> w = nn.Parameter(jnp.array([1.0, -2.0]))
+        >>> opt = optim.AdamW([w], lr=0.1, weight_decay=0.5)
+        >>> opt.step([jnp.array([0.5, -0.5])])       # the gradients of the parameters, in order
+        >>> w.data
+        Array([ 0.85, -1.8 ], dtype=float32)
     """
 
     _decoupled = True
@@ -139,7 +154,11 @@ class RMSprop(Optimizer):
     centering.
 
     Example:
-        >>> opt = funcgrad.optim.RMSprop(model.parameters(), lr=1e-2, alpha=0.99)
+        >>> w = nn.Parameter(jnp.array([1.0, -2.0]))
+        >>> opt = optim.RMSprop([w], lr=0.01, alpha=0.99)
+        >>> opt.step([jnp.array([0.5, -0.5])])       # the gradients of the parameters, in order
+        >>> w.data
+        Array([ 0.9, -1.9], dtype=float32)
     """
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0,
@@ -180,7 +199,11 @@ class Adagrad(Optimizer):
     """Adagrad: sum += g^2; p -= lr / (1 + (t - 1) lr_decay) * g / (sqrt(sum) + eps).
 
     Example:
-        >>> opt = funcgrad.optim.Adagrad(model.parameters(), lr=1e-2)
+        >>> w = nn.Parameter(jnp.array([1.0, -2.0]))
+        >>> opt = optim.Adagrad([w], lr=0.1)
+        >>> opt.step([jnp.array([0.5, -0.5])])       # the gradients of the parameters, in order
+        >>> w.data
+        Array([ 0.9, -1.9], dtype=float32)
     """
 
     def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0,

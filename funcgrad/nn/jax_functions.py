@@ -1,4 +1,6 @@
-"""Activation and normalization functions with JAX's ``jax.nn`` names and semantics.
+"""Activation and normalization functions with JAX's ``jax.nn`` names and semantics
+(exported as ``funcgrad.nn.relu``, ``funcgrad.nn.gelu``, ...). PyTorch's
+``torch.nn.functional`` is ``funcgrad.nn.functional`` (``nn/functional.py``), a different module.
 
 Every function is plain ``funcgrad.numpy``/``funcgrad.lax`` code, so it works eagerly and under
 ``jit``, ``grad`` and ``vmap``; ``relu`` and ``relu6`` also carry a ``custom_jvp`` whose
@@ -8,6 +10,16 @@ Example:
     >>> import funcgrad.nn as nn
     >>> nn.relu(jnp.array([-1.0, 2.0]))
     Array([0., 2.], dtype=float32)
+    >>> nn.softmax(jnp.array([0.0, jnp.log(3.0)]))
+    Array([0.25..., 0.75...], dtype=float32)
+
+The defaults follow JAX, which differs from PyTorch in one place: ``nn.gelu`` uses the tanh
+approximation unless ``approximate=False``, while ``nn.functional.gelu`` and ``nn.GELU`` use the
+exact erf form unless ``approximate="tanh"``:
+
+    >>> x = jnp.array([-1.0, 0.5])
+    >>> nn.gelu(x), nn.functional.gelu(x)                   # tanh form vs exact
+    (Array([-0.15880796,  0.345714  ], dtype=float32), Array([-0.15865526,  0.34573123], dtype=float32))
 """
 import functools
 import math
@@ -164,10 +176,16 @@ def tanh(x):
 
 
 def gelu(x, approximate=True):
-    """Gaussian error linear unit; ``approximate`` uses the tanh form (JAX's default).
+    """Gaussian error linear unit as ``jax.nn.gelu``: by default (``approximate=True``) the tanh
+    form ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``; ``approximate=False`` gives the
+    exact ``x * Phi(x)`` (through erf), which is PyTorch's default (``F.gelu``, ``nn.GELU``).
 
     Example:
+        >>> x = jnp.array([-1.0, 0.5, 2.0])
+        >>> nn.gelu(x)                          # tanh approximation
+        Array([-0.15880796,  0.345714  ,  1.9545977 ], dtype=float32)
         >>> nn.gelu(x, approximate=False)      # x * Phi(x), as torch's default GELU
+        Array([-0.15865526,  0.34573123,  1.9544997 ], dtype=float32)
     """
     x = jnp.asarray(x)
     if approximate:
@@ -191,6 +209,9 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
 
     Example:
         >>> nn.logsumexp(jnp.array([0.0, 0.0]))      # log 2
+        Array(0.6931472, dtype=float32)
+        >>> nn.logsumexp(jnp.array([1000.0, 1000.0]))    # no overflow
+        Array(1000.6932, dtype=float32)
     """
     a = jnp.asarray(a)
     axes = _axis(axis, a.ndim)
