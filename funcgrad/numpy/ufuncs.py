@@ -1,7 +1,7 @@
 """Elementwise functions with NumPy broadcasting and JAX's dtype promotion.
 
 Eagerly, a function that must promote, convert or broadcast its operands runs as one compiled
-call (``transforms.eager_jit.one_dispatch_when_eager``); under transformations it traces as usual."""
+call (``lowering.eager_jit.one_dispatch_when_eager``); under transformations it traces as usual."""
 import numpy as np
 
 from funcgrad import lax
