@@ -5,7 +5,7 @@ import pytest
 import funcgrad
 import funcgrad.numpy as jnp
 
-from ._helpers import J
+from tests.numpy._helpers import J
 
 A = np.array([5, 1, 3, 3, 9, 1, 7], np.int32)
 B = np.array([3, 4, 5, 5, 0], np.int32)

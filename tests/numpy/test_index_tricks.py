@@ -5,7 +5,7 @@ import pytest
 import funcgrad
 import funcgrad.numpy as jnp
 
-from ._helpers import J
+from tests.numpy._helpers import J
 
 
 def test_triangle_and_diag_indices():

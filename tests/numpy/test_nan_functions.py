@@ -6,7 +6,7 @@ import pytest
 
 import funcgrad.numpy as jnp
 
-from ._helpers import J
+from tests.numpy._helpers import J
 
 X = np.array([[1.0, np.nan, 3.0, -2.0], [np.nan, np.nan, np.nan, np.nan],
               [2.0, 5.0, -1.0, 0.5]], np.float32)
