@@ -37,13 +37,6 @@ def ndim_of(x):
     return aval_of(x).ndim
 
 
-def canonical_axis(axis, ndim, what="axis"):
-    """``axis`` in ``[0, ndim)`` (negative counts from the end) or a ValueError naming both."""
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"{what} {axis} is out of range for an array of rank {ndim}")
-    return axis % ndim if ndim else 0
-
-
 def moveaxis(x, src, dst):
     """``x`` with axis ``src`` moved to position ``dst`` (a transpose; no-op when equal).
 

@@ -38,6 +38,11 @@ def concretization_error(tracer, operation):
         f"funcgrad.lax.cond / funcgrad.lax.while_loop / funcgrad.numpy.where instead.")
 
 
+class AxisError(ValueError, TypeError):
+    """An axis number out of bounds for an array's rank (or repeated where it must not be).
+    A ValueError, as NumPy's, and a TypeError, as JAX's lax raises for the same mistake."""
+
+
 class MissingRuleError(TypeError):
     """A primitive lacks the rule a transformation needs (jvp, transpose, batch, abstract eval),
     or a backend lacks a kernel for it; the message names the primitive and its operands."""

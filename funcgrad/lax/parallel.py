@@ -26,6 +26,7 @@ from funcgrad import tree_util
 from funcgrad.core import ad_util, dtypes, interpreters
 from funcgrad.core import batching_util as _bu
 from funcgrad.core.avals import ShapedArray
+from funcgrad.core.axes import canonicalize_axis
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import PYTHON_SCALARS, aval_of
 from funcgrad.lax import elementwise as ew
@@ -283,7 +284,7 @@ def all_gather(x, axis_name, *, axis=0, tiled=False):
 
     def one(v):
         ndim = aval_of(v).ndim
-        ax = _bu.canonical_axis(axis, ndim if tiled else ndim + 1, "lax.all_gather: axis")
+        ax = canonicalize_axis(axis, ndim if tiled else ndim + 1, "lax.all_gather")
         return all_gather_p.bind(v, axis_name=names, axis=ax, tiled=bool(tiled), axis_size=size)
     return _tree_apply(one, x)
 

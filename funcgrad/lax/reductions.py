@@ -6,6 +6,7 @@ from funcgrad.core import dtypes
 from funcgrad.core.ad_util import Zero, deflinear, defjvp_zero, instantiate, tangent_aval
 from funcgrad.core.avals import ShapedArray
 from funcgrad.core.primitive import Primitive
+from funcgrad.core.axes import canonicalize_axes
 from funcgrad.core.values import aval_of
 from funcgrad.lax import _hlo
 from funcgrad.lax import elementwise as ew
@@ -73,15 +74,8 @@ def _reduction(kind, accepts_bool=True, logical=False):
 
 
 def _axes(x, axes, name="reduce"):
-    aval = aval_of(x)
-    ndim = aval.ndim
-    out = []
-    for a in axes:
-        a = int(a)
-        if not -ndim <= a < ndim:
-            raise TypeError(f"lax.{name}: axis {a} is out of range for {aval.str_short()}")
-        out.append(a % ndim)
-    return tuple(sorted(out))
+    return tuple(sorted(canonicalize_axes(tuple(axes), aval_of(x).ndim, f"lax.{name}",
+                                          allow_repeats=True)))
 
 
 def _reducer(prim):

@@ -28,6 +28,7 @@ import numpy as np
 
 import funcgrad.numpy as jnp
 from funcgrad import lax
+from funcgrad.core.axes import canonicalize_axes
 from funcgrad.transforms.custom_derivatives import custom_jvp
 from funcgrad.lowering.eager_jit import jit_when_eager_in
 
@@ -37,12 +38,12 @@ def _stop(x):
     return stop_gradient(x)
 
 
-def _axis(axis, ndim):
+def _axis(axis, ndim, where="funcgrad.nn"):
     if axis is None:
         return tuple(range(ndim))
-    if isinstance(axis, int):
-        return (axis % ndim,) if ndim else (axis,)
-    return tuple(a % ndim for a in axis)
+    if ndim == 0:
+        return (axis,) if isinstance(axis, int) else tuple(axis)
+    return canonicalize_axes(axis, ndim, where, allow_repeats=True)
 
 
 def _masked_by_output(fun, keep):

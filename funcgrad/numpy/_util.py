@@ -2,7 +2,7 @@
 import numpy as np
 
 from funcgrad import lax
-from funcgrad.core import dtypes
+from funcgrad.core import axes as core_axes, dtypes
 from funcgrad.core.interpreters import Value
 from funcgrad.core.values import PYTHON_SCALARS, aval_of
 
@@ -77,23 +77,20 @@ def promote_and_broadcast(fname, *args):
 
 
 def canonicalize_axis(fname, axis, ndim):
-    axis = int(axis)
-    if not -ndim <= axis < max(ndim, 1):
-        raise ValueError(f"funcgrad.numpy.{fname}: axis {axis} is out of bounds for an array of "
-                         f"rank {ndim}")
-    return axis % ndim if ndim else 0
+    """``axis`` of ``funcgrad.numpy.<fname>`` in ``[0, ndim)``; a 0-d array takes axis 0."""
+    if ndim == 0 and int(axis) == 0:
+        return 0
+    return core_axes.canonicalize_axis(axis, ndim, f"funcgrad.numpy.{fname}")
 
 
 def canonicalize_axes(fname, axis, ndim):
+    """The axes of ``funcgrad.numpy.<fname>`` (None: all of them), canonical, not repeated."""
     if axis is None:
         return tuple(range(ndim))
-    if isinstance(axis, (tuple, list)):
-        axes = tuple(canonicalize_axis(fname, a, ndim) for a in axis)
-    else:
-        axes = (canonicalize_axis(fname, axis, ndim),)
-    if len(set(axes)) != len(axes):
-        raise ValueError(f"funcgrad.numpy.{fname}: repeated axis in {axis}")
-    return axes
+    if ndim == 0:
+        return tuple(canonicalize_axis(fname, a, ndim) for a in (
+            axis if isinstance(axis, (tuple, list)) else (axis,)))
+    return core_axes.canonicalize_axes(axis, ndim, f"funcgrad.numpy.{fname}")
 
 
 def to_inexact(x):
