@@ -190,16 +190,7 @@ conv_general_dilated_p.def_lowering(_conv_lowering)
 
 
 # --- jvp and transpose rules -------------------------------------------------------------------
-def _is_zero(t):
-    return ad_util.is_zero(t) if hasattr(ad_util, "is_zero") else isinstance(t, ad_util.Zero)
-
-
-def _zero(aval):
-    return ad_util.Zero(aval)
-
-
-def _is_undefined(x):
-    return isinstance(x, ad_util.UndefinedPrimal)
+_is_zero, _zero, _is_undefined = ad_util.is_zero, ad_util.Zero, ad_util.is_undefined_primal
 
 
 def _conv_jvp(primals, tangents, **params):

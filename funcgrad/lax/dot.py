@@ -48,31 +48,19 @@ def _dot_general_abstract(lhs, rhs, dimension_numbers, precision=None,
 
 
 def _dot_general_lowering(ctx, lhs, rhs, dimension_numbers, precision=None,
-                          preferred_element_type=None):
+                          preferred_element_type=None, widen_operands=False):
+    """``stablehlo.dot_general``; ``widen_operands`` converts the operands to the result dtype
+    first (a platform's workaround, see ``lowering/cuda.py``)."""
     (lc, rc), (lb, rb) = dimension_numbers
     dnums = stablehlo.DotDimensionNumbers.get(
         lhs_batching_dimensions=list(lb), rhs_batching_dimensions=list(rb),
         lhs_contracting_dimensions=list(lc), rhs_contracting_dimensions=list(rc))
     out = ctx.avals_out[0]
-    if _widen_int_operands(ctx, lc, preferred_element_type):
+    if widen_operands:
         lhs = _hlo.convert(lhs, ctx.avals_in[0], out.dtype)
         rhs = _hlo.convert(rhs, ctx.avals_in[1], out.dtype)
     return stablehlo.dot_general(_hlo.ir_type(out), lhs, rhs, dnums,
                                  precision_config=precision_config(precision))
-
-
-def _widen_int_operands(ctx, lhs_contracting, preferred_element_type):
-    """Whether an integer product accumulating in a wider type must get widened operands: on
-    a GPU, XLA's int8 x int8 -> int32 product of (2, 3) by (3, 2) came out doubled (H100,
-    jaxlib 0.11.2), while contracting 4, 32 and 64 were exact; cuBLAS's int8 kernels want the
-    contracted size a multiple of 4."""
-    lhs_aval = ctx.avals_in[0]
-    if ctx.platform == "cpu" or preferred_element_type is None \
-            or not dtypes.is_integer(lhs_aval.dtype) \
-            or np.dtype(preferred_element_type).itemsize <= lhs_aval.dtype.itemsize:
-        return False
-    k = int(np.prod([lhs_aval.shape[d] for d in lhs_contracting], dtype=np.int64))
-    return k % 4 != 0
 
 
 dot_general_p.def_lowering(_dot_general_lowering)

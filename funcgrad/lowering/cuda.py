@@ -20,10 +20,12 @@ import importlib.util
 import os
 import threading
 
+import numpy as np
 from jaxlib import xla_client as xc
 
-from funcgrad.core import errors
+from funcgrad.core import dtypes, errors
 from funcgrad.lax import linalg
+from funcgrad.lax.dot import _dot_general_lowering, dot_general_p
 from funcgrad.lowering import platforms
 
 PLUGIN_PACKAGES = ("jax_cuda13_plugin", "jax_cuda12_plugin")
@@ -173,3 +175,26 @@ class CusolverKernels:
 
 CUSOLVER = CusolverKernels()
 linalg.KERNELS["cuda"] = CUSOLVER
+
+
+# --- lowerings that differ on CUDA ------------------------------------------------------------
+def _small_int_contraction(ctx, lhs_contracting, preferred_element_type):
+    """Whether an integer product accumulating in a wider type must get widened operands: XLA's
+    int8 x int8 -> int32 product of (2, 3) by (3, 2) came out doubled (H100, jaxlib 0.11.2),
+    while contracting 4, 32 and 64 were exact; cuBLAS's int8 kernels want the contracted size a
+    multiple of 4."""
+    lhs_aval = ctx.avals_in[0]
+    if preferred_element_type is None or not dtypes.is_integer(lhs_aval.dtype) \
+            or np.dtype(preferred_element_type).itemsize <= lhs_aval.dtype.itemsize:
+        return False
+    k = int(np.prod([lhs_aval.shape[d] for d in lhs_contracting], dtype=np.int64))
+    return k % 4 != 0
+
+
+def _dot_general_lowering_cuda(ctx, lhs, rhs, **params):
+    widen = _small_int_contraction(ctx, params["dimension_numbers"][0][0],
+                                   params.get("preferred_element_type"))
+    return _dot_general_lowering(ctx, lhs, rhs, widen_operands=widen, **params)
+
+
+dot_general_p.def_lowering(_dot_general_lowering_cuda, platform="cuda")

@@ -37,11 +37,6 @@ from funcgrad.lowering.eager_jit import jit_when_eager_in
 logsigmoid = log_sigmoid
 
 
-def _stop(x):
-    from funcgrad.lax.autodiff import stop_gradient
-    return stop_gradient(x)
-
-
 def _tuple(v, n, name):
     if isinstance(v, (tuple, list)):
         if len(v) != n:
@@ -725,7 +720,7 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
     if not training or running_mean is None:
         return y, running_mean, running_var
     n = x.size // x.shape[1]
-    bm, bv = _stop(mean), _stop(var) * (n / (n - 1))
+    bm, bv = lax.stop_gradient(mean), lax.stop_gradient(var) * (n / (n - 1))
     m = momentum
     new_mean = (1 - m) * running_mean + m * bm
     new_var = (1 - m) * running_var + m * bv
@@ -1036,7 +1031,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None):
     if padding_idx is not None:
         pad = padding_idx % weight.shape[0]
         mask = jnp.expand_dims(idx == pad, -1)
-        out = jnp.where(mask, _stop(out), out)
+        out = jnp.where(mask, lax.stop_gradient(out), out)
     return out
 
 
@@ -1443,7 +1438,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
                              f"input's shape, one axis of size 1, or the last axis dropped)")
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"F.gaussian_nll_loss: {reduction!r} is not a valid reduction")
-    v = v + _stop(jnp.maximum(v, eps) - v)                 # clamp, gradient of the identity
+    v = v + lax.stop_gradient(jnp.maximum(v, eps) - v)                 # clamp, gradient of the identity
     d = x - jnp.asarray(target)
     loss = 0.5 * (jnp.log(v) + d * d / v)
     if full:

@@ -33,11 +33,6 @@ from funcgrad.transforms.custom_derivatives import custom_jvp
 from funcgrad.lowering.eager_jit import jit_when_eager_in
 
 
-def _stop(x):
-    from funcgrad.lax.autodiff import stop_gradient
-    return stop_gradient(x)
-
-
 def _axis(axis, ndim, where="funcgrad.nn"):
     if axis is None:
         return tuple(range(ndim))
@@ -219,7 +214,7 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
     if where is not None:
         a = jnp.where(where, a, -jnp.inf)
     amax = jnp.max(a, axis=axes, keepdims=True)
-    amax = _stop(jnp.where(jnp.isfinite(amax), amax, jnp.zeros((), amax.dtype)))
+    amax = lax.stop_gradient(jnp.where(jnp.isfinite(amax), amax, jnp.zeros((), amax.dtype)))
     e = jnp.exp(a - amax)
     if b is not None:
         e = e * jnp.asarray(b)
@@ -242,7 +237,7 @@ def softmax(x, axis=-1, where=None, initial=None):
     axes = _axis(axis, x.ndim)
     if where is not None:
         x = jnp.where(where, x, -jnp.inf)
-    m = _stop(jnp.max(x, axis=axes, keepdims=True))
+    m = lax.stop_gradient(jnp.max(x, axis=axes, keepdims=True))
     m = jnp.where(jnp.isfinite(m), m, jnp.zeros((), m.dtype))
     e = jnp.exp(x - m)
     if where is not None:
@@ -256,7 +251,7 @@ def log_softmax(x, axis=-1, where=None, initial=None):
     axes = _axis(axis, x.ndim)
     if where is not None:
         x = jnp.where(where, x, -jnp.inf)
-    m = _stop(jnp.max(x, axis=axes, keepdims=True))
+    m = lax.stop_gradient(jnp.max(x, axis=axes, keepdims=True))
     m = jnp.where(jnp.isfinite(m), m, jnp.zeros((), m.dtype))
     shifted = x - m
     e = jnp.exp(shifted)
