@@ -202,7 +202,7 @@ def bits(key, shape=(), dtype=None):
     dtype = np.dtype(dtype or _U32)
     if dtype.kind != "u":
         raise TypeError(f"random.bits: dtype must be unsigned, got {dtype}")
-    dtype = dtypes.canonicalize(dtype)
+    dtype = dtypes.check_user_dtype(dtype, "random.bits")
     n = _size(shape)
     if dtype.itemsize == 8:
         words = _raw_bits(key, 2 * n)
@@ -224,7 +224,8 @@ _MANTISSA = {np.dtype(np.float64): (np.uint64, 52, 0x3FF0000000000000),
 
 
 def _float_dtype(name, dtype):
-    dtype = dtypes.canonicalize(dtype if dtype is not None else dtypes.default_float())
+    dtype = dtypes.check_user_dtype(dtype if dtype is not None else dtypes.default_float(),
+                                    f"random.{name}")
     if not dtypes.is_float(dtype):
         raise TypeError(f"random.{name}: dtype must be a float dtype, got {dtype}")
     return dtype
@@ -410,7 +411,7 @@ def randint(key, shape, minval, maxval, dtype=None):
     """
     _check_key("randint", key)
     shape = _shape("randint", shape)
-    dtype = dtypes.canonicalize(dtype or dtypes.default_int())
+    dtype = dtypes.check_user_dtype(dtype or dtypes.default_int(), "random.randint")
     if not dtypes.is_integer(dtype):
         raise TypeError(f"random.randint: dtype must be an integer dtype, got {dtype}")
     info = np.iinfo(dtype)
@@ -555,7 +556,7 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0):
 
 def rademacher(key, shape=(), dtype=None):
     """-1 or +1 with equal probability. Example: ``random.rademacher(key, (4,))``."""
-    dtype = dtypes.canonicalize(dtype or dtypes.default_int())
+    dtype = dtypes.check_user_dtype(dtype or dtypes.default_int(), "random.rademacher")
     b = bernoulli(key, 0.5, _shape("rademacher", shape))
     return (2 * b.astype(dtype) - 1).astype(dtype)
 
@@ -568,7 +569,7 @@ def poisson(key, lam, shape=None, dtype=None):
         >>> random.poisson(key, 3.0, (5,))
     """
     _check_key("poisson", key)
-    dtype = dtypes.canonicalize(dtype or dtypes.default_int())
+    dtype = dtypes.check_user_dtype(dtype or dtypes.default_int(), "random.poisson")
     ft = dtypes.default_float()
     lam = jnp.asarray(lam, ft)
     shape = _shape("poisson", aval_of(lam).shape if shape is None else shape)

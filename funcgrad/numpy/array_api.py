@@ -91,7 +91,7 @@ def astype(x, dtype, /, *, copy=True, device=None):
     check_arraylike("astype", x)
     x = promote_dtypes(x)[0]
     src = aval_of(x).dtype
-    dst = canonical_dtype(dtype)
+    dst = canonical_dtype(dtype, "numpy.astype")
     if dst == src and not (isinstance(x, Value) and aval_of(x).weak_type):
         from funcgrad.numpy.creation import asarray
         out = asarray(x)
@@ -136,7 +136,7 @@ def _cumulative(name, lax_fn):
                 av = aval_of(x)
             axis = 0
         ax = canonicalize_axis(name, axis, av.ndim)
-        dt = canonical_dtype(dtype)
+        dt = canonical_dtype(dtype, f"numpy.{name}")
         if dt is None and (av.dtype == dtypes.bool_ or (dtypes.is_integer(av.dtype) and
                                                          av.dtype.itemsize < 4)):
             dt = dtypes.default_uint() if dtypes.is_unsigned(av.dtype) else dtypes.default_int()

@@ -38,7 +38,7 @@ def _transpose(self, *axes):
 
 
 def _astype(self, dtype, copy=False):
-    return lax.convert_element_type(self, dtype)
+    return lax.convert_element_type(self, dtypes.check_user_dtype(dtype, "Array.astype"))
 
 
 def _matrix_transpose(self):
