@@ -28,6 +28,8 @@ class Config:
         "cpu_devices": lambda: int(os.environ.get("FUNCGRAD_CPU_DEVICES", "1")),
         "platform": lambda: os.environ.get("FUNCGRAD_PLATFORM", "").lower() or None,
         "debug_nans": lambda: os.environ.get("FUNCGRAD_DEBUG_NANS", "0").lower() in _TRUE,
+        # run-time checks in compiled code (out-of-range ids in nn.Embedding, class targets)
+        "debug_checks": lambda: os.environ.get("FUNCGRAD_DEBUG_CHECKS", "0").lower() in _TRUE,
         # precision of float32 matrix products and convolutions on GPU/TPU (lax/precision.py)
         "default_matmul_precision":
             lambda: os.environ.get("FUNCGRAD_DEFAULT_MATMUL_PRECISION", "") or None,

@@ -480,7 +480,7 @@ def permutation(key, x, axis=0, independent=False):
     _check_key("permutation", key)
     if isinstance(x, (int, np.integer)):
         n = int(x)
-        return jnp.take(jnp.arange(n), _random_order(key, n))
+        return jnp.take(jnp.arange(n), _random_order(key, n), mode="clip")
     x = jnp.asarray(x)
     xa = aval_of(x)
     if xa.ndim == 0:
@@ -489,16 +489,16 @@ def permutation(key, x, axis=0, independent=False):
     if independent:
         keys = bits(key, xa.shape)
         order = lax.argsort(keys, dimension=axis)
-        return jnp.take_along_axis(x, order, axis=axis)
-    return jnp.take(x, _random_order(key, xa.shape[axis]), axis=axis)
+        return jnp.take_along_axis(x, order, axis=axis, mode="clip")
+    return jnp.take(x, _random_order(key, xa.shape[axis]), axis=axis, mode="clip")
 
 
 def _random_order(key, n):
     # Sort by two rounds of 32-bit keys (ties among n items are then vanishingly rare).
     k1, k2 = split(key)
     order = lax.argsort(bits(k1, (n,)))
-    b2 = jnp.take(bits(k2, (n,)), order)
-    return jnp.take(order, lax.argsort(b2))
+    b2 = jnp.take(bits(k2, (n,)), order, mode="clip")
+    return jnp.take(order, lax.argsort(b2), mode="clip")
 
 
 def choice(key, a, shape=(), replace=True, p=None, axis=0):
@@ -550,7 +550,7 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0):
     idx = jnp.reshape(idx, shape)
     if arr is None:
         return idx
-    return jnp.take(arr, jnp.reshape(idx, (-1,)), axis=axis).reshape(
+    return jnp.take(arr, jnp.reshape(idx, (-1,)), axis=axis, mode="clip").reshape(
         aval_of(arr).shape[:axis] + shape + aval_of(arr).shape[axis + 1:])
 
 
@@ -751,7 +751,7 @@ def _gamma_impl(key, a, shape, ct):
     safe_v3 = jnp.where(v3 > 0, v3, 1.0)
     accept = (v3 > 0) & (jnp.log(u) < 0.5 * z * z + d - d * safe_v3 + d * jnp.log(safe_v3))
     first = jnp.argmax(accept, axis=0)
-    chosen = jnp.take_along_axis(safe_v3, first[None], axis=0)[0]
+    chosen = jnp.take_along_axis(safe_v3, first[None], axis=0, mode="clip")[0]
     sample = d * chosen
     ub = _open_uniform(k_boost, shape, ct)
     boost = jnp.where(boost_needed, jnp.exp(jnp.log(ub) / jnp.where(boost_needed, a, 1.0)),

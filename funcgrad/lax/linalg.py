@@ -725,7 +725,8 @@ def _left_from_right(v):
     from funcgrad import numpy as jnp
     vl = jnp.conj(jnp.swapaxes(jnp.linalg.inv(v), -1, -2))
     norms = jnp.sqrt(jnp.sum(jnp.real(vl * jnp.conj(vl)), axis=-2, keepdims=True))
-    big = jnp.take_along_axis(vl, jnp.argmax(jnp.abs(vl), axis=-2, keepdims=True), axis=-2)
+    big = jnp.take_along_axis(vl, jnp.argmax(jnp.abs(vl), axis=-2, keepdims=True), axis=-2,
+                              mode="clip")
     phase = big / jnp.abs(big)
     return vl / (norms * phase)
 
@@ -1206,8 +1207,8 @@ def lu_pivots_to_permutation(pivots, permutation_size):
     cols = lax.broadcasted_iota(np.int32, shape, len(shape) - 1)
 
     def body(i, perm):
-        j = jnp.take(pivots, i, axis=-1)[..., None]
-        p_i = jnp.take(perm, i, axis=-1)[..., None]
+        j = jnp.take(pivots, i, axis=-1, mode="clip")[..., None]
+        p_i = jnp.take(perm, i, axis=-1, mode="clip")[..., None]
         is_j = cols == j
         p_j = jnp.sum(jnp.where(is_j, perm, 0), axis=-1, keepdims=True)
         return jnp.where(cols == i, p_j, jnp.where(is_j, p_i, perm))
