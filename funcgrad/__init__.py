@@ -57,6 +57,6 @@ def device_get(tree):
     return tree_util.tree_map(lambda x: _np.asarray(x) if isinstance(x, Array) else x, tree)
 
 
-from funcgrad.serialization import load, save  # noqa: E402
+from funcgrad.serialization import CheckpointError, load, save  # noqa: E402
 from funcgrad.nn.init import manual_seed  # noqa: E402
 from funcgrad import nn, optim  # noqa: E402,F401
