@@ -102,3 +102,24 @@ def test_matches_torch():
         nn.Embedding(5, 3)(fnp.asarray([1, 9]))
     with pytest.raises(IndexError):
         F.cross_entropy(fnp.ones((2, 3)), fnp.asarray([0, 7]))
+
+
+def test_turning_checks_on_retraces_jitted_functions():
+    emb = nn.Embedding(4, 2)
+    f = funcgrad.jit(lambda i: emb(i))
+    assert np.isnan(np.asarray(f(fnp.asarray([5])))).all()
+    with funcgrad.config.override("debug_checks", True):
+        with pytest.raises(IndexError, match="index 5 is out of range"):
+            f(fnp.asarray([5]))
+    assert np.isnan(np.asarray(f(fnp.asarray([5])))).all()
+
+
+def test_check_ids_in_user_code():
+    with pytest.raises(IndexError, match=r"lookup: index 3 is out of range for size 3"):
+        funcgrad.debug.check_ids(np.array([0, 3]), 3, "lookup")
+    funcgrad.debug.check_ids(np.array([0, 2, -1]), 3, "lookup", ignore=-1)
+    g = funcgrad.jit(lambda i: (funcgrad.debug.check_ids(i, 3, "lookup"), i + 1)[1])
+    np.testing.assert_array_equal(np.asarray(g(fnp.asarray([7]))), [8])     # checks off
+    with funcgrad.config.override("debug_checks", True):
+        with pytest.raises(IndexError, match="lookup: index 7"):
+            g(fnp.asarray([7]))
