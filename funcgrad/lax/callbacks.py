@@ -65,7 +65,7 @@ def reraise_host_error(runtime_error):
     text = str(runtime_error)
     for err in reversed(pending):
         if f"{type(err).__name__}: {err}" in text:
-            raise err.with_traceback(None) from runtime_error
+            raise err from runtime_error
 
 
 class _HostFunction:

@@ -1071,13 +1071,12 @@ def _check_class_targets(name, t, input_shape, logp):
         raise TypeError(f"{name}: class-index targets must be integers, got {t.dtype}")
 
 
-def _class_ids(t, c, ignore_index):
+def _class_ids(t, c, ignore_index, fname):
     """(mask of counted targets, gather indices): ignored targets read class 0 and count
     nothing; out-of-range ones (negative too) gather NaN, so the loss is NaN, never another
     class's value. Traced targets are range-checked at run time with ``debug_checks`` on."""
     if isinstance(t, Tracer):          # concrete targets were checked by _with_target_check
-        debug.check_ids(t, c, "class-index target", what="target", ignore=ignore_index,
-                        of=f"{c} classes")
+        debug.check_ids(t, c, fname, what="target", ignore=ignore_index, of=f"{c} classes")
     valid = t != ignore_index
     safe_t = jnp.where(valid, t, 0)
     if jnp.issubdtype(safe_t.dtype, jnp.signedinteger):
@@ -1097,7 +1096,7 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     t = jnp.asarray(target)
     _check_class_targets("F.nll_loss", t, jnp.shape(input), logp)
     c = logp.shape[-1]
-    valid, safe_t = _class_ids(t, c, ignore_index)
+    valid, safe_t = _class_ids(t, c, ignore_index, "F.nll_loss")
     picked = jnp.take_along_axis(logp, jnp.expand_dims(safe_t, -1), axis=-1, mode="fill")[..., 0]
     w = jnp.ones((c,), logp.dtype) if weight is None else jnp.asarray(weight, logp.dtype)
     wt = jnp.where(valid, jnp.take(w, safe_t, mode="fill"), 0.0)
@@ -1140,7 +1139,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
             return jnp.sum(loss) / (loss.size if loss.ndim else 1)
         return _reduce(loss, reduction, "F.cross_entropy")
     _check_class_targets("F.cross_entropy", t, x.shape, logp)
-    valid, safe_t = _class_ids(t, c, ignore_index)
+    valid, safe_t = _class_ids(t, c, ignore_index, "F.cross_entropy")
     picked = jnp.take_along_axis(logp, jnp.expand_dims(safe_t, -1), axis=-1, mode="fill")[..., 0]
     wt = jnp.where(valid, 1.0 if w is None else jnp.take(w, safe_t, mode="fill"),
                    0.0).astype(logp.dtype)
