@@ -65,6 +65,6 @@ def device_get(x):
     return tree_util.tree_map(lambda a: _np.asarray(a) if isinstance(a, Array) else a, x)
 
 
-from funcgrad.serialization import load, save  # noqa: E402
+from funcgrad.serialization import CheckpointError, load, save  # noqa: E402
 from funcgrad.nn.init import manual_seed  # noqa: E402
 from funcgrad import nn, optim  # noqa: E402,F401

@@ -1,8 +1,12 @@
 """Global switches: ``funcgrad.config.update("enable_x64", True)``.
 
 64-bit types are off by default (as in JAX): Python floats and NumPy float64 inputs become
-float32. Set the environment variable ``FUNCGRAD_ENABLE_X64=1`` or call
+float32, and an explicitly requested 64-bit dtype (``jnp.zeros(2, dtype=jnp.float64)``) warns
+that it is narrowed. Set the environment variable ``FUNCGRAD_ENABLE_X64=1`` or call
 ``funcgrad.config.update("enable_x64", True)`` before creating arrays to keep 64-bit types.
+
+JAX's option names are accepted as aliases (``config.update("jax_enable_x64", True)``), so
+code ported from JAX keeps its configuration lines.
 
 Example:
     >>> funcgrad.config.update("enable_x64", True)
@@ -26,9 +30,23 @@ class Config:
         "cpu_devices": lambda: int(os.environ.get("FUNCGRAD_CPU_DEVICES", "1")),
         "platform": lambda: os.environ.get("FUNCGRAD_PLATFORM", "").lower() or None,
         "debug_nans": lambda: os.environ.get("FUNCGRAD_DEBUG_NANS", "0").lower() in _TRUE,
+        # run-time checks in compiled code (out-of-range ids in nn.Embedding, class targets)
+        "debug_checks": lambda: os.environ.get("FUNCGRAD_DEBUG_CHECKS", "0").lower() in _TRUE,
         # precision of float32 matrix products and convolutions on GPU/TPU (lax/precision.py)
         "default_matmul_precision":
             lambda: os.environ.get("FUNCGRAD_DEFAULT_MATMUL_PRECISION", "") or None,
+    }
+
+    # JAX's option names and how their values translate (jax_platforms is a priority list).
+    _jax_aliases = {
+        "jax_enable_x64": ("enable_x64", bool),
+        "jax_debug_nans": ("debug_nans", bool),
+        "jax_default_matmul_precision": ("default_matmul_precision", None),
+        "jax_platforms": ("platform", lambda v: (str(v).split(",")[0].strip().lower() or None)
+                          if v else None),
+        "jax_platform_name": ("platform", lambda v: str(v).lower() if v else None),
+        "jax_num_cpu_devices": ("cpu_devices", int),
+        "x64_enabled": ("enable_x64", None),     # read-only in JAX, an attribute there
     }
 
     def __init__(self):
@@ -37,24 +55,42 @@ class Config:
         self._validators = {}
 
     def __getattr__(self, name):
-        try:
-            return self.__dict__["_values"][name]
-        except KeyError:
-            raise AttributeError(f"funcgrad.config has no option {name!r}; "
-                                 f"options: {sorted(self._defaults)}") from None
+        values = self.__dict__["_values"]
+        if name in values:
+            return values[name]
+        if name in self._jax_aliases:
+            return values[self._jax_aliases[name][0]]
+        raise AttributeError(f"funcgrad.config has no option {name!r}; "
+                             f"options: {sorted(self._defaults)}")
+
+    def _resolve(self, name, value):
+        """funcgrad's option name and value for ``name`` (which may be JAX's spelling)."""
+        if name in self._defaults:
+            return name, value
+        if name in self._jax_aliases and name != "x64_enabled":
+            target, convert = self._jax_aliases[name]
+            return target, (convert(value) if convert is not None and value is not None
+                            else value)
+        accepted = sorted(k for k in self._jax_aliases if k != "x64_enabled")
+        if name.startswith("jax_"):
+            raise ValueError(f"funcgrad.config.update: JAX option {name!r} has no funcgrad "
+                             f"counterpart; JAX names accepted: {accepted}; funcgrad options: "
+                             f"{sorted(self._defaults)}")
+        raise ValueError(f"funcgrad.config.update: unknown option {name!r}; "
+                         f"options: {sorted(self._defaults)} (or JAX's names {accepted})")
 
     def update(self, name, value):
-        """Set option ``name`` to ``value``.
+        """Set option ``name`` (funcgrad's name, or JAX's: ``"jax_enable_x64"``) to ``value``.
 
         Example:
             >>> funcgrad.config.update("debug_nans", True)
             >>> funcgrad.config.debug_nans
             True
-            >>> funcgrad.config.update("debug_nans", False)
+            >>> funcgrad.config.update("jax_debug_nans", False)   # JAX's name, the same switch
+            >>> funcgrad.config.debug_nans
+            False
         """
-        if name not in self._defaults:
-            raise ValueError(f"funcgrad.config.update: unknown option {name!r}; "
-                             f"options: {sorted(self._defaults)}")
+        name, value = self._resolve(name, value)
         if name in self._validators:
             self._validators[name](value)
         self._values[name] = value
@@ -70,6 +106,7 @@ class Config:
             ...     funcgrad.numpy.ones(2).dtype
             dtype('float64')
         """
+        name = self._jax_aliases[name][0] if name in self._jax_aliases else name
         old = getattr(self, name)
         self.update(name, value)
         try:

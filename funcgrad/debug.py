@@ -14,6 +14,8 @@ Example:
 import builtins
 import functools
 
+import numpy as np
+
 from funcgrad.lax.callbacks import debug_callback
 
 
@@ -47,3 +49,47 @@ def print(fmt, *args, file=None, flush=False, **kwargs):  # noqa: A001 (jax.debu
         raise TypeError(f"funcgrad.debug.print: the format must be a str, got "
                         f"{type(fmt).__name__}")
     debug_callback(functools.partial(_format_and_print, fmt, file, flush), *args, **kwargs)
+
+
+def _out_of_range(ids, size, ignore):
+    """The first id outside ``[0, size)`` (and not ``ignore``), or None."""
+    ids = np.asarray(ids)
+    bad = (ids < 0) | (ids >= size)
+    if ignore is not None:
+        bad &= ids != ignore
+    if not bad.any():
+        return None
+    return ids[bad].flat[0].item()
+
+
+def _raise_out_of_range(ids, size, where, what, ignore, of):
+    bad = _out_of_range(ids, size, ignore)
+    if bad is not None:
+        extra = f", or {ignore} to ignore" if ignore is not None else ""
+        raise IndexError(f"{where}: {what} {bad} is out of range for {of or f'size {size}'} "
+                         f"(valid: 0..{size - 1}{extra})")
+
+
+def check_ids(ids, size, where, what="index", ignore=None, of=None):
+    """Raise ``IndexError`` if an integer id is outside ``[0, size)`` (ids equal to ``ignore``
+    pass), as PyTorch's embedding and losses do. ``of`` names the size in the message.
+
+    Concrete ids are checked now. Traced ids (inside ``jit``/``vmap``) are checked when the
+    compiled code runs only if ``funcgrad.config.debug_checks`` is on (a host callback: slower,
+    for debugging); otherwise they are not checked, and the callers document what an
+    out-of-range id gives there (NaN rows and losses, never another row's values).
+
+    Example:
+        >>> funcgrad.debug.check_ids(jnp.array([1, 9]), 5, "Embedding(5, 3)")
+        IndexError: Embedding(5, 3): index 9 is out of range for size 5 (valid: 0..4)
+        >>> with funcgrad.config.override("debug_checks", True):
+        ...     funcgrad.jit(lambda i: funcgrad.debug.check_ids(i, 5, "f") or i)(jnp.array([7]))
+        IndexError: f: index 7 is out of range for size 5 (valid: 0..4)
+    """
+    from funcgrad.core.interpreters import Tracer
+    from funcgrad.config import config
+    if not isinstance(ids, Tracer):
+        _raise_out_of_range(ids, size, where, what, ignore, of)
+    elif config.debug_checks:
+        debug_callback(functools.partial(_raise_out_of_range, size=size, where=where,
+                                         what=what, ignore=ignore, of=of), ids)

@@ -202,7 +202,7 @@ def bits(key, shape=(), dtype=None):
     dtype = np.dtype(dtype or _U32)
     if dtype.kind != "u":
         raise TypeError(f"random.bits: dtype must be unsigned, got {dtype}")
-    dtype = dtypes.canonicalize(dtype)
+    dtype = dtypes.check_user_dtype(dtype, "random.bits")
     n = _size(shape)
     if dtype.itemsize == 8:
         words = _raw_bits(key, 2 * n)
@@ -224,7 +224,8 @@ _MANTISSA = {np.dtype(np.float64): (np.uint64, 52, 0x3FF0000000000000),
 
 
 def _float_dtype(name, dtype):
-    dtype = dtypes.canonicalize(dtype if dtype is not None else dtypes.default_float())
+    dtype = dtypes.check_user_dtype(dtype if dtype is not None else dtypes.default_float(),
+                                    f"random.{name}")
     if not dtypes.is_float(dtype):
         raise TypeError(f"random.{name}: dtype must be a float dtype, got {dtype}")
     return dtype
@@ -410,7 +411,7 @@ def randint(key, shape, minval, maxval, dtype=None):
     """
     _check_key("randint", key)
     shape = _shape("randint", shape)
-    dtype = dtypes.canonicalize(dtype or dtypes.default_int())
+    dtype = dtypes.check_user_dtype(dtype or dtypes.default_int(), "random.randint")
     if not dtypes.is_integer(dtype):
         raise TypeError(f"random.randint: dtype must be an integer dtype, got {dtype}")
     info = np.iinfo(dtype)
@@ -479,7 +480,7 @@ def permutation(key, x, axis=0, independent=False):
     _check_key("permutation", key)
     if isinstance(x, (int, np.integer)):
         n = int(x)
-        return jnp.take(jnp.arange(n), _random_order(key, n))
+        return jnp.take(jnp.arange(n), _random_order(key, n), mode="clip")
     x = jnp.asarray(x)
     xa = aval_of(x)
     if xa.ndim == 0:
@@ -488,16 +489,16 @@ def permutation(key, x, axis=0, independent=False):
     if independent:
         keys = bits(key, xa.shape)
         order = lax.argsort(keys, dimension=axis)
-        return jnp.take_along_axis(x, order, axis=axis)
-    return jnp.take(x, _random_order(key, xa.shape[axis]), axis=axis)
+        return jnp.take_along_axis(x, order, axis=axis, mode="clip")
+    return jnp.take(x, _random_order(key, xa.shape[axis]), axis=axis, mode="clip")
 
 
 def _random_order(key, n):
     # Sort by two rounds of 32-bit keys (ties among n items are then vanishingly rare).
     k1, k2 = split(key)
     order = lax.argsort(bits(k1, (n,)))
-    b2 = jnp.take(bits(k2, (n,)), order)
-    return jnp.take(order, lax.argsort(b2))
+    b2 = jnp.take(bits(k2, (n,)), order, mode="clip")
+    return jnp.take(order, lax.argsort(b2), mode="clip")
 
 
 def choice(key, a, shape=(), replace=True, p=None, axis=0):
@@ -549,13 +550,13 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0):
     idx = jnp.reshape(idx, shape)
     if arr is None:
         return idx
-    return jnp.take(arr, jnp.reshape(idx, (-1,)), axis=axis).reshape(
+    return jnp.take(arr, jnp.reshape(idx, (-1,)), axis=axis, mode="clip").reshape(
         aval_of(arr).shape[:axis] + shape + aval_of(arr).shape[axis + 1:])
 
 
 def rademacher(key, shape=(), dtype=None):
     """-1 or +1 with equal probability. Example: ``random.rademacher(key, (4,))``."""
-    dtype = dtypes.canonicalize(dtype or dtypes.default_int())
+    dtype = dtypes.check_user_dtype(dtype or dtypes.default_int(), "random.rademacher")
     b = bernoulli(key, 0.5, _shape("rademacher", shape))
     return (2 * b.astype(dtype) - 1).astype(dtype)
 
@@ -568,7 +569,7 @@ def poisson(key, lam, shape=None, dtype=None):
         >>> random.poisson(key, 3.0, (5,))
     """
     _check_key("poisson", key)
-    dtype = dtypes.canonicalize(dtype or dtypes.default_int())
+    dtype = dtypes.check_user_dtype(dtype or dtypes.default_int(), "random.poisson")
     ft = dtypes.default_float()
     lam = jnp.asarray(lam, ft)
     shape = _shape("poisson", aval_of(lam).shape if shape is None else shape)
@@ -750,7 +751,7 @@ def _gamma_impl(key, a, shape, ct):
     safe_v3 = jnp.where(v3 > 0, v3, 1.0)
     accept = (v3 > 0) & (jnp.log(u) < 0.5 * z * z + d - d * safe_v3 + d * jnp.log(safe_v3))
     first = jnp.argmax(accept, axis=0)
-    chosen = jnp.take_along_axis(safe_v3, first[None], axis=0)[0]
+    chosen = jnp.take_along_axis(safe_v3, first[None], axis=0, mode="clip")[0]
     sample = d * chosen
     ub = _open_uniform(k_boost, shape, ct)
     boost = jnp.where(boost_needed, jnp.exp(jnp.log(ub) / jnp.where(boost_needed, a, 1.0)),

@@ -22,42 +22,28 @@ Example:
     >>> model.load_state_dict(sd)
     <All keys matched successfully>
 """
+import errno
 import json
+import mmap
 import os
 import struct
 import tempfile
 
 import numpy as np
 
-_DTYPES = {
-    "F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64,
-    "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "U16": np.uint16,
-    "U32": np.uint32, "U64": np.uint64, "BOOL": np.bool_, "C64": np.complex64,
-}
-_MAX_HEADER = 100 * 1024 * 1024
+from funcgrad import numpy as jnp
+from funcgrad.checkpoint_header import CheckpointError, code_of, read_header
+from funcgrad.config import config
+from funcgrad.lowering.array import device_put
 
-
-def _bf16():
-    import ml_dtypes
-    return np.dtype(ml_dtypes.bfloat16)
+_MAX_TREE_DEPTH = 200
 
 
 def _code_of(dtype):
-    dtype = np.dtype(dtype)
-    if dtype == _bf16():
-        return "BF16"
-    for code, dt in _DTYPES.items():
-        if np.dtype(dt) == dtype:
-            return code
-    raise TypeError(f"funcgrad.save: dtype {dtype} has no safetensors code")
-
-
-def _dtype_of(code):
-    if code == "BF16":
-        return _bf16()
-    if code not in _DTYPES:
-        raise ValueError(f"funcgrad.load: unsupported safetensors dtype {code!r}")
-    return np.dtype(_DTYPES[code])
+    code = code_of(dtype)
+    if code is None:
+        raise TypeError(f"funcgrad.save: dtype {np.dtype(dtype)} has no safetensors code")
+    return code
 
 
 def _is_array(x):
@@ -97,16 +83,50 @@ def _encode_tree(obj, path, tensors):
                     f"only arrays, dicts, lists, tuples, numbers, strings and None")
 
 
-def _decode_tree(node, tensors):
-    if "t" in node:
-        return tensors[node["t"]]
-    if "d" in node:
-        return {k: _decode_tree(v, tensors) for k, v in node["d"]}
-    if "l" in node:
-        return [_decode_tree(v, tensors) for v in node["l"]]
-    if "u" in node:
-        return tuple(_decode_tree(v, tensors) for v in node["u"])
-    return node["v"]
+def _decode_tree(node, tensors, path, depth=0):
+    """Rebuild the structure ``_encode_tree`` recorded, checking every node (the metadata
+    comes from the file, so it may be anything)."""
+    def bad(what):
+        return CheckpointError(f"funcgrad.load: {path}: the funcgrad.tree metadata {what}")
+    if depth > _MAX_TREE_DEPTH:
+        raise bad(f"nests deeper than {_MAX_TREE_DEPTH} levels")
+    if not isinstance(node, dict) or len(node) != 1:
+        raise bad(f"has a malformed node {json.dumps(node)[:100]}")
+    (kind, value), = node.items()
+    if kind == "t":
+        if not isinstance(value, str) or value not in tensors:
+            raise bad(f"names a tensor {value!r} that the file does not hold")
+        return tensors[value]
+    if kind == "d" and isinstance(value, list):
+        out = {}
+        for item in value:
+            if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], (str, int))
+                    and not isinstance(item[0], bool)):
+                raise bad(f"has a malformed dict entry {json.dumps(item)[:100]}")
+            out[item[0]] = _decode_tree(item[1], tensors, path, depth + 1)
+        return out
+    if kind in ("l", "u") and isinstance(value, list):
+        items = [_decode_tree(v, tensors, path, depth + 1) for v in value]
+        return items if kind == "l" else tuple(items)
+    if kind == "v" and (value is None or isinstance(value, (bool, int, float, str))):
+        return value
+    raise bad(f"has a malformed node {json.dumps(node)[:100]}")
+
+
+def _open_for_writing(path):
+    """A temporary file beside ``path`` (for the atomic replace); errors name ``path``."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(errno.ENOENT, f"funcgrad.save: cannot save {path}: the "
+                                f"directory {directory} does not exist", path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, f"funcgrad.save: cannot save {path}: it is a "
+                                f"directory", path)
+    try:
+        return tempfile.mkstemp(prefix=".tmp-", suffix=".safetensors", dir=directory)
+    except OSError as e:
+        raise type(e)(e.errno, f"funcgrad.save: cannot save {path}: cannot create a file in "
+                      f"{directory} ({e.strerror})", path) from e
 
 
 def save(obj, path, metadata=None):
@@ -145,8 +165,7 @@ def save(obj, path, metadata=None):
     hbytes = json.dumps(header, separators=(",", ":")).encode("utf-8")
     hbytes += b" " * (-len(hbytes) % 8)
     path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".safetensors", dir=directory)
+    fd, tmp = _open_for_writing(path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(struct.pack("<Q", len(hbytes)))
@@ -159,11 +178,14 @@ def save(obj, path, metadata=None):
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(e, OSError) and e.errno is not None:
+            raise type(e)(e.errno, f"funcgrad.save: cannot save {path} ({e.strerror}); any "
+                          f"previous file there is unchanged", path) from e
         raise
 
 
@@ -171,46 +193,51 @@ def load(path, as_numpy=False, device=None):
     """Load a safetensors file: a dict of arrays (funcgrad arrays, or NumPy with ``as_numpy``),
     or the nested structure ``save`` recorded.
 
+    The header is checked before any data is read (``funcgrad.checkpoint_header``): a
+    malformed or hostile file raises ``funcgrad.CheckpointError`` naming the file and the
+    problem. The data is memory-mapped, so loading allocates only the arrays themselves.
+
     Example:
         >>> funcgrad.save({"layer": {"b": jnp.zeros(2)}}, "nested.safetensors")
         >>> funcgrad.load("nested.safetensors")
         {'layer': {'b': Array([0., 0.], dtype=float32)}}
     """
+    path = os.fspath(path)
     with open(path, "rb") as f:
-        raw = f.read(8)
-        if len(raw) != 8:
-            raise ValueError(f"funcgrad.load: {path} is too short to be a safetensors file")
-        (n,) = struct.unpack("<Q", raw)
-        if n > _MAX_HEADER:
-            raise ValueError(f"funcgrad.load: {path}: header length {n} is implausible; not a "
-                             f"safetensors file?")
-        try:
-            header = json.loads(f.read(n).decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ValueError(f"funcgrad.load: {path}: invalid safetensors header ({e})") from None
-        data = f.read()
-    meta = header.pop("__metadata__", None) or {}
+        entries, meta, data_start = read_header(f, path)
+        host = {}
+        if entries and entries[-1].end > 0:
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                for e in entries:
+                    count = e.end - e.start
+                    stored = e.dtype.newbyteorder("<") if e.dtype.itemsize > 1 else e.dtype
+                    view = np.frombuffer(mm, dtype=stored, count=count // e.dtype.itemsize,
+                                         offset=data_start + e.start)
+                    host[e.name] = view.astype(e.dtype).reshape(e.shape)   # a copy
+                    del view
+        for e in entries:
+            if e.name not in host:
+                host[e.name] = np.zeros(e.shape, e.dtype)
     tensors = {}
-    for k, info in header.items():
-        dt = _dtype_of(info["dtype"])
-        start, end = info["data_offsets"]
-        shape = tuple(info["shape"])
-        count = int(np.prod(shape, dtype=np.int64))
-        if end - start != count * dt.itemsize or end > len(data):
-            raise ValueError(f"funcgrad.load: {path}: tensor {k!r} has inconsistent offsets "
-                             f"{start}..{end} for shape {shape} {dt}")
-        arr = np.frombuffer(data, dtype=dt.newbyteorder("<"), count=count,
-                            offset=start).reshape(shape).astype(dt)
+    for e in entries:
+        arr = host[e.name]
         if not as_numpy:
-            import funcgrad
+            dt = e.dtype
             if dt == np.float64 or dt == np.int64 or dt == np.uint64 or dt == np.complex128:
-                if not funcgrad.config.enable_x64:
+                if not config.enable_x64:
                     arr = arr.astype({"f": np.float32, "i": np.int32, "u": np.uint32,
                                       "c": np.complex64}[dt.kind])
-            arr = funcgrad.device_put(arr, device) if device is not None else \
-                funcgrad.numpy.asarray(arr)
-        tensors[k] = arr
+            arr = device_put(arr, device) if device is not None else jnp.asarray(arr)
+        tensors[e.name] = arr
     tree = meta.get("funcgrad.tree")
     if tree is not None:
-        return _decode_tree(json.loads(tree), tensors)
+        try:
+            structure = json.loads(tree)
+        except json.JSONDecodeError as e:
+            raise CheckpointError(f"funcgrad.load: {path}: the funcgrad.tree metadata is not "
+                                  f"valid JSON ({e})") from None
+        except RecursionError:
+            raise CheckpointError(f"funcgrad.load: {path}: the funcgrad.tree metadata nests "
+                                  f"too deeply") from None
+        return _decode_tree(structure, tensors, path)
     return tensors

@@ -41,6 +41,26 @@ def canonicalize(dtype):
     return dtype
 
 
+def check_user_dtype(dtype, fname):
+    """``canonicalize(dtype)`` for a dtype the user asked for by name in ``fname``, warning (as
+    JAX does) when a 64-bit type is narrowed because x64 is off. Python's ``int``, ``float``
+    and ``complex`` mean the default types and never warn.
+
+    Example:
+        >>> dtypes.check_user_dtype(np.float64, "zeros")     # float32 and a warning, x64 off
+    """
+    out = canonicalize(dtype)
+    if out.itemsize != np.dtype(dtype).itemsize and not (
+            isinstance(dtype, type) and dtype in (bool, int, float, complex)):
+        import warnings
+        warnings.warn(f"funcgrad.{fname}: dtype {np.dtype(dtype)} was requested but 64-bit "
+                      f"types are off, so {out} is used instead. Enable them before creating "
+                      f"arrays with funcgrad.config.update('enable_x64', True) (JAX's name "
+                      f"'jax_enable_x64' works too) or FUNCGRAD_ENABLE_X64=1.",
+                      UserWarning, stacklevel=3)
+    return out
+
+
 def default_int():
     return int64 if config.enable_x64 else int32
 

@@ -23,6 +23,8 @@ Example:
     >>> f(jnp.arange(3.0))
     Array([0.       , 1.682942 , 1.8185949], dtype=float32)
 """
+import threading
+
 import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
@@ -41,6 +43,30 @@ python_callback_p.effectful = lambda params: params["host_fn"].effect
 
 VMAP_METHODS = ("sequential", "expand_dims", "broadcast_all")
 
+# Exceptions raised by callbacks inside compiled code: XLA reports them as a runtime error
+# whose text holds the traceback; the dispatchers re-raise the original (reraise_host_error).
+_host_errors = []
+_host_errors_lock = threading.Lock()
+
+
+def reraise_host_error(runtime_error):
+    """Raise the exception a host callback raised, if ``runtime_error`` (from executing a
+    compiled program) reports one; otherwise return. The original is chained to it.
+
+    Example:
+        >>> except Exception as exc:
+        ...     callbacks.reraise_host_error(exc); raise
+    """
+    with _host_errors_lock:
+        if not _host_errors:
+            return
+        pending = _host_errors[:]
+        _host_errors.clear()
+    text = str(runtime_error)
+    for err in reversed(pending):
+        if f"{type(err).__name__}: {err}" in text:
+            raise err from runtime_error
+
 
 class _HostFunction:
     """A flat-argument Python function with what the primitive needs to know about it. Equal
@@ -54,7 +80,13 @@ class _HostFunction:
 
     def __call__(self, *arrays):
         """Run on NumPy arrays; returns the results as NumPy arrays of the declared avals."""
-        outs = self.fn(*arrays)
+        try:
+            outs = self.fn(*arrays)
+        except Exception as err:
+            with _host_errors_lock:
+                del _host_errors[:-7]           # keep only the latest few
+                _host_errors.append(err)
+            raise
         if self.effect:
             return ()
         outs = list(outs)

@@ -387,7 +387,11 @@ def integer_pow(x, y):
     Example:
         >>> lax.integer_pow(x, 3)
     """
-    return integer_pow_p.bind(x, y=int(y))
+    y = int(y)
+    if y < 0 and not dtypes.is_inexact(aval_of(x).dtype):
+        raise TypeError(f"lax.integer_pow: integers cannot be raised to a negative power, got "
+                        f"{aval_of(x).str_short()} ** {y}; convert the base to a float first")
+    return integer_pow_p.bind(x, y=y)
 
 
 def square(x):

@@ -307,9 +307,12 @@ def put_numpy(x, device, aval=None):
             aval = ShapedArray(arr.shape, dtypes.canonicalize(arr.dtype), False)
     host = _as_numpy(x, storage_dtype(aval.dtype))
     if host.dtype in _WIDE:
-        backend.keep_64bit_transfers()
-    buf = _jax.batched_device_put(_BufferAval(aval), sharding_for(device), [host], [device],
-                                  True, False)
+        with backend.wide_transfers():
+            buf = _jax.batched_device_put(_BufferAval(aval), sharding_for(device), [host],
+                                          [device], True, False)
+    else:
+        buf = _jax.batched_device_put(_BufferAval(aval), sharding_for(device), [host], [device],
+                                      True, False)
     return Array(aval, buf)
 
 

@@ -11,6 +11,8 @@ Example:
     >>> backend.default_backend()
     'cpu'
 """
+import contextlib
+import sys
 import threading
 
 from jaxlib import _jax
@@ -25,23 +27,46 @@ _failed = {}
 _x64_transfer_state = None
 
 
+def _jax_x64_flag():
+    """JAX's own x64 flag object when JAX has been imported in this process, else None.
+
+    funcgrad never imports JAX; it only looks for the module a user (or a library) loaded.
+    """
+    module = sys.modules.get("jax._src.config")
+    return getattr(module, "enable_x64", None) if module is not None else None
+
+
 def _set_x64_state_once():
-    # The C++ runtime needs this flag set before any transfer. funcgrad canonicalizes dtypes in
-    # Python, so the runtime is told to keep whatever 64-bit types it is given.
+    # The C++ runtime needs an x64 flag object installed before any transfer. The slot is
+    # process-wide and shared with JAX, whose jit reads it for dtype canonicalization and its
+    # cache keys: when JAX is loaded its own flag stays installed (JAX installs it again at
+    # import if funcgrad came first), so JAX keeps behaving as its config says.
     global _x64_transfer_state
     if _x64_transfer_state is None:
         _x64_transfer_state = _jax.config.Config("funcgrad_enable_x64", True,
                                                  include_in_jit_key=True)
-    _jax.jax_jit.set_enable_x64_state(_x64_transfer_state)
+    if _jax_x64_flag() is None:
+        _jax.jax_jit.set_enable_x64_state(_x64_transfer_state)
 
 
-def keep_64bit_transfers():
-    """Re-assert the runtime's 64-bit transfer flag before a 64-bit host-to-device copy.
+@contextlib.contextmanager
+def wide_transfers():
+    """Let the runtime keep 64-bit types during a host-to-device copy, then restore its flag.
 
-    The flag is process state that another library in the same process (JAX, when a benchmark
-    imports it) may switch off; without it float64 data would silently arrive as float32.
+    funcgrad canonicalizes dtypes in Python, so a 64-bit buffer it copies must arrive as such
+    even when JAX, in the same process, runs with x64 off: JAX's flag is switched on for this
+    thread only (as ``jax.enable_x64`` does) and switched back afterwards.
     """
-    _jax.jax_jit.set_enable_x64_state(_x64_transfer_state)
+    jax_flag = _jax_x64_flag()
+    if jax_flag is None:
+        _set_x64_state_once()
+        yield
+        return
+    previous = jax_flag.swap_local(True)
+    try:
+        yield
+    finally:
+        jax_flag.set_local(previous)
 
 
 def register_cuda_custom_call(name, handler, api_version=1):

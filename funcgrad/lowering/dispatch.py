@@ -27,6 +27,7 @@ from funcgrad.core.interpreters import _current as _current_var
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.core.values import aval_of
+from funcgrad.lax.callbacks import reraise_host_error
 from funcgrad.lowering import backend, mlir
 from funcgrad.config import config
 from funcgrad.lowering import array as _array_mod
@@ -477,7 +478,9 @@ def _write_back(writeback, outs):
 
 
 def _raise_if_deleted(name, args, exc):
-    """Turn the runtime's error for a deleted (donated) input into one that says so."""
+    """Turn the runtime's error for a deleted (donated) input into one that says so, and one
+    reporting a failed host callback (a ``debug_checks`` check) into the callback's error."""
+    reraise_host_error(exc)
     for i, a in enumerate(args):
         if type(a) is Array and a._buf.is_deleted():
             raise RuntimeError(f"jit({name}): argument leaf {i} ({a.aval.str_short()}) was "
@@ -485,13 +488,13 @@ def _raise_if_deleted(name, args, exc):
                                f"explicitly); pass a live array") from exc
 
 
-# Traces depend on global switches (64-bit types, the default matmul precision): drop every
-# cached trace when they change.
+# Traces depend on global switches (64-bit types, the default matmul precision, run-time
+# checks): drop every cached trace when they change.
 _all_jitted = weakref.WeakSet()
 
 
 def _forget_traces(name, value):
-    if name in ("enable_x64", "default_matmul_precision"):
+    if name in ("enable_x64", "default_matmul_precision", "debug_checks"):
         for f in list(_all_jitted):
             f.clear_cache()
 

@@ -10,6 +10,7 @@ from funcgrad.core.interpreters import Interpreter, Tracer
 from funcgrad.core.jaxpr import ClosedJaxpr, Eqn, Jaxpr, Var
 from funcgrad.core.primitive import out_avals
 from funcgrad.core.values import aval_of
+from funcgrad.lax.callbacks import reraise_host_error
 from funcgrad.lowering import backend
 from funcgrad.lowering.array import Array, device_put, put_numpy, sharding_for
 from funcgrad.lowering.executable import compile_closed_jaxpr
@@ -137,6 +138,7 @@ def _run(prim, params, bufs, avals, keys, sharding, args):
     try:
         outs = exe.loaded.execute_sharded(bufs).consume_with_handlers(exe._handlers)
     except Exception as exc:
+        reraise_host_error(exc)
         for i, a in enumerate(args):
             if type(a) is Array and a._buf.is_deleted():
                 raise RuntimeError(f"{prim.name}: operand {i} ({a.aval.str_short()}) was "

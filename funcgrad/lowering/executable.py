@@ -9,6 +9,7 @@ import numpy as np
 from jaxlib import _jax
 from jaxlib import xla_client as xc
 
+from funcgrad.lax.callbacks import reraise_host_error
 from funcgrad.lowering import backend, mlir, platforms
 from funcgrad.lowering.array import Array, _BufferAval, put_numpy, sharding_for
 
@@ -37,12 +38,16 @@ class Executable:
 
     def execute_buffers(self, bufs):
         """Run on device buffers; returns the output buffers (asynchronously computed)."""
-        return self.loaded.execute_sharded(bufs).consume_with_handlers(self._handlers)
+        try:
+            return self.loaded.execute_sharded(bufs).consume_with_handlers(self._handlers)
+        except Exception as exc:
+            reraise_host_error(exc)
+            raise
 
     def __call__(self, args):
         """Run on Arrays / NumPy values / scalars; returns a list of Arrays."""
         bufs = [to_buffer(a, self.device, aval) for a, aval in zip(args, self.in_avals)]
-        outs = self.loaded.execute_sharded(bufs).consume_with_handlers(self._handlers)
+        outs = self.execute_buffers(bufs)
         return [Array(a, b) for a, b in zip(self.out_avals, outs)]
 
     def cost_analysis(self):

@@ -1,4 +1,6 @@
 """``Embedding``: a lookup table of ``num_embeddings`` rows, initialized N(0, 1) as PyTorch."""
+import funcgrad.numpy as jnp
+from funcgrad import debug
 from funcgrad.nn import functional as F
 from funcgrad.nn import init
 from funcgrad.nn.module import Module, Parameter, host_zeros
@@ -39,7 +41,11 @@ class Embedding(Module):
         return cls(n, d, padding_idx=padding_idx, _weight=embeddings, _freeze=freeze)
 
     def forward(self, idx):
-        return F.embedding(idx, self.weight, self.padding_idx)
+        idx = jnp.asarray(idx)
+        F._check_ids_dtype(type(self).__name__, idx)
+        debug.check_ids(idx, self.num_embeddings, f"{type(self).__name__}({self.extra_repr()})",
+                        of=f"num_embeddings={self.num_embeddings}")
+        return F.embedding_rows(idx, self.weight, self.padding_idx)
 
     def extra_repr(self):
         s = f"{self.num_embeddings}, {self.embedding_dim}"

@@ -21,13 +21,15 @@ while JAX's ``funcgrad.nn.gelu`` defaults to the tanh approximation (``approxima
     >>> F.gelu(x, approximate="tanh"), funcgrad.nn.gelu(x)                  # tanh form
     (Array([-0.15880796,  0.345714  ], dtype=float32), Array([-0.15880796,  0.345714  ], dtype=float32))
 """
+import functools
+import inspect
 import math
 import warnings
 
 import numpy as np
 
 import funcgrad.numpy as jnp
-from funcgrad import lax
+from funcgrad import debug, lax
 from funcgrad.core.interpreters import Tracer
 from funcgrad.nn import jax_functions as _fn
 from funcgrad.nn.jax_functions import (elu, hard_tanh as hardtanh, log_sigmoid,  # noqa
@@ -1018,6 +1020,10 @@ def feature_alpha_dropout(input, p=0.5, training=False, inplace=False, key=None)
 def embedding(input, weight, padding_idx=None, max_norm=None):
     """Rows of ``weight`` at integer ``input``; rows at ``padding_idx`` get no gradient.
 
+    An id outside ``[0, num_embeddings)`` raises ``IndexError`` (as PyTorch) when the ids are
+    concrete; under ``jit``/``vmap`` it is checked at run time with
+    ``config.update("debug_checks", True)`` and otherwise gives a row of NaN.
+
     Example:
         >>> table = jnp.arange(12.0).reshape(4, 3)
         >>> F.embedding(jnp.array([1, 3]), table)
@@ -1025,11 +1031,25 @@ def embedding(input, weight, padding_idx=None, max_norm=None):
                [ 9., 10., 11.]], dtype=float32)
     """
     idx = jnp.asarray(input)
+    _check_ids_dtype("F.embedding", idx)
+    debug.check_ids(idx, weight.shape[0], "F.embedding",
+                    of=f"a table of {weight.shape[0]} rows")
+    return embedding_rows(idx, weight, padding_idx)
+
+
+def _check_ids_dtype(where, idx):
     if not jnp.issubdtype(idx.dtype, jnp.integer):
-        raise TypeError(f"F.embedding: indices must be integers, got {idx.dtype}")
-    out = jnp.take(weight, idx, axis=0)
+        raise TypeError(f"{where}: indices must be integers, got {idx.dtype}")
+
+
+def embedding_rows(idx, weight, padding_idx=None):
+    """``F.embedding`` without the range check: an out-of-range id (negative too) gives NaN."""
+    n = weight.shape[0]
+    if jnp.issubdtype(idx.dtype, jnp.signedinteger):
+        idx = jnp.where(idx < 0, n, idx)       # negative ids are out of range, as in PyTorch
+    out = jnp.take(weight, idx, axis=0, mode="fill")
     if padding_idx is not None:
-        pad = padding_idx % weight.shape[0]
+        pad = padding_idx % n
         mask = jnp.expand_dims(idx == pad, -1)
         out = jnp.where(mask, lax.stop_gradient(out), out)
     return out
@@ -1100,6 +1120,19 @@ def _check_class_targets(name, t, input_shape, logp):
         raise TypeError(f"{name}: class-index targets must be integers, got {t.dtype}")
 
 
+def _class_ids(t, c, ignore_index, fname):
+    """(mask of counted targets, gather indices): ignored targets read class 0 and count
+    nothing; out-of-range ones (negative too) gather NaN, so the loss is NaN, never another
+    class's value. Traced targets are range-checked at run time with ``debug_checks`` on."""
+    if isinstance(t, Tracer):          # concrete targets were checked by _with_target_check
+        debug.check_ids(t, c, fname, what="target", ignore=ignore_index, of=f"{c} classes")
+    valid = t != ignore_index
+    safe_t = jnp.where(valid, t, 0)
+    if jnp.issubdtype(safe_t.dtype, jnp.signedinteger):
+        safe_t = jnp.where(safe_t < 0, c, safe_t)
+    return valid, safe_t
+
+
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     """Negative log-likelihood of log-probabilities ``input`` (N, C, ...) at class ``target``.
 
@@ -1114,11 +1147,10 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     t = jnp.asarray(target)
     _check_class_targets("F.nll_loss", t, jnp.shape(input), logp)
     c = logp.shape[-1]
-    valid = t != ignore_index
-    safe_t = jnp.where(valid, t, 0)
-    picked = jnp.take_along_axis(logp, jnp.expand_dims(safe_t, -1), axis=-1)[..., 0]
+    valid, safe_t = _class_ids(t, c, ignore_index, "F.nll_loss")
+    picked = jnp.take_along_axis(logp, jnp.expand_dims(safe_t, -1), axis=-1, mode="fill")[..., 0]
     w = jnp.ones((c,), logp.dtype) if weight is None else jnp.asarray(weight, logp.dtype)
-    wt = jnp.where(valid, jnp.take(w, safe_t), 0.0)
+    wt = jnp.where(valid, jnp.take(w, safe_t, mode="fill"), 0.0)
     loss = -picked * wt
     if reduction == "mean":
         return jnp.sum(loss) / jnp.sum(wt)
@@ -1162,10 +1194,10 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
             return jnp.sum(loss) / (loss.size if loss.ndim else 1)
         return _reduce(loss, reduction, "F.cross_entropy")
     _check_class_targets("F.cross_entropy", t, x.shape, logp)
-    valid = t != ignore_index
-    safe_t = jnp.where(valid, t, 0)
-    picked = jnp.take_along_axis(logp, jnp.expand_dims(safe_t, -1), axis=-1)[..., 0]
-    wt = jnp.where(valid, 1.0 if w is None else jnp.take(w, safe_t), 0.0).astype(logp.dtype)
+    valid, safe_t = _class_ids(t, c, ignore_index, "F.cross_entropy")
+    picked = jnp.take_along_axis(logp, jnp.expand_dims(safe_t, -1), axis=-1, mode="fill")[..., 0]
+    wt = jnp.where(valid, 1.0 if w is None else jnp.take(w, safe_t, mode="fill"),
+                   0.0).astype(logp.dtype)
     nll = -picked * wt
     if eps > 0:
         smooth = -jnp.sum(logp * (1.0 if w is None else w), axis=-1)
@@ -1495,7 +1527,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     safe = jnp.where(valid, t, 0)
     hot = _fn.one_hot(safe, c, dtype="int32") * valid[..., None].astype("int32")
     is_target = jnp.sum(hot, axis=1) > 0                                  # (N, C)
-    picked = jnp.take_along_axis(x, safe, axis=1)                         # (N, J)
+    picked = jnp.take_along_axis(x, safe, axis=1, mode="clip")             # (N, J)
     z = 1 - picked[:, :, None] + x[:, None, :]                            # (N, J, C)
     use = valid[:, :, None] & ~is_target[:, None, :] & (z > 0)
     loss = jnp.sum(jnp.where(use, z, jnp.zeros((), z.dtype)), axis=(1, 2)) / c
@@ -1625,10 +1657,11 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         scale = _interp_index_scale(n_in, n_out, bool(align_corners), f)
         dst = np.arange(n_out, dtype=np.float64)
         if mode == "nearest":
-            x = jnp.take(x, np.minimum(np.floor(dst * scale), n_in - 1).astype(np.int32), ax)
+            x = jnp.take(x, np.minimum(np.floor(dst * scale), n_in - 1).astype(np.int32), ax,
+                         mode="clip")
         elif mode == "nearest-exact":
             x = jnp.take(x, np.minimum(np.floor((dst + 0.5) * scale), n_in - 1)
-                         .astype(np.int32), ax)
+                         .astype(np.int32), ax, mode="clip")
         else:
             src = dst * scale if align_corners else np.maximum(scale * (dst + 0.5) - 0.5, 0.0)
             i0 = np.minimum(np.floor(src), n_in - 1).astype(np.int32)
@@ -1637,7 +1670,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             shape = [1] * x.ndim
             shape[ax] = n_out
             w = jnp.asarray(w.reshape(shape))
-            x = jnp.take(x, i0, ax) * (1 - w) + jnp.take(x, i1, ax) * w
+            x = jnp.take(x, i0, ax, mode="clip") * (1 - w) + jnp.take(x, i1, ax, mode="clip") * w
     return x
 
 
@@ -1739,3 +1772,29 @@ _EAGER_STATIC = {
 }
 
 jit_when_eager_in(globals(), _EAGER_STATIC)
+
+
+def _with_target_check(fname, fn):
+    """``fn`` (a loss taking class-index targets) that first range-checks concrete integer
+    targets, raising ``IndexError`` as PyTorch does; the eager path compiles ``fn``, where the
+    targets are no longer concrete, so the check runs before it."""
+    sig = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        t, x = bound.arguments["target"], bound.arguments["input"]
+        if not isinstance(t, Tracer):
+            dt = t.dtype if hasattr(t, "dtype") else np.asarray(t).dtype
+            shape = jnp.shape(x)
+            if jnp.issubdtype(dt, jnp.integer) and shape:
+                c = shape[1] if len(shape) > 1 else shape[0]
+                debug.check_ids(t, c, fname, what="target",
+                                ignore=bound.arguments["ignore_index"], of=f"{c} classes")
+        return fn(*args, **kwargs)
+    return checked
+
+
+nll_loss = _with_target_check("F.nll_loss", nll_loss)
+cross_entropy = _with_target_check("F.cross_entropy", cross_entropy)

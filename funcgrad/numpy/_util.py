@@ -18,8 +18,9 @@ def check_arraylike(fname, *args):
                             f"{type(a).__name__} is not an array")
 
 
-def canonical_dtype(dtype):
-    return dtypes.canonicalize(dtype) if dtype is not None else None
+def canonical_dtype(dtype, fname="numpy"):
+    """The stored dtype for a user's ``dtype=`` argument of ``fname`` (warns when narrowed)."""
+    return dtypes.check_user_dtype(dtype, fname) if dtype is not None else None
 
 
 def shape_of(x):

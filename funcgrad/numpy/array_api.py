@@ -91,7 +91,7 @@ def astype(x, dtype, /, *, copy=True, device=None):
     check_arraylike("astype", x)
     x = promote_dtypes(x)[0]
     src = aval_of(x).dtype
-    dst = canonical_dtype(dtype)
+    dst = canonical_dtype(dtype, "numpy.astype")
     if dst == src and not (isinstance(x, Value) and aval_of(x).weak_type):
         from funcgrad.numpy.creation import asarray
         out = asarray(x)

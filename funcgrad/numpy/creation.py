@@ -43,7 +43,7 @@ def array(object, dtype=None, copy=True, ndmin=0):
         Array([[1, 2],
                [3, 4]], dtype=int32)
     """
-    dtype = canonical_dtype(dtype)
+    dtype = canonical_dtype(dtype, "numpy.array")
     if isinstance(object, Value):
         out = object if dtype is None else lax.convert_element_type(object, dtype)
         if aval_of(out).weak_type:
@@ -86,7 +86,8 @@ def asarray(a, dtype=None, copy=None):
         >>> jnp.asarray(np.arange(3)).dtype
         dtype('int32')
     """
-    if isinstance(a, Value) and (dtype is None or aval_of(a).dtype == canonical_dtype(dtype)):
+    dtype = canonical_dtype(dtype, "numpy.asarray")
+    if isinstance(a, Value) and (dtype is None or aval_of(a).dtype == dtype):
         return a
     return array(a, dtype=dtype)
 
@@ -101,19 +102,19 @@ def full(shape, fill_value, dtype=None):
     shape = _shape_tuple("full", shape)
     if dtype is None:
         dtype = dtypes.result_type(fill_value)
-    fill = lax.convert_element_type(fill_value, canonical_dtype(dtype))
+    fill = lax.convert_element_type(fill_value, canonical_dtype(dtype, "numpy.full"))
     from funcgrad.numpy._util import broadcast_to_shape
     return broadcast_to_shape(fill, shape) if aval_of(fill).shape else lax.broadcast(fill, shape)
 
 
 def zeros(shape, dtype=None):
     """Zeros of ``shape`` (float32 by default). Example: ``jnp.zeros((2, 3))``."""
-    return full(shape, 0, dtype or dtypes.default_float())
+    return full(shape, 0, canonical_dtype(dtype, "numpy.zeros") or dtypes.default_float())
 
 
 def ones(shape, dtype=None):
     """Ones of ``shape``. Example: ``jnp.ones(3)``."""
-    return full(shape, 1, dtype or dtypes.default_float())
+    return full(shape, 1, canonical_dtype(dtype, "numpy.ones") or dtypes.default_float())
 
 
 def empty(shape, dtype=None):
@@ -162,7 +163,7 @@ def arange(start, stop=None, step=None, dtype=None):
         if dtype is None:
             dtype = dtypes.result_type(start)
         n = builtins.max(int(math.ceil(start)), 0)
-        return lax.iota(canonical_dtype(dtype), n)
+        return lax.iota(canonical_dtype(dtype, "numpy.arange"), n)
     host = np.arange(start, stop, step if step is not None else 1)
     if dtype is None:
         dtype = dtypes.result_type(*[v for v in (start, stop, step) if v is not None])
@@ -178,7 +179,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     """
     from funcgrad.numpy import ufuncs
     num = int(num)
-    dt = canonical_dtype(dtype) or dtypes.result_type(start, stop, 1.0)
+    dt = canonical_dtype(dtype, "numpy.linspace") or dtypes.result_type(start, stop, 1.0)
     start_a = lax.convert_element_type(start, dtypes.default_float() if not
                                        dtypes.is_inexact(dt) else dt)
     stop_a = lax.convert_element_type(stop, aval_of(start_a).dtype)
@@ -224,7 +225,7 @@ def eye(N, M=None, k=0, dtype=None):
                [0., 1.]], dtype=float32)
     """
     M = N if M is None else M
-    dtype = canonical_dtype(dtype) or dtypes.default_float()
+    dtype = canonical_dtype(dtype, "numpy.eye") or dtypes.default_float()
     rows = lax.broadcasted_iota(dtypes.int32, (N, M), 0)
     cols = lax.broadcasted_iota(dtypes.int32, (N, M), 1)
     mask = lax.eq(lax.add(rows, np.int32(k)), cols)
@@ -242,7 +243,7 @@ def tri(N, M=None, k=0, dtype=None):
     rows = lax.broadcasted_iota(dtypes.int32, (N, M), 0)
     cols = lax.broadcasted_iota(dtypes.int32, (N, M), 1)
     return lax.convert_element_type(lax.ge(lax.add(rows, np.int32(k)), cols),
-                                    canonical_dtype(dtype) or dtypes.default_float())
+                                    canonical_dtype(dtype, "numpy.tri") or dtypes.default_float())
 
 
 def tril(m, k=0):

@@ -501,7 +501,7 @@ def compress(condition, a, axis=None, *, size=None, fill_value=0, out=None):
             raise ValueError(f"funcgrad.numpy.compress: condition has true entries beyond "
                              f"axis {axis} of length {n}")
         idx = np.flatnonzero(c[:n]).astype(np.int32)
-        return take(a, _asarray(idx), axis=axis)
+        return take(a, _asarray(idx), axis=axis, mode="clip")
     from funcgrad.numpy.searching import nonzero
     cond = lax.slice(cond, [0], [builtins.min(n, aval_of(cond).shape[0])])
     (idx,) = nonzero(cond, size=size, fill_value=n)
@@ -686,7 +686,7 @@ def delete(arr, obj, axis=None, *, assume_unique_indices=False):
             raise IndexError(f"funcgrad.numpy.delete: index out of bounds for axis {axis} with "
                              f"size {n}")
         keep[idx % n if n else idx] = False
-    return take(arr, _asarray(np.flatnonzero(keep).astype(np.int32)), axis=axis)
+    return take(arr, _asarray(np.flatnonzero(keep).astype(np.int32)), axis=axis, mode="clip")
 
 
 def insert(arr, obj, values, axis=None):
@@ -740,7 +740,7 @@ def insert(arr, obj, values, axis=None):
     from funcgrad.numpy.shape_ops import concatenate
     from funcgrad.numpy.indexing import take
     both = concatenate([moved, v], axis=0)
-    out = take(both, _asarray(src.astype(np.int32)), axis=0)
+    out = take(both, _asarray(src.astype(np.int32)), axis=0, mode="clip")
     return moveaxis(out, 0, axis)
 
 

@@ -196,8 +196,33 @@ def _normalize_negative(idx, n):
 
 
 # --- take / take_along_axis ------------------------------------------------------------------
+_TAKE_MODES = (None, "fill", "clip", "promise_in_bounds", "wrap")
+
+
+def _take_mode(fname, mode, idx, n):
+    """The gather mode for ``take``'s ``mode`` (JAX's default: "fill") and the indices to use
+    ("wrap" reduces them modulo ``n``)."""
+    if mode not in _TAKE_MODES:
+        raise ValueError(f"funcgrad.numpy.{fname}: mode must be 'fill' (the default: "
+                         f"out-of-bounds positions give fill_value, NaN for floats), 'clip', "
+                         f"'wrap' or 'promise_in_bounds', got {mode!r}")
+    if mode == "wrap":
+        dt = aval_of(idx).dtype
+        shape = aval_of(idx).shape
+        size = lax.full(shape, builtins.max(n, 1), dt)
+        r = lax.rem(idx, size)
+        r = lax.select(lax.lt(r, lax.full(shape, 0, dt)), lax.add(r, size), r)
+        return "clip", r
+    return ("fill" if mode in (None, "fill") else "clip"), _normalize_negative(idx, n)
+
+
 def take(a, indices, axis=None, mode=None, fill_value=None):
     """Elements of ``a`` at ``indices`` along ``axis`` (of the flattened array when None).
+
+    Out-of-bounds indices follow ``mode``, as JAX's ``take``: "fill" (the default) gives
+    ``fill_value`` there (NaN for inexact types, the minimum of signed and the maximum of
+    unsigned integers, True for bool), "clip" clamps, "wrap" wraps around. Negative indices
+    count from the end once (-n..-1).
 
     Example:
         >>> jnp.take(jnp.array([10, 20, 30]), jnp.array([2, 0]))
@@ -210,7 +235,7 @@ def take(a, indices, axis=None, mode=None, fill_value=None):
         axis = 0
     av = aval_of(a)
     axis = canonicalize_axis("take", axis, av.ndim)
-    idx = _normalize_negative(_as_index_array(indices), av.shape[axis])
+    gather_mode, idx = _take_mode("take", mode, _as_index_array(indices), av.shape[axis])
     idx = lax.convert_element_type(idx, dtypes.int32)
     ishape = aval_of(idx).shape
     dnums = lax.GatherDimensionNumbers(
@@ -219,11 +244,13 @@ def take(a, indices, axis=None, mode=None, fill_value=None):
         collapsed_slice_dims=(axis,), start_index_map=(axis,))
     slice_sizes = [1 if d == axis else s for d, s in enumerate(av.shape)]
     return lax.gather(a, lax.expand_dims(idx, (len(ishape),)), dnums, slice_sizes,
-                      mode="fill" if mode == "fill" else "clip", fill_value=fill_value)
+                      mode=gather_mode, fill_value=fill_value)
 
 
 def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
     """Pick values along ``axis`` with an index array of the same rank (as ``np.take_along_axis``).
+
+    Out-of-bounds indices follow ``mode`` as in :func:`take` ("fill" by default, as JAX).
 
     Example:
         >>> x = jnp.array([[3, 1, 2], [0, 5, 4]])
@@ -246,8 +273,8 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
                          f"the rank of arr {av.str_short()}")
     shape = tuple(builtins.max(a, b) if i != axis else b
                   for i, (a, b) in enumerate(zip(av.shape, iav.shape)))
-    idx = broadcast_to_shape(lax.convert_element_type(
-        _normalize_negative(idx, av.shape[axis]), dtypes.int32), shape)
+    gather_mode, idx = _take_mode("take_along_axis", mode, idx, av.shape[axis])
+    idx = broadcast_to_shape(lax.convert_element_type(idx, dtypes.int32), shape)
     parts = []
     for d in range(av.ndim):
         if d == axis:
@@ -261,7 +288,7 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
     dnums = lax.GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=tuple(range(av.ndim)),
                                        start_index_map=tuple(range(av.ndim)))
     return lax.gather(arr, full_idx, dnums, (1,) * av.ndim,
-                      mode="fill" if mode == "fill" else "clip", fill_value=fill_value)
+                      mode=gather_mode, fill_value=fill_value)
 
 
 # --- x.at[idx] ------------------------------------------------------------------------------
@@ -414,7 +441,7 @@ def gather_with_mode(x, idx, mode=None, fill_value=None):
     if av.size == 0:
         vals = lax.full(pshape, 0, av.dtype)
     else:
-        vals = take(flat, safe)
+        vals = take(flat, safe, mode="clip")
     fill = _default_fill(av.dtype) if fill_value is None else fill_value
     return lax.select(valid, vals, lax.full(pshape, fill, av.dtype))
 

@@ -556,7 +556,7 @@ def _correlate_full(a, v, precision):
     k = n + m - 1
     idx = np.arange(k)[:, None] + np.arange(m)[None, :]
     from funcgrad.numpy.indexing import take
-    windows = take(apad, idx.astype(np.int32), axis=0)
+    windows = take(apad, idx.astype(np.int32), axis=0, mode="clip")
     return matmul(windows, v, precision=precision)
 
 
@@ -648,7 +648,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
         xp = uf.remainder(xp, period)
         order = argsort(xp)
         from funcgrad.numpy.indexing import take
-        xp, fp = take(xp, order), take(fp, order)
+        xp, fp = take(xp, order, mode="clip"), take(fp, order, mode="clip")
         from funcgrad.numpy.shape_ops import concatenate
         xp = concatenate([lax.sub(lax.slice(xp, [aval_of(xp).shape[0] - 1],
                                             [aval_of(xp).shape[0]]), period), xp,
@@ -663,8 +663,8 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     if n == 1:
         out = broadcast_to_shape(lax.reshape(fp, ()), aval_of(x).shape)
     else:
-        x0, x1 = take(xp, lax.sub(i, _c(1, np.int32))), take(xp, i)
-        f0, f1 = take(fp, lax.sub(i, _c(1, np.int32))), take(fp, i)
+        x0, x1 = take(xp, lax.sub(i, _c(1, np.int32)), mode="clip"), take(xp, i, mode="clip")
+        f0, f1 = take(fp, lax.sub(i, _c(1, np.int32)), mode="clip"), take(fp, i, mode="clip")
         dx = lax.sub(x1, x0)
         t = uf.divide(lax.sub(x, x0), dx)
         out = uf.add(f0, uf.multiply(t, uf.subtract(f1, f0)))

@@ -3,6 +3,7 @@
 import numpy as np
 
 from funcgrad import lax
+from funcgrad.core import dtypes
 from funcgrad.core.interpreters import Value
 from funcgrad.numpy import creation, indexing, products, reductions, shape_ops, ufuncs
 
@@ -36,7 +37,7 @@ def _transpose(self, *axes):
 
 
 def _astype(self, dtype, copy=False):
-    return lax.convert_element_type(self, dtype)
+    return lax.convert_element_type(self, dtypes.check_user_dtype(dtype, "Array.astype"))
 
 
 def _matrix_transpose(self):

@@ -34,7 +34,7 @@ def _reduction(name, lax_fn, identity_kind, result, upcast_small_ints=False, boo
                              f"immutable); use the return value")
         a = promote_dtypes(a)[0]
         av = aval_of(a)
-        dt = canonical_dtype(dtype)
+        dt = canonical_dtype(dtype, f"numpy.{name}")
         if dt is None and (bool_to_int and av.dtype == dtypes.bool_ or upcast_small_ints and
                            dtypes.is_integer(av.dtype) and av.dtype.itemsize < 4):
             dt = dtypes.default_int() if not dtypes.is_unsigned(av.dtype) else dtypes.default_uint()
@@ -109,7 +109,7 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     check_arraylike("mean", a)
     a = promote_dtypes(a)[0]
     av = aval_of(a)
-    dt = canonical_dtype(dtype) or (av.dtype if dtypes.is_inexact(av.dtype)
+    dt = canonical_dtype(dtype, "numpy.mean") or (av.dtype if dtypes.is_inexact(av.dtype)
                                     else dtypes.default_float())
     a = lax.convert_element_type(a, dt) if av.dtype != dt else a
     axes = canonicalize_axes("mean", axis, av.ndim)
@@ -192,7 +192,7 @@ def _cumulative(name, lax_fn, upcast, result):
             a = lax.reshape(a, (av.size,))
             axis = 0
         ax = canonicalize_axis(name, axis, aval_of(a).ndim)
-        dt = canonical_dtype(dtype)
+        dt = canonical_dtype(dtype, f"numpy.{name}")
         if dt is None and upcast and (av.dtype == dtypes.bool_ or (
                 dtypes.is_integer(av.dtype) and av.dtype.itemsize < 4)):
             dt = dtypes.default_uint() if dtypes.is_unsigned(av.dtype) else dtypes.default_int()

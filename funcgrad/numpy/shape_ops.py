@@ -415,7 +415,7 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None):
                          f"axis {ax} of size {av.shape[ax]}")
     index = np.repeat(np.arange(av.shape[ax]), reps)
     from funcgrad.numpy.indexing import take
-    return take(a, asarray(index.astype(np.int32)), axis=ax)
+    return take(a, asarray(index.astype(np.int32)), axis=ax, mode="clip")
 
 
 def roll(a, shift, axis=None):
@@ -487,12 +487,12 @@ def pad(array, pad_width, mode="constant", constant_values=0):
         elif mode == "wrap":
             idx = np.arange(-lo, n + hi) % n
             from funcgrad.numpy.indexing import take
-            out = take(out, asarray(idx.astype(np.int32)), axis=ax)
+            out = take(out, asarray(idx.astype(np.int32)), axis=ax, mode="clip")
             continue
         elif mode in ("reflect", "symmetric"):
             idx = np.pad(np.arange(n), (lo, hi), mode=mode)
             from funcgrad.numpy.indexing import take
-            out = take(out, asarray(idx.astype(np.int32)), axis=ax)
+            out = take(out, asarray(idx.astype(np.int32)), axis=ax, mode="clip")
             continue
         else:
             raise ValueError(f"funcgrad.numpy.pad: unsupported mode {mode!r}")

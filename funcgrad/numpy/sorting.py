@@ -55,7 +55,7 @@ def sort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
     if descending:
         idx = lax.argsort(a, axis, is_stable=True, descending=True)
         from funcgrad.numpy.indexing import take_along_axis
-        return take_along_axis(a, idx, axis)
+        return take_along_axis(a, idx, axis, mode="clip")
     return lax.sort(a, dimension=axis, is_stable=True)
 
 
@@ -177,7 +177,7 @@ def searchsorted(a, v, side="left", sorter=None, *, method="scan"):
                          f"{aval_of(a).str_short()}")
     if sorter is not None:
         from funcgrad.numpy.indexing import take
-        a = take(a, _asarray(sorter))
+        a = take(a, _asarray(sorter), mode="clip")
     a, v = promote_dtypes(a, v)
     dt = aval_of(a).dtype
     n = aval_of(a).shape[0]
@@ -194,7 +194,7 @@ def searchsorted(a, v, side="left", sorter=None, *, method="scan"):
         mid = lax.div(lax.add(lo, hi), np.asarray(2, idt))
         safe = lax.min(mid, np.asarray(n - 1, idt))
         from funcgrad.numpy.indexing import take
-        am = take(a, safe)
+        am = take(a, safe, mode="clip")
         # go right while a[mid] < v (left) or a[mid] <= v (right)
         go_right = _less(am, v, dt) if side == "left" else lax.bitwise_not(_less(v, am, dt))
         go_right = lax.bitwise_and(go_right, lax.lt(lo, hi))
@@ -358,7 +358,7 @@ def _quantile(fname, a, q, axis, method, keepdims, ignore_nan):
     def at(p):
         i = lax.convert_element_type(p, dtypes.default_int())
         i = lax.expand_dims(i, (len(keep_shape) + 1,))
-        return lax.squeeze(take_along_axis(sb, i, -1), (len(keep_shape) + 1,))
+        return lax.squeeze(take_along_axis(sb, i, -1, mode="clip"), (len(keep_shape) + 1,))
 
     v_lo, v_hi = at(lo), at(hi)
     if method == "midpoint":

@@ -176,6 +176,10 @@ def right_shift(x1, x2, /):
 def power(x1, x2, /):
     """Elementwise ``x ** y``; a static integer exponent uses repeated multiplication.
 
+    An integer base with a static negative integer exponent raises ``TypeError`` (as JAX); with
+    an integer exponent array, a negative exponent gives the truncated reciprocal: ``1`` for a
+    base of 1, ``+-1`` for -1, ``0`` otherwise (``0`` for a base of 0 too).
+
     Example:
         >>> jnp.power(jnp.array([2.0, 3.0]), 2)
         Array([4., 9.], dtype=float32)
@@ -183,7 +187,12 @@ def power(x1, x2, /):
     check_arraylike("power", x1, x2)
     if isinstance(x2, int) and not isinstance(x2, bool):
         x = promote_dtypes(x1)[0]
-        if x2 >= 0 or dtypes.is_inexact(aval_of(x).dtype):
+        dt = aval_of(x).dtype
+        if x2 < 0 and not dtypes.is_inexact(dt):
+            raise TypeError(f"funcgrad.numpy.power: integers cannot be raised to a negative "
+                            f"power, got {aval_of(x).str_short()} ** {x2}; convert the base "
+                            f"to a float first (x.astype(float) ** {x2})")
+        if dt != dtypes.bool_:
             return lax.integer_pow(x, x2)
     return _power(x1, x2)
 
@@ -200,16 +209,25 @@ def _power(x1, x2, /):
 
 
 def _integer_power(x, y):
-    # Square-and-multiply over the bits of y (y < 0 gives 0 except for x == +-1, as NumPy).
+    # Square-and-multiply over the bits of y; a negative y gives the truncated reciprocal.
     dt = aval_of(x).dtype
-    acc = lax.full(aval_of(x).shape, 1, dt)
+    shape = aval_of(x).shape
+    acc = lax.full(shape, 1, dt)
     base, exp = x, y
     for _ in range(dt.itemsize * 8):
         bit = lax.ne(lax.bitwise_and(exp, np.ones((), dt)), np.zeros((), dt))
         acc = lax.select(bit, lax.mul(acc, base), acc)
         base = lax.mul(base, base)
         exp = lax.shift_right_logical(exp, np.ones((), dt))
-    return acc
+    if dtypes.is_unsigned(dt):
+        return acc
+    one, zero = lax.full(shape, 1, dt), lax.full(shape, 0, dt)
+    odd = lax.ne(lax.bitwise_and(y, one), zero)
+    minus_one = lax.neg(one)
+    reciprocal = lax.select(lax.eq(x, one), one,
+                            lax.select(lax.eq(x, minus_one),
+                                       lax.select(odd, minus_one, one), zero))
+    return lax.select(lax.lt(y, zero), reciprocal, acc)
 
 
 pow = power
@@ -227,7 +245,8 @@ def float_power(x1, x2, /):
 
 @one_dispatch_when_eager
 def floor_divide(x1, x2, /):
-    """Elementwise ``x // y`` (rounding towards -inf, as NumPy).
+    """Elementwise ``x // y`` (rounding towards -inf, as NumPy). An integer division by zero
+    gives what JAX gives: -1 for a zero dividend, -2 otherwise (the maximum for unsigned types).
 
     Example:
         >>> jnp.floor_divide(jnp.array([-7, 7]), 2)
@@ -237,12 +256,13 @@ def floor_divide(x1, x2, /):
     a, b = promote_and_broadcast("floor_divide", x1, x2)
     dt = aval_of(a).dtype
     if dtypes.is_integer(dt):
+        # As JAX: XLA's quotient (-1, or the maximum of an unsigned type, for a zero divisor),
+        # less one where the signs differ and the division is inexact.
         if dtypes.is_unsigned(dt):
             return lax.div(a, b)
         q = lax.div(a, b)
-        r = lax.rem(a, b)
         zero = np.zeros((), dt)
-        adjust = lax.bitwise_and(lax.ne(r, zero), lax.ne(lax.lt(r, zero), lax.lt(b, zero)))
+        adjust = lax.bitwise_and(lax.ne(lax.rem(a, b), zero), lax.ne(lax.sign(a), lax.sign(b)))
         return lax.select(adjust, lax.sub(q, np.ones((), dt)), q)
     if dt == dtypes.bool_:
         raise TypeError("funcgrad.numpy.floor_divide: not supported for bool")
@@ -251,7 +271,7 @@ def floor_divide(x1, x2, /):
 
 @one_dispatch_when_eager
 def remainder(x1, x2, /):
-    """Elementwise ``x % y`` with the sign of ``y`` (NumPy's mod).
+    """Elementwise ``x % y`` with the sign of ``y`` (NumPy's mod); 0 for an integer ``y`` of 0.
 
     Example:
         >>> jnp.remainder(jnp.array([-7, 7]), 3)
@@ -260,6 +280,7 @@ def remainder(x1, x2, /):
     check_arraylike("remainder", x1, x2)
     a, b = promote_and_broadcast("remainder", x1, x2)
     dt = aval_of(a).dtype
+    b = _nonzero_int_divisor(b)
     r = lax.rem(a, b)
     if dtypes.is_unsigned(dt):
         return r
@@ -280,7 +301,16 @@ mod = remainder
 def fmod(x1, x2, /):
     """Remainder with the sign of ``x`` (C's fmod). Example: ``jnp.fmod(x, 3)``."""
     a, b = promote_and_broadcast("fmod", x1, x2)
-    return lax.rem(a, b)
+    return lax.rem(a, _nonzero_int_divisor(b))
+
+
+def _nonzero_int_divisor(b):
+    # An integer remainder by zero is 0 (as NumPy and JAX): divide by one there instead.
+    dt = aval_of(b).dtype
+    if not dtypes.is_integer(dt):
+        return b
+    shape = aval_of(b).shape
+    return lax.select(lax.eq(b, lax.full(shape, 0, dt)), lax.full(shape, 1, dt), b)
 
 
 def divmod(x1, x2, /):
