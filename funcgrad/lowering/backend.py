@@ -1,20 +1,21 @@
 """PJRT clients and devices: one client per platform, created on first use.
 
 The CPU client is always there (``FUNCGRAD_CPU_DEVICES=N`` or ``config.update("cpu_devices", N)``
-before first use gives N host devices, for testing multi-device code on one machine). A CUDA
-client is made when the CUDA PJRT plugin wheel (``jax-cuda13-plugin``/``jax-cuda12-plugin``) is
-installed; ``FUNCGRAD_PLATFORM=cpu`` or ``config.update("platform", "cpu")`` forces the CPU.
+before first use gives N host devices, for testing multi-device code on one machine). A CUDA or
+TPU client is made from the PJRT plugin wheel (``funcgrad[cuda13]``, ``[cuda12]``, ``[tpu]``;
+``plugins.py`` finds it and checks it against jaxlib); the default backend is the first of tpu,
+cuda, cpu that works. ``FUNCGRAD_PLATFORM=cpu`` or ``config.update("platform", "cpu")`` forces
+the CPU.
 """
-import glob
 import importlib
-import importlib.util
-import os
 import threading
+import warnings
 
 from jaxlib import _jax
 from jaxlib import xla_client as xc
 
 from funcgrad.config import config
+from funcgrad.lowering import plugins
 
 _lock = threading.Lock()
 _clients = {}
@@ -43,36 +44,24 @@ def keep_64bit_transfers():
     _jax.jax_jit.set_enable_x64_state(_x64_transfer_state)
 
 
-def _cuda_plugin_path():
-    for name in ("jax_cuda13_plugin", "jax_cuda12_plugin", "jax_plugins.xla_cuda13",
-                 "jax_plugins.xla_cuda12"):
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is None or not spec.submodule_search_locations:
-            continue
-        for folder in spec.submodule_search_locations:
-            found = glob.glob(os.path.join(folder, "xla_cuda_plugin*.so"))
-            if found:
-                return found[0]
-    return None
-
-
 def _make_client(platform):
     global _cuda_c_api
     if platform == "cpu":
         return xc.make_cpu_client(num_devices=int(config.cpu_devices))
-    if platform in ("cuda", "gpu"):
-        path = _cuda_plugin_path()
-        if path is None:
-            raise RuntimeError("no CUDA PJRT plugin is installed (pip install jax-cuda13-plugin)")
-        if not xc.pjrt_plugin_loaded("cuda"):
-            _cuda_c_api = xc.load_pjrt_plugin_dynamically("cuda", path)
-        if not xc.pjrt_plugin_initialized("cuda"):
-            xc.initialize_pjrt_plugin("cuda")
-        return xc.make_c_api_client("cuda", xc.generate_pjrt_gpu_plugin_options())
-    raise ValueError(f"funcgrad: unknown platform {platform!r} (known: 'cpu', 'cuda')")
+    if platform not in plugins.PLATFORMS:
+        raise ValueError(f"funcgrad: unknown platform {platform!r} (known: 'cpu', 'cuda', 'tpu')")
+    path = plugins.library_path(platform)   # PluginError when missing or mismatched
+    try:
+        if not xc.pjrt_plugin_loaded(platform):
+            api = xc.load_pjrt_plugin_dynamically(platform, path)
+            if platform == "cuda":
+                _cuda_c_api = api
+        if not xc.pjrt_plugin_initialized(platform):
+            xc.initialize_pjrt_plugin(platform)
+    except Exception as exc:
+        raise plugins.load_failure(platform, exc) from exc
+    options = xc.generate_pjrt_gpu_plugin_options() if platform == "cuda" else None
+    return xc.make_c_api_client(platform, options)
 
 
 def register_cuda_custom_call(name, handler, api_version=1):
@@ -103,8 +92,9 @@ def register_cuda_custom_call(name, handler, api_version=1):
 
 
 def get_client(platform=None):
-    """The PJRT client for ``platform`` ('cpu', 'cuda'); the default platform when None."""
+    """The PJRT client for ``platform`` ('cpu', 'cuda', 'tpu'); the default platform when None."""
     platform = platform or default_backend()
+    platform = "cuda" if platform == "gpu" else platform
     client = _clients.get(platform)
     if client is not None:
         return client
@@ -117,17 +107,24 @@ def get_client(platform=None):
         return _clients[platform]
 
 
-def _cuda_available():
-    if "cuda" in _clients:
+def _available(platform):
+    if platform in _clients:
         return True
-    if "cuda" in _failed or _cuda_plugin_path() is None:
+    if platform in _failed or not plugins.installed(platform):
         return False
     try:
-        get_client("cuda")
+        get_client(platform)
         return True
-    except Exception as exc:  # a broken driver or no GPU: fall back to the CPU
-        _failed["cuda"] = exc
+    except Exception as exc:  # no such device, a broken driver: fall back to the CPU
+        _failed[platform] = exc
+        if isinstance(exc, plugins.PluginError):   # installed but mismatched: say so once
+            warnings.warn(f"{exc}; using the CPU", RuntimeWarning, stacklevel=3)
         return False
+
+
+def failures():
+    """Platform -> the exception that made its plugin unusable, for each one tried so far."""
+    return dict(_failed)
 
 
 _default = {}
@@ -154,7 +151,7 @@ def default_backend():
         if forced:
             name = "cuda" if forced == "gpu" else forced
         else:
-            name = "cuda" if _cuda_available() else "cpu"
+            name = next((p for p in ("tpu", "cuda") if _available(p)), "cpu")
         _default["backend"] = name
     return name
 
