@@ -58,5 +58,6 @@ def device_get(tree):
 
 
 from funcgrad.serialization import load, save  # noqa: E402
+from funcgrad.environment import print_environment_info  # noqa: E402
 from funcgrad.nn.init import manual_seed  # noqa: E402
 from funcgrad import nn, optim  # noqa: E402,F401

@@ -122,6 +122,11 @@ def _available(platform):
         return False
 
 
+def started_platforms():
+    """The platforms whose client has been made so far."""
+    return sorted(_clients)
+
+
 def failures():
     """Platform -> the exception that made its plugin unusable, for each one tried so far."""
     return dict(_failed)
