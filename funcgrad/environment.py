@@ -56,7 +56,7 @@ def environment_info():
     """The text :func:`print_environment_info` prints.
 
     Example:
-        >>> "jaxlib:" in funcgrad.environment_info()
+        >>> "jaxlib:" in funcgrad.environment.environment_info()
         True
     """
     import funcgrad
