@@ -1,9 +1,11 @@
 """PJRT clients and devices: one client per platform, created on first use.
 
 The platforms themselves (how to make a client, compile options, kernels) are one file each,
-``lowering/cpu.py`` and ``lowering/cuda.py``, registered in ``lowering/platforms.py``. The
-default backend is the installed platform of highest priority whose client starts (CUDA when
-the plugin wheel is installed and a GPU answers, else the CPU); ``FUNCGRAD_PLATFORM=cpu`` or
+``lowering/cpu.py``, ``lowering/cuda.py`` and ``lowering/tpu.py``, registered in
+``lowering/platforms.py``; the CUDA and TPU plugin wheels (``funcgrad[cuda13]``, ``[cuda12]``,
+``[tpu]``) are found and checked against jaxlib by ``lowering/plugins.py``. The default backend
+is the installed platform of highest priority whose client starts (TPU, then CUDA, then the
+CPU; an installed but mismatched plugin warns and is skipped); ``FUNCGRAD_PLATFORM=cpu`` or
 ``config.update("platform", "cpu")`` forces one.
 
 Example:
@@ -14,11 +16,13 @@ Example:
 import contextlib
 import sys
 import threading
+import warnings
 
 from jaxlib import _jax
 
 from funcgrad.config import config
-from funcgrad.lowering import cpu, cuda, platforms  # noqa: F401  (each registers its platform)
+# each platform file registers its platform on import
+from funcgrad.lowering import cpu, cuda, platforms, plugins, tpu  # noqa: F401
 
 _lock = threading.Lock()
 _clients = {}
@@ -80,7 +84,7 @@ def register_cuda_custom_call(name, handler, api_version=1):
 
 
 def get_client(platform=None):
-    """The PJRT client for ``platform`` ('cpu', 'cuda'); the default platform when None."""
+    """The PJRT client for ``platform`` ('cpu', 'cuda', 'tpu'); the default platform when None."""
     platform = platforms.get(platform).name if platform else default_backend()
     client = _clients.get(platform)
     if client is not None:
@@ -106,7 +110,19 @@ def _usable(platform):
         return True
     except Exception as exc:
         _failed[platform.name] = exc
+        if isinstance(exc, plugins.PluginError):   # installed but mismatched: say so once
+            warnings.warn(f"{exc}; using the CPU", RuntimeWarning, stacklevel=3)
         return False
+
+
+def started_platforms():
+    """The platforms whose client has been made so far."""
+    return sorted(_clients)
+
+
+def failures():
+    """Platform -> the exception that made its plugin unusable, for each one tried so far."""
+    return dict(_failed)
 
 
 _default = {}

@@ -2,7 +2,8 @@
 custom-call registration, the plugin's cuSOLVER kernels for ``lax.linalg``, and the lowering
 rules that differ on NVIDIA GPUs.
 
-The plugin wheel ships the PJRT plugin as a shared library (``xla_cuda_plugin*.so``), an
+The plugin wheel ships the PJRT plugin as a shared library (``xla_cuda_plugin*.so``, found
+and checked against jaxlib by ``lowering/plugins.py``), an
 extension module ``cuda_plugin_extension`` that registers FFI handlers with that plugin, and a
 module ``_solver`` whose ``registrations()`` maps cuSOLVER custom-call target names
 (``cusolver_getrf_ffi``, ``cusolver_syevd_ffi``...) to handlers. A handler must be known to the
@@ -14,10 +15,7 @@ Example:
     >>> cuda.CUDA.is_installed()       # False without the plugin wheel
     False
 """
-import glob
 import importlib
-import importlib.util
-import os
 import threading
 
 import numpy as np
@@ -26,25 +24,9 @@ from jaxlib import xla_client as xc
 from funcgrad.core import dtypes, errors
 from funcgrad.lax import linalg
 from funcgrad.lax.dot import _dot_general_lowering, dot_general_p
-from funcgrad.lowering import platforms
+from funcgrad.lowering import platforms, plugins
 
 PLUGIN_PACKAGES = ("jax_cuda13_plugin", "jax_cuda12_plugin")
-
-
-def plugin_path():
-    """The path of the CUDA PJRT plugin library, or None when no plugin wheel is installed."""
-    for name in PLUGIN_PACKAGES + ("jax_plugins.xla_cuda13", "jax_plugins.xla_cuda12"):
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is None or not spec.submodule_search_locations:
-            continue
-        for folder in spec.submodule_search_locations:
-            found = glob.glob(os.path.join(folder, "xla_cuda_plugin*.so"))
-            if found:
-                return found[0]
-    return None
 
 
 class CudaPlatform(platforms.Platform):
@@ -56,16 +38,17 @@ class CudaPlatform(platforms.Platform):
         self.c_api = None   # the plugin's PJRT_Api capsule, kept for registering custom calls
 
     def is_installed(self):
-        return plugin_path() is not None
+        return bool(plugins.installed("cuda"))
 
     def make_client(self, config):
-        path = plugin_path()
-        if path is None:
-            raise RuntimeError("no CUDA PJRT plugin is installed (pip install jax-cuda13-plugin)")
-        if not xc.pjrt_plugin_loaded("cuda"):
-            self.c_api = xc.load_pjrt_plugin_dynamically("cuda", path)
-        if not xc.pjrt_plugin_initialized("cuda"):
-            xc.initialize_pjrt_plugin("cuda")
+        path = plugins.library_path("cuda")    # PluginError when missing or mismatched
+        try:
+            if not xc.pjrt_plugin_loaded("cuda"):
+                self.c_api = xc.load_pjrt_plugin_dynamically("cuda", path)
+            if not xc.pjrt_plugin_initialized("cuda"):
+                xc.initialize_pjrt_plugin("cuda")
+        except Exception as exc:
+            raise plugins.load_failure("cuda", exc) from exc
         return xc.make_c_api_client("cuda", xc.generate_pjrt_gpu_plugin_options())
 
     def register_custom_call(self, target, handler, api_version=1):

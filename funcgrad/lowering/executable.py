@@ -12,15 +12,7 @@ from jaxlib import xla_client as xc
 from funcgrad.lax.callbacks import reraise_host_error
 from funcgrad.lowering import backend, mlir, platforms
 from funcgrad.lowering.array import Array, _BufferAval, put_numpy, sharding_for
-
-
-def _result_handler(aval, sharding):
-    """A handler that wraps an output buffer of ``aval`` on ``sharding`` without re-checking it
-    per call (jaxlib 0.10 takes ``_skip_checks``; 0.11 dropped the flag and never checks)."""
-    try:
-        return _jax.array_result_handler(aval, sharding, True, _skip_checks=True)
-    except TypeError:
-        return _jax.array_result_handler(aval, sharding, True)
+from funcgrad.lowering.jaxlib_compat import array_result_handler
 
 
 class Executable:
@@ -32,7 +24,7 @@ class Executable:
         self.loaded, self.device = loaded, device
         self.in_avals, self.out_avals = list(in_avals), list(out_avals)
         sharding = sharding_for(device)
-        self._handlers = [_result_handler(_BufferAval(a), sharding) for a in out_avals]
+        self._handlers = [array_result_handler(_BufferAval(a), sharding) for a in out_avals]
         self.text = text
         self.donated = tuple(donated)
 

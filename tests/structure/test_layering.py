@@ -24,7 +24,7 @@ LAYERS = [
     {"lax"},
     {"lowering"},
     {"numpy"},
-    {"transforms", "random", "debug", "serialization", "checkpoint_header"},
+    {"transforms", "random", "debug", "serialization", "checkpoint_header", "environment"},
     {"nn", "data"},
     {"optim"},
     {"demo", "demo_train", "test_util", "__init__"},
