@@ -83,4 +83,5 @@ def test_docstring_examples(module_name, tmp_path, monkeypatch, restore_config):
         test.globs = dict(GLOBALS)  # each docstring starts from the same names
         runner.run(test)
     result = runner.summarize(verbose=False)
-    assert result.failed == 0, f"{result.failed} of {result.attempted} example(s) failed in {module_name}"
+    assert result.failed == 0, (f"{result.failed} of {result.attempted} example(s) failed in "
+                                f"{module_name}")

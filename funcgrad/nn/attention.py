@@ -36,9 +36,9 @@ class MultiheadAttention(Module):
 
     Example:
         >>> mha = nn.MultiheadAttention(8, 2, kdim=4, vdim=6, batch_first=True)
-        >>> out, w = mha(jnp.ones((2, 5, 8)), jnp.ones((2, 7, 4)), jnp.ones((2, 7, 6)))
-        >>> out.shape, w.shape
-        ((2, 5, 8), (2, 5, 7))
+        >>> out, w = mha(jnp.ones((2, 5, 8)), jnp.ones((2, 3, 4)), jnp.ones((2, 3, 6)))
+        >>> out.shape, w.shape          # w: attention weights averaged over heads
+        ((2, 5, 8), (2, 5, 3))
     """
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
@@ -268,8 +268,8 @@ class TransformerEncoderLayer(_TransformerLayer):
 
     Example:
         >>> layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, batch_first=True)
-        >>> layer(jnp.ones((2, 10, 8))).shape
-        (2, 10, 8)
+        >>> layer(jnp.ones((2, 5, 8))).shape
+        (2, 5, 8)
     """
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
@@ -292,8 +292,8 @@ class TransformerDecoderLayer(_TransformerLayer):
 
     Example:
         >>> layer = nn.TransformerDecoderLayer(8, 2, dim_feedforward=16, batch_first=True)
-        >>> layer(jnp.ones((2, 7, 8)), jnp.ones((2, 10, 8))).shape
-        (2, 7, 8)
+        >>> layer(jnp.ones((2, 5, 8)), jnp.ones((2, 5, 8))).shape     # (target, memory)
+        (2, 5, 8)
     """
 
     _cross_attention = True
@@ -322,9 +322,10 @@ class TransformerEncoder(Module):
     ``forward(src, mask=None, src_key_padding_mask=None, is_causal=False)``.
 
     Example:
-        >>> enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16), num_layers=2)
-        >>> len(enc.layers), enc(jnp.ones((10, 2, 8))).shape      # (seq, batch, feature)
-        (2, (10, 2, 8))
+        >>> layer = nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+        >>> enc = nn.TransformerEncoder(layer, num_layers=2)
+        >>> len(enc.layers), enc(jnp.ones((2, 5, 8))).shape
+        (2, (2, 5, 8))
     """
 
     def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True,
@@ -350,9 +351,10 @@ class TransformerDecoder(Module):
     memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False)``.
 
     Example:
-        >>> dec = nn.TransformerDecoder(nn.TransformerDecoderLayer(8, 2, 16), num_layers=2)
-        >>> dec(jnp.ones((7, 2, 8)), jnp.ones((10, 2, 8))).shape
-        (7, 2, 8)
+        >>> layer = nn.TransformerDecoderLayer(8, 2, 16, batch_first=True)
+        >>> dec = nn.TransformerDecoder(layer, num_layers=2)
+        >>> dec(jnp.ones((2, 5, 8)), jnp.ones((2, 5, 8))).shape
+        (2, 5, 8)
     """
 
     def __init__(self, decoder_layer, num_layers, norm=None):
@@ -386,9 +388,9 @@ class Transformer(Module):
     Example:
         >>> model = nn.Transformer(d_model=8, nhead=2, num_encoder_layers=1,
         ...                        num_decoder_layers=1, dim_feedforward=16, batch_first=True)
-        >>> mask = nn.Transformer.generate_square_subsequent_mask(7)
-        >>> model(jnp.ones((2, 10, 8)), jnp.ones((2, 7, 8)), tgt_mask=mask).shape
-        (2, 7, 8)
+        >>> mask = nn.Transformer.generate_square_subsequent_mask(5)
+        >>> model(jnp.ones((2, 5, 8)), jnp.ones((2, 5, 8)), tgt_mask=mask).shape
+        (2, 5, 8)
     """
 
     def __init__(self, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6,

@@ -18,8 +18,10 @@ approximation unless ``approximate=False``, while ``nn.functional.gelu`` and ``n
 exact erf form unless ``approximate="tanh"``:
 
     >>> x = jnp.array([-1.0, 0.5])
-    >>> nn.gelu(x), nn.functional.gelu(x)                   # tanh form vs exact
-    (Array([-0.15880796,  0.345714  ], dtype=float32), Array([-0.15865526,  0.34573123], dtype=float32))
+    >>> nn.gelu(x)                        # tanh form
+    Array([-0.15880796,  0.345714  ], dtype=float32)
+    >>> nn.functional.gelu(x)             # exact
+    Array([-0.15865526,  0.34573123], dtype=float32)
 """
 import functools
 import math

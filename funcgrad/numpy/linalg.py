@@ -129,8 +129,10 @@ def qr(a, mode="reduced"):
     Example:
         >>> a = jnp.array([[3.0, 1.0], [4.0, 2.0]])
         >>> q, r = jnp.linalg.qr(a)
-        >>> bool(jnp.allclose(q @ r, a, atol=1e-5)), bool(jnp.allclose(q.T @ q, jnp.eye(2), atol=1e-5))
-        (True, True)
+        >>> bool(jnp.allclose(q @ r, a, atol=1e-5))
+        True
+        >>> bool(jnp.allclose(q.T @ q, jnp.eye(2), atol=1e-5))
+        True
         >>> jnp.abs(r[0, 0])                   # the norm of the first column
         Array(5., dtype=float32)
     """
