@@ -12,7 +12,7 @@ Example:
     >>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
     >>> grads = funcgrad.grad(lambda m: jnp.sum(m(x) ** 2))(model)
 """
-from funcgrad.nn import functional, init  # noqa: F401
+from funcgrad.nn import functional, init, initializers  # noqa: F401
 from funcgrad.nn.functions import (  # noqa: F401
     celu, elu, gelu, glu, hard_sigmoid, hard_silu, hard_swish, hard_tanh, leaky_relu,
     log_sigmoid, log_softmax, logmeanexp, logsumexp, mish, normalize, one_hot, relu, relu6,
