@@ -1,0 +1,9 @@
+"""funcgrad.scipy.stats: probability distributions as modules of functions (as
+``jax.scipy.stats``): ``norm.logpdf(x, loc, scale)``, ``gamma.cdf(x, a)``, ...
+
+Example:
+    >>> from funcgrad.scipy import stats
+    >>> stats.norm.cdf(jnp.array(1.96))
+"""
+from funcgrad.scipy.stats import (bernoulli, beta, categorical, dirichlet,  # noqa: F401
+                                  gamma, multivariate_normal, norm, poisson, t)
