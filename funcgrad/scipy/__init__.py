@@ -8,4 +8,5 @@ Example:
     >>> import funcgrad.scipy as jsp
     >>> jsp.special.logsumexp(jnp.array([0.0, 0.0]))
 """
-from funcgrad.scipy import fft, integrate, linalg, signal, special, stats  # noqa: F401
+from funcgrad.scipy import (fft, integrate, interpolate, linalg, ndimage,  # noqa: F401
+                            optimize, signal, special, stats)
