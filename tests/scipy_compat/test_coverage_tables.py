@@ -1,6 +1,6 @@
 """The JAX name lists stored in tools/api_coverage.py match an installed jax (checked in a
-subprocess: jax and funcgrad share jaxlib's process state), and docs/api_coverage.md is
-current."""
+subprocess: jax and funcgrad share jaxlib's process state), and docs/api_coverage.md's scipy
+section is current."""
 import json
 import pathlib
 import subprocess
@@ -14,8 +14,10 @@ sys.path.insert(0, str(ROOT / "tools"))
 import api_coverage  # noqa: E402
 
 
-def test_docs_are_current():
-    assert api_coverage.main(["--check"]) == 0, "run python tools/api_coverage.py"
+def test_docs_scipy_section_is_current():
+    doc = api_coverage.OUT.read_text()
+    section = api_coverage.render_against_jax(api_coverage.collect_against_jax())
+    assert section in doc, "docs/api_coverage.md is stale: run python tools/api_coverage.py"
 
 
 def test_tables_count_present_names():
