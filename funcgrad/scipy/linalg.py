@@ -16,10 +16,14 @@ from funcgrad import lax
 from funcgrad.core import dtypes
 from funcgrad.lax import linalg as _la
 from funcgrad.numpy import linalg as _nla
+from funcgrad.scipy._special_matrices import (circulant, companion, dft, hadamard,  # noqa: F401
+                                              hankel, helmert, hilbert, leslie, toeplitz)
 
 __all__ = [
-    "block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "expm", "inv", "lu",
+    "block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion", "det", "dft",
+    "eigh", "expm", "hadamard", "hankel", "helmert", "hilbert", "inv", "leslie", "lu",
     "lu_factor", "lu_solve", "polar", "qr", "schur", "solve", "solve_triangular", "sqrtm", "svd",
+    "toeplitz",
 ]
 
 solve_triangular = _nla.solve_triangular

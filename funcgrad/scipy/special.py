@@ -20,7 +20,7 @@ from funcgrad.nn import log_softmax as _log_softmax, logsumexp, softmax as _soft
 from funcgrad.transforms.custom_derivatives import custom_jvp
 
 __all__ = [
-    "beta", "betainc", "betaln", "digamma", "entr", "erf", "erfc", "erfinv", "expit",
+    "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "digamma", "erfcx", "entr", "erf", "erfc", "erfinv", "expit",
     "factorial", "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn", "i0", "i0e", "i1",
     "i1e", "kl_div", "log_ndtr", "log_softmax", "loggamma", "logit", "logsumexp",
     "multigammaln", "ndtr", "ndtri", "poch", "polygamma", "rel_entr", "softmax", "xlog1py",
@@ -488,3 +488,74 @@ def log_softmax(x, axis=None):
     return _log_softmax(_floats(x), axis=axis)
 
 
+
+
+def comb(N, k, *, exact=False, repetition=False):
+    """The number of combinations of ``N`` things taken ``k`` at a time (0 where ``k > N``,
+    ``k < 0`` or ``N < 0``); with ``repetition``, ``comb(N + k - 1, k)``.
+
+    Example:
+        >>> special.comb(jnp.array(5.0), jnp.array(2.0))      # 10
+    """
+    if exact:
+        raise ValueError("scipy.special.comb: exact=True needs arbitrary-precision integers; "
+                         "funcgrad computes with floats (exact=False)")
+    n, k = jnp.broadcast_arrays(*_floats(N, k))
+    if repetition:
+        n = n + k - 1
+    ok = (k >= 0) & (n >= 0) & (k <= n)
+    safe_n = jnp.where(ok, n, jnp.ones_like(n))
+    safe_k = jnp.where(ok, k, jnp.zeros_like(k))
+    val = jnp.exp(lax.lgamma(safe_n + 1) - lax.lgamma(safe_k + 1)
+                  - lax.lgamma(safe_n - safe_k + 1))
+    return jnp.where(ok, val, 0.0).astype(n.dtype)
+
+
+def boxcox(x, lmbda):
+    """The Box-Cox transform ``(x**lmbda - 1) / lmbda`` (``log(x)`` at ``lmbda == 0``).
+
+    Example:
+        >>> special.boxcox(jnp.array([1.0, 2.0]), 0.5)
+    """
+    x, lmbda = jnp.broadcast_arrays(*_floats(x, lmbda))
+    logx = jnp.log(x)
+    safe = jnp.where(lmbda == 0, jnp.ones_like(lmbda), lmbda)
+    return jnp.where(lmbda == 0, logx, jnp.expm1(safe * logx) / safe)
+
+
+def boxcox1p(x, lmbda):
+    """The Box-Cox transform of ``1 + x``, accurate for small ``x``.
+
+    Example:
+        >>> special.boxcox1p(jnp.array([1e-8, 1.0]), 0.5)
+    """
+    x, lmbda = jnp.broadcast_arrays(*_floats(x, lmbda))
+    logx = jnp.log1p(x)
+    safe = jnp.where(lmbda == 0, jnp.ones_like(lmbda), lmbda)
+    return jnp.where(lmbda == 0, logx, jnp.expm1(safe * logx) / safe)
+
+
+def _erfcx_asymptotic(x):
+    """exp(x^2) erfc(x) for large positive x: 1/(x sqrt(pi)) sum_k (-1)^k (2k-1)!! / (2x^2)^k."""
+    z = 1.0 / (2.0 * x * x)
+    series = jnp.ones_like(x)
+    term = jnp.ones_like(x)
+    for k in range(1, 9):
+        term = term * (-(2 * k - 1)) * z
+        series = series + term
+    return series / (x * math.sqrt(math.pi))
+
+
+def erfcx(x):
+    """The scaled complementary error function ``exp(x**2) * erfc(x)``, finite for large
+    positive ``x`` (an asymptotic series where ``erfc`` would underflow).
+
+    Example:
+        >>> special.erfcx(jnp.array([0.0, 30.0]))
+    """
+    x = _floats(x)
+    switch = 25.0 if x.dtype == np.float64 else 8.0
+    big = jnp.maximum(x, switch)
+    small = jnp.minimum(x, switch)
+    direct = jnp.exp(small * small) * lax.erfc(small)
+    return jnp.where(x > switch, _erfcx_asymptotic(big), direct)

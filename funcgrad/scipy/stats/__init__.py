@@ -5,5 +5,6 @@ Example:
     >>> from funcgrad.scipy import stats
     >>> stats.norm.cdf(jnp.array(1.96))
 """
-from funcgrad.scipy.stats import (bernoulli, beta, categorical, dirichlet,  # noqa: F401
-                                  gamma, multivariate_normal, norm, poisson, t)
+from funcgrad.scipy.stats import (bernoulli, beta, categorical, cauchy, chi2,  # noqa: F401
+                                  dirichlet, expon, gamma, geom, laplace, logistic,
+                                  multivariate_normal, norm, poisson, t, uniform)
