@@ -71,6 +71,13 @@ JAX_SCIPY = {
 JAX_STATS = {
     "bernoulli": "cdf logpmf pmf ppf",
     "beta": "cdf logcdf logpdf logsf pdf sf",
+    "cauchy": "cdf isf logcdf logpdf logsf pdf ppf sf",
+    "chi2": "cdf logcdf logpdf logsf pdf sf",
+    "expon": "cdf logcdf logpdf logsf pdf ppf sf",
+    "geom": "logpmf pmf",
+    "laplace": "cdf logpdf pdf",
+    "logistic": "cdf isf logpdf pdf ppf sf",
+    "uniform": "cdf logpdf pdf ppf",
     "dirichlet": "logpdf pdf",
     "gamma": "cdf logcdf logpdf logsf pdf sf",
     "multivariate_normal": "logpdf pdf",
