@@ -269,10 +269,9 @@ _PADE13 = (64764752532480000.0, 32382376266240000.0, 7771770303897600.0, 1187353
            129060195264000.0, 10559470521600.0, 670442572800.0, 33522128640.0, 1323241920.0,
            40840800.0, 960960.0, 16380.0, 182.0, 1.0)
 _THETA13 = 5.371920351148152
-_MAX_SQUARINGS = {np.dtype(np.float32): 32, np.dtype(np.float64): 48}
 
 
-def _expm_one(a):
+def _expm_one(a, max_squarings):
     b = _PADE13
     n = a.shape[-1]
     ident = jnp.eye(n, dtype=a.dtype)
@@ -280,8 +279,8 @@ def _expm_one(a):
     real_dt = dtypes.real_dtype(a.dtype)
     s = jnp.maximum(0, jnp.ceil(jnp.log2(jnp.maximum(norm, 1e-30) / _THETA13)))
     s = jnp.where(jnp.isfinite(s), s, 0).astype(np.int32)
-    limit = _MAX_SQUARINGS[np.dtype(real_dt)]
-    s = jnp.minimum(s, limit)
+    too_many = s > max_squarings
+    s = jnp.minimum(s, max_squarings)
     a = a / jnp.exp2(s.astype(real_dt)).astype(a.dtype)
     a2 = a @ a
     a4 = a2 @ a2
@@ -292,21 +291,28 @@ def _expm_one(a):
          + b[6] * a6 + b[4] * a4 + b[2] * a2 + b[0] * ident)
     r = _nla.solve(v - u, v + u)
     # square s times; a loop of fixed length keeps the result differentiable
-    return lax.fori_loop(0, limit, lambda i, r: jnp.where(i < s, r @ r, r), r)
+    r = lax.fori_loop(0, max_squarings, lambda i, r: jnp.where(i < s, r @ r, r), r)
+    return jnp.where(too_many, jnp.nan, r).astype(r.dtype)
 
 
 def expm(A, *, upper_triangular=False, max_squarings=16):
-    """The matrix exponential (scaling and squaring with a degree-13 Pade approximant).
+    """The matrix exponential (scaling and squaring with a degree-13 Pade approximant). A
+    matrix whose 1-norm needs more than ``max_squarings`` halvings (norm above about
+    ``5.4 * 2**max_squarings``) gives NaN, as in JAX; ``upper_triangular`` is accepted for
+    JAX compatibility and not used.
 
     Example:
         >>> linalg.expm(jnp.array([[0.0, 1.0], [-1.0, 0.0]]))     # a rotation by 1 radian
     """
     a = _matrix("expm", A)
+    max_squarings = int(max_squarings)
+    if max_squarings < 0:
+        raise ValueError(f"scipy.linalg.expm: max_squarings must be >= 0, got {max_squarings}")
     if a.ndim == 2:
-        return _expm_one(a)
+        return _expm_one(a, max_squarings)
     from funcgrad import vmap
     flat = jnp.reshape(a, (-1,) + a.shape[-2:])
-    return jnp.reshape(vmap(_expm_one)(flat), a.shape)
+    return jnp.reshape(vmap(lambda m: _expm_one(m, max_squarings))(flat), a.shape)
 
 
 def sqrtm(A, blocksize=1):

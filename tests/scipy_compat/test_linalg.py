@@ -83,6 +83,9 @@ def test_expm(x64):
     g = funcgrad.grad(lambda t: jnp.sum(L.expm(t * A)))(1.0)
     np.testing.assert_allclose(float(g), np.sum(A @ sl.expm(A)), rtol=1e-9)
     assert L.expm(A.astype(np.float32)).dtype == np.float32
+    big = np.array([[0.0, 1e6], [-1e6, 0.0]])
+    assert np.isnan(np.asarray(L.expm(big))).all()          # needs 18 squarings > 16
+    np.testing.assert_allclose(_np(L.expm(big, max_squarings=24)), sl.expm(big), atol=1e-6)
 
 
 def test_sqrtm(x64, on_cpu):
