@@ -19,6 +19,9 @@ CASES = [
     ("logistic", ["logpdf", "pdf", "cdf", "sf"], X, (0.3, 1.4)),
     ("cauchy", ["logpdf", "pdf", "cdf", "sf", "logcdf", "logsf"], X, (0.3, 1.4)),
     ("chi2", ["logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"], np.abs(X) + 0.1, (3.5,)),
+    ("pareto", ["logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"], X, (2.5, -1.0, 1.5)),
+    ("gumbel_r", ["logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"], X, (0.3, 1.4)),
+    ("gumbel_l", ["logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"], X, (0.3, 1.4)),
 ]
 
 
@@ -33,7 +36,8 @@ def test_distributions_match_scipy(x64, dist, fns, x, args):
 def test_quantiles_and_geom(x64):
     q = np.array([0.01, 0.3, 0.5, 0.99])
     for dist, args in (("uniform", (1.0, 2.0)), ("expon", (0.5, 2.0)), ("logistic", (0.5, 2.0)),
-                       ("cauchy", (0.5, 2.0))):
+                       ("cauchy", (0.5, 2.0)), ("pareto", (2.5, 0.0, 1.5)),
+                       ("gumbel_r", (0.5, 2.0)), ("gumbel_l", (0.5, 2.0))):
         np.testing.assert_allclose(np.asarray(getattr(stats, dist).ppf(q, *args)),
                                    getattr(st, dist).ppf(q, *args), rtol=1e-10, err_msg=dist)
     for dist in ("logistic", "cauchy"):
@@ -43,6 +47,12 @@ def test_quantiles_and_geom(x64):
     for fn in ("logpmf", "pmf", "cdf"):
         np.testing.assert_allclose(np.asarray(getattr(stats.geom, fn)(k, 0.35)),
                                    getattr(st.geom, fn)(k, 0.35), rtol=1e-12)
+    k = np.arange(-1, 12).astype(float)
+    for fn in ("logpmf", "pmf"):
+        np.testing.assert_allclose(np.asarray(getattr(stats.binom, fn)(k, 10, 0.3)),
+                                   getattr(st.binom, fn)(k, 10, 0.3), rtol=1e-11)
+        np.testing.assert_allclose(np.asarray(getattr(stats.nbinom, fn)(k, 3.5, 0.4)),
+                                   getattr(st.nbinom, fn)(k, 3.5, 0.4), rtol=1e-11)
     g = funcgrad.grad(lambda x: stats.expon.cdf(x, 0.0, 2.0))(1.3)
     np.testing.assert_allclose(float(g), st.expon.pdf(1.3, 0.0, 2.0), rtol=1e-12)
 

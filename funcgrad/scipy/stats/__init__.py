@@ -5,6 +5,7 @@ Example:
     >>> from funcgrad.scipy import stats
     >>> stats.norm.cdf(jnp.array(1.96))
 """
-from funcgrad.scipy.stats import (bernoulli, beta, categorical, cauchy, chi2,  # noqa: F401
-                                  dirichlet, expon, gamma, geom, laplace, logistic,
-                                  multivariate_normal, norm, poisson, t, uniform)
+from funcgrad.scipy.stats import (bernoulli, beta, binom, categorical, cauchy,  # noqa: F401
+                                  chi2, dirichlet, expon, gamma, geom, gumbel_l, gumbel_r,
+                                  laplace, logistic, multivariate_normal, nbinom, norm, pareto,
+                                  poisson, t, uniform)
