@@ -1,6 +1,7 @@
 """Write docs/api_coverage.md: the public callables of funcgrad.numpy (and its linalg/fft
 submodules when present), grouped by the module that defines them, with the Python array API
-standard (2023.12) names marked.
+standard (2023.12) names marked; then present/missing tables of funcgrad.scipy and
+funcgrad.nn.initializers against the names of jax.scipy and jax.nn.initializers.
 
 Usage:
     python tools/api_coverage.py            # rewrite docs/api_coverage.md
@@ -38,6 +39,60 @@ matrix_transpose outer pinv qr slogdet solve svd svdvals tensordot trace vecdot 
 ARRAY_API_FFT = """
 fft ifft fftn ifftn rfft irfft rfftn irfftn hfft ihfft fftfreq rfftfreq fftshift ifftshift
 """.split()
+
+# Public names of JAX 0.10.2's jax.scipy submodules, its jax.scipy.stats distributions and
+# jax.nn.initializers (sorted(dir(module)) without private names), stored so that this tool
+# runs without jax; tests/scipy_compat/test_coverage_tables.py checks them against an installed
+# jax.
+JAX_VERSION = "0.10.2"
+JAX_SCIPY = {
+    "special": """bernoulli bessel_jn beta betainc betaln boxcox boxcox1p comb dawsn digamma entr
+        erf erfc erfcx erfinv exp1 expi expit expn factorial fresnel gamma gammainc gammaincc
+        gammaln gammasgn hyp1f1 hyp2f1 i0 i0e i1 i1e kl_div log_ndtr log_softmax loggamma logit
+        logsumexp multigammaln ndtr ndtri owens_t poch polygamma rel_entr sici softmax spence
+        sph_harm_y wofz xlog1py xlogy zeta""",
+    "linalg": """block_diag cho_factor cho_solve cholesky circulant companion convolution_matrix
+        det dft eigh eigh_tridiagonal expm expm_frechet fiedler fiedler_companion funm hadamard
+        hankel helmert hessenberg hilbert inv invhilbert invpascal leslie lu lu_factor lu_solve
+        pascal polar qr qr_multiply rsf2csf schur solve solve_sylvester solve_triangular sqrtm
+        svd toeplitz""",
+    "signal": "convolve convolve2d correlate correlate2d csd detrend fftconvolve istft stft welch",
+    "optimize": "OptimizeResults minimize",
+    "ndimage": "map_coordinates",
+    "integrate": "trapezoid",
+    "fft": "dct dctn idct idctn",
+    "interpolate": "RegularGridInterpolator",
+    "stats": """bernoulli beta betabinom binom cauchy chi2 dirichlet expon gamma gaussian_kde
+        gennorm geom gumbel_l gumbel_r laplace logistic mode multinomial multivariate_normal
+        nbinom norm pareto poisson rankdata sem t truncnorm uniform vonmises wrapcauchy""",
+    "cluster.vq": "vq",
+    "sparse.linalg": "bicgstab cg gmres",
+}
+JAX_STATS = {
+    "bernoulli": "cdf logpmf pmf ppf",
+    "beta": "cdf logcdf logpdf logsf pdf sf",
+    "binom": "logpmf pmf",
+    "cauchy": "cdf isf logcdf logpdf logsf pdf ppf sf",
+    "chi2": "cdf logcdf logpdf logsf pdf sf",
+    "expon": "cdf logcdf logpdf logsf pdf ppf sf",
+    "geom": "logpmf pmf",
+    "gumbel_l": "cdf logcdf logpdf logsf pdf ppf sf",
+    "gumbel_r": "cdf logcdf logpdf logsf pdf ppf sf",
+    "laplace": "cdf logpdf pdf",
+    "logistic": "cdf isf logpdf pdf ppf sf",
+    "uniform": "cdf logpdf pdf ppf",
+    "dirichlet": "logpdf pdf",
+    "gamma": "cdf logcdf logpdf logsf pdf sf",
+    "multivariate_normal": "logpdf pdf",
+    "nbinom": "logpmf pmf",
+    "norm": "cdf isf logcdf logpdf logsf pdf ppf sf",
+    "pareto": "cdf logcdf logpdf logsf pdf ppf sf",
+    "poisson": "cdf entropy logpmf pmf",
+    "t": "logpdf pdf",
+}
+JAX_NN_INITIALIZERS = """Initializer constant delta_orthogonal glorot_normal glorot_uniform
+    he_normal he_uniform kaiming_normal kaiming_uniform lecun_normal lecun_uniform normal ones
+    orthogonal truncated_normal uniform variance_scaling xavier_normal xavier_uniform zeros"""
 
 AREAS = {
     "funcgrad.numpy.creation": "Array creation",
@@ -101,6 +156,51 @@ def collect():
     return groups
 
 
+def _module_or_none(name):
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def collect_against_jax():
+    """[(namespace, jax names, present, missing)] for funcgrad.scipy's submodules, the
+    distributions of funcgrad.scipy.stats and funcgrad.nn.initializers."""
+    rows = []
+
+    def row(title, module_name, names):
+        names = sorted(names.split())
+        mod = _module_or_none(module_name)
+        present = [n for n in names if mod is not None and hasattr(mod, n)]
+        rows.append((title, names, present, [n for n in names if n not in present]))
+
+    for sub, names in JAX_SCIPY.items():
+        row(f"scipy.{sub}", f"funcgrad.scipy.{sub}", names)
+    for dist, names in JAX_STATS.items():
+        row(f"scipy.stats.{dist}", f"funcgrad.scipy.stats.{dist}", names)
+    row("nn.initializers", "funcgrad.nn.initializers", JAX_NN_INITIALIZERS)
+    return rows
+
+
+def render_against_jax(rows):
+    total = sum(len(r[1]) for r in rows)
+    have = sum(len(r[2]) for r in rows)
+    lines = [
+        f"# funcgrad.scipy and funcgrad.nn.initializers against JAX {JAX_VERSION}",
+        "",
+        f"Public names of `jax.scipy.*`, of each `jax.scipy.stats` distribution that funcgrad "
+        f"has, and of `jax.nn.initializers`: **{have} of {total}** present.",
+        "",
+        "| namespace | JAX names | present | missing | missing names |",
+        "| --- | ---: | ---: | ---: | --- |",
+    ]
+    for title, names, present, missing in rows:
+        lines.append(f"| `{title}` | {len(names)} | {len(present)} | {len(missing)} | "
+                     f"{', '.join(missing) or '-'} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
 def render(groups):
     total = sum(len(v) for v in groups.values())
     main = [n for v in groups.values() for n, _ in v if "." not in n]
@@ -134,7 +234,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="fail if docs/api_coverage.md is stale")
     args = ap.parse_args(argv)
-    text = render(collect())
+    text = render(collect()) + "\n" + render_against_jax(collect_against_jax())
     if args.check:
         current = OUT.read_text() if OUT.exists() else ""
         if current != text:

@@ -1137,6 +1137,66 @@ def eig(x, compute_left_eigenvectors=True, compute_right_eigenvectors=True):
                       compute_right_eigenvectors=bool(compute_right_eigenvectors))
 
 
+# --- schur -----------------------------------------------------------------------------------
+schur_p = Primitive("schur", multiple_results=True)
+
+
+@schur_p.def_abstract_eval
+def _schur_abstract(a):
+    _check_matrix("schur", a, square=True)
+    return [ShapedArray(a.shape, a.dtype), ShapedArray(a.shape, a.dtype)]
+
+
+def _schur_lowering(ctx, a):
+    if _kernel_family(ctx, "schur") != LAPACK:
+        raise errors.MissingRuleError(
+            "lax.linalg.schur: runs on the CPU's LAPACK kernels only (cuSOLVER has no Schur "
+            "decomposition); compute it on the CPU with funcgrad.device_put(a, "
+            "funcgrad.devices('cpu')[0])")
+    aval = ctx.avals_in[0].strip_weak()
+    batch = aval.shape[:-2]
+    info_aval = _int_aval(batch)
+    w_aval = ShapedArray(aval.shape[:-1], aval.dtype)
+    target = _kernel(LAPACK, "schur", "gees", aval.dtype)
+    if dtypes.is_complex(aval.dtype):
+        outs = [aval, aval, w_aval, info_aval, info_aval]
+        layouts = [True, True, False, False, False]
+    else:
+        outs = [aval, aval, w_aval, w_aval, info_aval, info_aval]
+        layouts = [True, True, False, False, False, False]
+    res = _ffi_call(target, [a], [aval], outs, {"mode": "V", "sort": "N"}, [True], layouts)
+    t, z, info = res[0], res[1], res[-1]
+    return [_nan_if_failed(t, aval, info, info_aval), _nan_if_failed(z, aval, info, info_aval)]
+
+
+schur_p.def_lowering(_schur_lowering)
+
+
+def _schur_jvp(primals, tangents):
+    raise TypeError("lax.linalg.schur: the Schur decomposition is not differentiable (it is "
+                    "not unique: z's columns and t's blocks can change together); "
+                    "differentiate through eig or eigh instead")
+
+
+schur_p.def_jvp(_schur_jvp)
+
+
+schur_p.def_batch(vectorized_batcher(schur_p))
+
+
+def schur(x):
+    """Schur decomposition ``x = z @ t @ z^H`` with unitary ``z``: ``(t, z)``. For a real ``x``,
+    ``t`` is the real Schur form (quasi upper triangular: 2x2 blocks on the diagonal for
+    complex conjugate eigenvalue pairs); for a complex ``x`` it is upper triangular. CPU only
+    (LAPACK's ``gees``); not differentiable (the decomposition is not unique).
+
+    Example:
+        >>> t, z = lax.linalg.schur(a)
+    """
+    _check_matrix("schur", aval_of(x), square=True)
+    return schur_p.bind(x)
+
+
 # --- pivots -> permutation (a lax-level function: works under every transformation) --------
 def lu_pivots_to_permutation(pivots, permutation_size):
     """The permutation produced by applying LU row swaps ``i <-> pivots[..., i]`` in order to

@@ -17,7 +17,7 @@ Example:
     >>> grads[0].weight.shape       # the gradient has the model's structure
     (8, 4)
 """
-from funcgrad.nn import functional, init  # noqa: F401
+from funcgrad.nn import functional, init, initializers  # noqa: F401
 from funcgrad.nn.jax_functions import (  # noqa: F401
     celu, elu, gelu, glu, hard_sigmoid, hard_silu, hard_swish, hard_tanh, leaky_relu,
     log_sigmoid, log_softmax, logmeanexp, logsumexp, mish, normalize, one_hot, relu, relu6,

@@ -5,7 +5,8 @@ import numpy as np
 from funcgrad import lax
 from funcgrad.core import dtypes
 from funcgrad.core.interpreters import Value
-from funcgrad.numpy import creation, indexing, products, reductions, shape_ops, ufuncs
+from funcgrad.numpy import (bit_views, creation, index_tricks, indexing, math_extra, misc,
+                            products, reductions, shape_ops, sorting, ufuncs)
 
 
 def _swap(fn):
@@ -68,6 +69,7 @@ _METHODS = {
     "dot": products.dot, "take": indexing.take, "diagonal": creation.diagonal,
     "nonzero": lambda self, **kw: __import__("funcgrad.numpy.searching",
                                              fromlist=["x"]).nonzero(self, **kw),
+    "view": bit_views.view, "byteswap": bit_views.byteswap,
 }
 
 
@@ -96,6 +98,89 @@ def install():
     Value.__setitem__ = _setitem_error
     for name, fn in _METHODS.items():
         setattr(Value, name, fn)
+    for name, fn in _NUMPY_METHODS.items():
+        setattr(Value, name, fn)
+    Value.itemsize = property(lambda self: self.aval.dtype.itemsize)
+    Value.flat = property(lambda self: _FlatView(self))
+
+
+def _sort(self, axis=-1, *, kind=None, order=None, stable=True, descending=False):
+    """A sorted copy along ``axis``. Example: ``jnp.array([3, 1, 2]).sort()``."""
+    return sorting.sort(self, axis, kind=kind, order=order, stable=stable, descending=descending)
+
+
+def _argsort(self, axis=-1, *, kind=None, order=None, stable=True, descending=False):
+    """Indices that sort along ``axis``. Example: ``jnp.array([3, 1, 2]).argsort()``."""
+    return sorting.argsort(self, axis, kind=kind, order=order, stable=stable,
+                           descending=descending)
+
+
+def _searchsorted(self, v, side="left", sorter=None, *, method="scan"):
+    """Insertion indices of ``v`` into this sorted 1-D array. Example:
+    ``jnp.array([1, 3, 5]).searchsorted(4)``."""
+    return sorting.searchsorted(self, v, side=side, sorter=sorter, method=method)
+
+
+def _argpartition(self, kth, axis=-1):
+    """Indices partitioning around ``kth``. Example: ``jnp.array([3, 1, 2]).argpartition(1)``."""
+    return sorting.argpartition(self, kth, axis)
+
+
+def _trace(self, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    """Sum along a diagonal. Example: ``jnp.eye(3).trace()``."""
+    return math_extra.trace(self, offset, axis1, axis2, dtype, out)
+
+
+def _copy(self, order=None):
+    """A copy of this array. Example: ``y = x.copy()``."""
+    return misc.copy(self, order)
+
+
+def _compress(self, condition, axis=None, *, size=None, fill_value=0, out=None):
+    """Slices where ``condition`` is true. Example:
+    ``jnp.arange(3).compress(jnp.array([True, False, True]))``."""
+    return index_tricks.compress(condition, self, axis, size=size, fill_value=fill_value,
+                                 out=out)
+
+
+def _choose(self, choices, out=None, mode="raise"):
+    """``choices[self[i]][i]`` elementwise. Example:
+    ``jnp.array([0, 1]).choose([jnp.zeros(2), jnp.ones(2)])``."""
+    return index_tricks.choose(self, choices, out=out, mode=mode)
+
+
+_NUMPY_METHODS = {
+    "sort": _sort, "argsort": _argsort, "searchsorted": _searchsorted,
+    "argpartition": _argpartition, "trace": _trace, "copy": _copy, "compress": _compress,
+    "choose": _choose,
+}
+
+
+class _FlatView:
+    """``x.flat``: the elements of ``x`` in row-major order, read-only (funcgrad arrays are
+    immutable). Example: ``x.flat[3]``, ``list(x.flat)``."""
+
+    __slots__ = ("base",)
+
+    def __init__(self, base):
+        self.base = base
+
+    def __len__(self):
+        return self.base.size
+
+    def __iter__(self):
+        flat = shape_ops.ravel(self.base)
+        return (flat[i] for i in range(self.base.size))
+
+    def __getitem__(self, index):
+        return indexing.getitem(shape_ops.ravel(self.base), index)
+
+    def __setitem__(self, index, value):
+        raise TypeError("funcgrad arrays are immutable: instead of x.flat[i] = y use "
+                        "x = x.ravel().at[i].set(y).reshape(x.shape)")
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(shape_ops.ravel(self.base), dtype)
 
 
 

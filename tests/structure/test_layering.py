@@ -25,7 +25,7 @@ LAYERS = [
     {"lowering"},
     {"numpy"},
     {"transforms", "random", "debug", "serialization", "checkpoint_header", "environment"},
-    {"nn", "data"},
+    {"nn", "data", "scipy"},
     {"optim"},
     {"demo", "demo_train", "test_util", "__init__"},
 ]

@@ -1,0 +1,28 @@
+"""The Laplace distribution (as ``scipy.stats.laplace``).
+
+Example:
+    >>> from funcgrad.scipy.stats import laplace
+    >>> laplace.logpdf(jnp.array(0.5))
+"""
+import math
+
+import funcgrad.numpy as jnp
+from funcgrad.scipy.stats._util import outside_support_nan, standardize
+
+
+def logpdf(x, loc=0, scale=1):
+    """The log density ``-|z| - log(2 scale)``. Example: ``laplace.logpdf(x)``."""
+    z, log_scale, scale = standardize(x, loc, scale)
+    return outside_support_nan(-jnp.abs(z) - math.log(2.0) - log_scale, scale)
+
+
+def pdf(x, loc=0, scale=1):
+    """The density. Example: ``laplace.pdf(x)``."""
+    return jnp.exp(logpdf(x, loc, scale))
+
+
+def cdf(x, loc=0, scale=1):
+    """The CDF. Example: ``laplace.cdf(0.5)``."""
+    z, _, scale = standardize(x, loc, scale)
+    half = 0.5 * jnp.exp(-jnp.abs(z))
+    return outside_support_nan(jnp.where(z < 0, half, 1.0 - half), scale)
