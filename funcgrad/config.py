@@ -1,5 +1,10 @@
 """Global switches: ``funcgrad.config.update("enable_x64", True)``.
 
+Options: ``enable_x64``, ``cpu_devices``, ``platform``, ``debug_nans``,
+``default_matmul_precision`` and ``threefry_partitionable`` (``funcgrad.random``'s counter
+layout, as JAX's ``jax_threefry_partitionable``). JAX's names with the ``jax_`` prefix are
+accepted too (``update("jax_enable_x64", True)``).
+
 64-bit types are off by default (as in JAX): Python floats and NumPy float64 inputs become
 float32. Set the environment variable ``FUNCGRAD_ENABLE_X64=1`` or call
 ``funcgrad.config.update("enable_x64", True)`` before creating arrays to keep 64-bit types.
@@ -27,6 +32,10 @@ class Config:
         # precision of float32 matrix products and convolutions on GPU/TPU (lax/precision.py)
         "default_matmul_precision":
             lambda: os.environ.get("FUNCGRAD_DEFAULT_MATMUL_PRECISION", "") or None,
+        # counter layout of funcgrad.random's Threefry generator (random/prng.py); JAX 0.10's
+        # default, True, gives the same numbers as jax.random under its default
+        "threefry_partitionable":
+            lambda: os.environ.get("FUNCGRAD_THREEFRY_PARTITIONABLE", "1").lower() in _TRUE,
     }
 
     def __init__(self):
@@ -34,9 +43,17 @@ class Config:
         self._listeners = []
         self._validators = {}
 
+    @classmethod
+    def _resolve(cls, name):
+        # JAX spells every option with a ``jax_`` prefix; accept it for funcgrad's own options
+        if name not in cls._defaults and name.startswith("jax_") and \
+                name[4:] in cls._defaults:
+            return name[4:]
+        return name
+
     def __getattr__(self, name):
         try:
-            return self.__dict__["_values"][name]
+            return self.__dict__["_values"][self._resolve(name)]
         except KeyError:
             raise AttributeError(f"funcgrad.config has no option {name!r}; "
                                  f"options: {sorted(self._defaults)}") from None
@@ -46,7 +63,9 @@ class Config:
 
         Example:
             >>> funcgrad.config.update("enable_x64", True)
+            >>> funcgrad.config.update("jax_threefry_partitionable", False)  # JAX's name
         """
+        name = self._resolve(name)
         if name not in self._defaults:
             raise ValueError(f"funcgrad.config.update: unknown option {name!r}; "
                              f"options: {sorted(self._defaults)}")
@@ -65,6 +84,7 @@ class Config:
             ...     funcgrad.numpy.ones(2).dtype
             dtype('float64')
         """
+        name = self._resolve(name)
         old = getattr(self, name)
         self.update(name, value)
         try:

@@ -473,13 +473,13 @@ def _raise_if_deleted(name, args, exc):
                                f"explicitly); pass a live array") from exc
 
 
-# Traces depend on global switches (64-bit types, the default matmul precision): drop every
-# cached trace when they change.
+# Traces depend on global switches (64-bit types, the default matmul precision, the random
+# generator's counter layout): drop every cached trace when they change.
 _all_jitted = weakref.WeakSet()
 
 
 def _forget_traces(name, value):
-    if name in ("enable_x64", "default_matmul_precision"):
+    if name in ("enable_x64", "default_matmul_precision", "threefry_partitionable"):
         for f in list(_all_jitted):
             f.clear_cache()
 
