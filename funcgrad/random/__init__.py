@@ -10,7 +10,7 @@ for the same seed, shape and dtype under either setting of ``jax_threefry_partit
 
 Layout: ``prng`` (the Threefry cipher, seeding, split, fold_in, raw bits), ``keys`` (the public
 key functions), ``samplers`` (uniforms, normals, discrete draws, shuffles), ``gamma`` (samplers
-with rejection loops: the gamma family and poisson).
+with rejection loops: the gamma family, poisson and binomial).
 
 Example:
     >>> import funcgrad.random as random
@@ -32,7 +32,7 @@ __all__ = [
     "exponential", "laplace", "logistic", "gumbel", "poisson", "cauchy", "rademacher",
     "lognormal", "chisquare", "t", "f", "pareto", "weibull_min", "maxwell",
     "double_sided_maxwell", "rayleigh", "wald", "geometric", "triangular", "ball",
-    "generalized_normal", "orthogonal", "threefry2x32",
+    "generalized_normal", "orthogonal", "binomial", "threefry2x32",
 ]
 
 # A sampler is dozens of small integer/float ops; run eagerly op by op, each would compile its
@@ -72,3 +72,4 @@ orthogonal = _eager(_samplers, "orthogonal", ("n", "shape", "dtype", "m"))
     _eager(_gamma_mod, n) for n in ("gamma", "loggamma", "beta", "dirichlet", "chisquare", "t",
                                     "f", "poisson", "generalized_normal"))
 ball = _eager(_gamma_mod, "ball", ("d", "shape", "dtype"))
+binomial = _eager(_gamma_mod, "binomial")

@@ -313,3 +313,117 @@ def poisson(key, lam, shape=None, dtype=None):
     out = jnp.where(use_knuth, _poisson_knuth(key, lam_knuth, shape, dtype, max_iters),
                     _poisson_rejection(key, lam_rejection, shape, dtype, max_iters))
     return jnp.where(lam == 0, jnp.zeros_like(out), out)
+
+
+# --- binomial ---------------------------------------------------------------------------------
+_STIRLING_TAIL = np.array([0.0810614667953272, 0.0413406959554092, 0.0276779256849983,
+                           0.02079067210376509, 0.0166446911898211, 0.0138761288230707,
+                           0.0118967099458917, 0.010411265261972, 0.00925546218271273,
+                           0.00833056343336287])
+
+
+def _stirling_tail(k):
+    """``log k! - (Stirling's approximation of it)``: tabulated for k <= 9, a series above."""
+    dtype = aval_of(k).dtype
+    table = jnp.asarray(_STIRLING_TAIL.astype(dtype))
+    small = k <= 9
+    kc = jnp.clip(k, np.array(0, dtype), np.array(9, dtype))
+    kp1sq = (kc + 1) * (kc + 1)
+    approx = (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (kc + 1)
+    return jnp.where(small, jnp.take(table, jnp.floor(kc).astype(np.int32)), approx)
+
+
+def _binomial_inversion(key, count, prob, shape, dtype, max_iters):
+    log1m = jnp.log1p(-prob)
+
+    def body(carry):
+        i, num_geom, geom_sum, rng = carry
+        keys = split(rng)
+        num_geom = jnp.where(geom_sum <= count, num_geom + 1, num_geom)
+        u = _uniform(keys[0], shape, aval_of(prob).dtype, 0.0, 1.0)
+        return i + 1, num_geom, geom_sum + jnp.ceil(jnp.log(u) / log1m), keys[1]
+
+    def cond(carry):
+        return jnp.any(carry[2] <= count) & (carry[0] < max_iters)
+
+    pd = aval_of(prob).dtype
+    init = (jnp.asarray(0, np.int32), lax.full(shape, 0, pd), lax.full(shape, 0, pd), key)
+    return (lax.while_loop(cond, body, init)[1] - 1).astype(dtype)
+
+
+def _btrs(key, count, prob, shape, dtype, max_iters):
+    # Hormann's transformed rejection with squeeze (BTRS)
+    stddev = jnp.sqrt(count * prob * (1 - prob))
+    b = 1.15 + 2.53 * stddev
+    a = -0.0873 + 0.0248 * b + 0.01 * prob
+    c = count * prob + 0.5
+    v_r = 0.92 - 4.2 / b
+    r = prob / (1 - prob)
+    alpha = (2.83 + 5.1 / b) * stddev
+    m = jnp.floor((count + 1) * prob)
+    pd = aval_of(prob).dtype
+
+    def body(carry):
+        i, k_out, accepted, rng = carry
+        keys = split(rng, 3)
+        u = _uniform(keys[1], shape, pd, 0.0, 1.0)
+        v = _uniform(keys[2], shape, pd, 0.0, 1.0)
+        u = u - 0.5
+        us = 0.5 - jnp.abs(u)
+        accept1 = (us >= 0.07) & (v <= v_r)
+        k = jnp.floor((2 * a / us + b) * u + c)
+        reject = (k < 0) | (k > count)
+        v = jnp.log(v * alpha / (a / (us * us) + b))
+        ub = ((m + 0.5) * jnp.log((m + 1) / (r * (count - m + 1))) +
+              (count + 1) * jnp.log((count - m + 1) / (count - k + 1)) +
+              (k + 0.5) * jnp.log(r * (count - k + 1) / (k + 1)) +
+              _stirling_tail(m) + _stirling_tail(count - m) - _stirling_tail(k) -
+              _stirling_tail(count - k))
+        accept = accept1 | (~reject & (v <= ub))
+        return i + 1, jnp.where(accept, k, k_out), accepted | accept, keys[0]
+
+    def cond(carry):
+        return jnp.any(~carry[2]) & (carry[0] < max_iters)
+
+    init = (jnp.asarray(0, np.int32), lax.full(shape, -1, pd), lax.full(shape, False, np.bool_),
+            key)
+    return lax.while_loop(cond, body, init)[1].astype(dtype)
+
+
+def binomial(key, n, p, shape=None, dtype=None):
+    """Binomial(n, p) counts as floats (inversion for small ``n * min(p, 1 - p)``, BTRS
+    rejection above, as JAX); invalid parameters give nan, ``n = inf`` gives inf.
+
+    Example:
+        >>> random.binomial(key, 10.0, 0.3, (4,))
+    """
+    check_key("binomial", key)
+    dtype = float_dtype("binomial", dtype)
+    shape = sample_shape("binomial", shape, n, p)
+    prob = jnp.asarray(p)
+    if not dtypes.is_float(aval_of(prob).dtype):
+        prob = prob.astype(dtypes.default_float())
+    pd = aval_of(prob).dtype
+    count = jnp.broadcast_to(jnp.asarray(n).astype(pd), shape)
+    prob = jnp.broadcast_to(prob, shape)
+    p_lt_half = prob < 0.5
+    q = jnp.where(p_lt_half, prob, 1.0 - prob)
+    count_nan_or_neg = jnp.isnan(count) | (count < 0.0)
+    count_inf = jnp.isinf(count)
+    q_is_nan = jnp.isnan(q)
+    q_l_0 = q < 0.0
+    q = jnp.where(q_is_nan | q_l_0, np.array(0.01, pd), q)
+    use_inversion = count_nan_or_neg | (count * q <= 10.0)
+    count = jnp.floor(count)
+    count_inv = jnp.where(use_inversion, count, np.array(0, pd))
+    count_btrs = jnp.where(use_inversion, np.array(10000.0, pd), count)
+    q_btrs = jnp.where(use_inversion, np.array(0.5, pd), q)
+    max_iters = np.array(np.finfo(dtype).max, dtype)
+    samples = jnp.where(use_inversion,
+                        _binomial_inversion(key, count_inv, q, shape, dtype, max_iters),
+                        _btrs(key, count_btrs, q_btrs, shape, dtype, max_iters))
+    invalid = q_l_0 | q_is_nan | count_nan_or_neg
+    samples = jnp.where(invalid, np.array(np.nan, dtype), samples)
+    samples = jnp.where(count_inf & ~invalid, np.array(np.inf, dtype), samples)
+    return jnp.where(p_lt_half | count_nan_or_neg | q_is_nan | count_inf, samples,
+                     count.astype(dtype) - samples)

@@ -90,9 +90,27 @@ CASES = {
     "poisson": lambda r, xp, k: r.poisson(k, xp.asarray(LAM)),
     "poisson_shape": lambda r, xp, k: r.poisson(k, 4.0, (2, 3)),
     "orthogonal": lambda r, xp, k: r.orthogonal(k, 3, (2,)),
+    "binomial": lambda r, xp, k: r.binomial(k, xp.asarray([5.0, 20.0, 100.0, 1000.0]),
+                                            xp.asarray([0.3, 0.6, 0.05, 0.5])),
+    "binomial_shape": lambda r, xp, k: r.binomial(k, 10.0, 0.3, (6,)),
 }
 
 # cases also checked under vmap over a batch of keys (random.split(key, 3))
 VMAP_CASES = ("split", "fold_in", "bits_odd", "uniform_7x1", "normal", "randint",
               "bernoulli", "categorical", "permutation", "choice_p", "gamma", "poisson",
               "truncated_normal", "multivariate_normal", "beta", "dirichlet")
+
+# with 64-bit types enabled (float64/int64/uint64 defaults)
+X64_CASES = {
+    "bits_u64": lambda r, xp, k: r.bits(k, (3,), "uint64"),
+    "uniform_f64": lambda r, xp, k: r.uniform(k, (5,), "float64"),
+    "normal_f64": lambda r, xp, k: r.normal(k, (5,)),
+    "randint_i64": lambda r, xp, k: r.randint(k, (5,), -3, 2 ** 40),
+    "gamma_f64": lambda r, xp, k: r.gamma(k, xp.asarray([0.5, 3.0])),
+    "poisson_i64": lambda r, xp, k: r.poisson(k, 5.0, (4,)),
+}
+SEED_VALUES = (0, 1, -1, 2 ** 31 - 1, 2 ** 32 + 7, -(2 ** 40), 2 ** 63 - 1)
+
+# the subset that a test with JAX installed regenerates to check the stored file
+QUICK = ("split", "fold_in", "bits_odd", "uniform_7x1", "normal", "randint", "gamma",
+         "poisson", "choice_p")
