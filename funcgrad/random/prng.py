@@ -37,6 +37,15 @@ _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
 
+def _check_switch(value):
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"funcgrad.config.update: threefry_partitionable must be True or False, "
+                        f"got {value!r}")
+
+
+config.validate_with("threefry_partitionable", _check_switch)
+
+
 def partitionable():
     """Whether the partitionable counter layout is in effect (``config.threefry_partitionable``).
 

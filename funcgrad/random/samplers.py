@@ -441,7 +441,7 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0, mode=None):
                              f"{aval_of(p).shape}")
         pd = aval_of(p).dtype
         if replace:
-            cdf = _cumsum_like_jax(p)
+            cdf = jnp.cumsum(p)
             r = cdf[-1] * (1 - _uniform(key, shape, pd, 0.0, 1.0))
             idx = jnp.searchsorted(cdf, r).astype(dtypes.default_int())
         else:
@@ -450,24 +450,6 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0, mode=None):
         out = idx if aa.ndim == 0 else jnp.take(arr, idx, axis=axis)
     return jnp.reshape(out, shape if aa.ndim == 0 else aa.shape[:axis] + shape +
                        aa.shape[axis + 1:])
-
-
-def _cumsum_like_jax(x):
-    """Inclusive prefix sum of a 1-D array summed in the order of JAX's CPU ``cumsum`` (an
-    odd/even associative scan), so that the same floats come out."""
-    n = aval_of(x).shape[0]
-    if n < 2:
-        return x
-    pairs = x[0:n - 1:2] + x[1::2]
-    odd = _cumsum_like_jax(pairs)
-    if n % 2 == 0:
-        even = jnp.concatenate([x[:1], odd[:-1] + x[2::2]])
-    else:
-        even = jnp.concatenate([x[:1], odd + x[2::2]])
-    out = jnp.stack([even[:aval_of(odd).shape[0]], odd], axis=1).reshape(-1)
-    if aval_of(even).shape[0] > aval_of(odd).shape[0]:
-        out = jnp.concatenate([out, even[-1:]])
-    return out
 
 
 def rademacher(key, shape=(), dtype=None):

@@ -3,10 +3,11 @@ for both settings of ``jax_threefry_partitionable``, eagerly and under ``vmap`` 
 and without 64-bit types, and the key words of ``PRNGKey(seed)`` for a few seeds.
 
 Run with JAX installed (it imports no funcgrad):
-    python tests/random/make_jax_streams.py [OUT.npz] [--quick]
+    python tests/random/make_jax_streams.py [OUT.npz] [--quick] [--only=case1,case2]
 Entries: ``"{p}/{seed}/{case}"``, ``"{p}/{seed}/vmap/{case}"``, ``"x64/{p}/{seed}/{case}"`` and
 ``"seed/{x32|x64}/{seed}"`` (``p`` is 1 when partitionable). ``--quick`` writes only the cases
-in ``QUICK`` for the first seed (what the test with JAX installed compares).
+in ``QUICK`` for the first seed (what the test with JAX installed compares); ``--only`` refreshes
+the named cases (all seeds, both layouts) in an existing file and keeps the rest.
 """
 import os
 import sys
@@ -22,14 +23,14 @@ def _value(r, v):
     return np.asarray(r.key_data(v) if str(v.dtype).startswith("key") else v)
 
 
-def streams(quick=False):
+def streams(quick=False, only=None):
     import jax
     import jax.numpy as xp
     from jax import random as r
 
     out = {}
     seeds = SEEDS[:1] if quick else SEEDS
-    cases = {n: CASES[n] for n in QUICK} if quick else CASES
+    cases = {n: CASES[n] for n in (only or QUICK)} if quick or only else CASES
     for part in (True, False):
         jax.config.update("jax_threefry_partitionable", part)
         for seed in seeds:
@@ -45,7 +46,7 @@ def streams(quick=False):
                         jax.vmap(lambda k, f=CASES[name]: f(r, xp, k))(keys))
     for seed in SEED_VALUES:
         out[f"seed/x32/{seed}"] = np.asarray(r.PRNGKey(seed))
-    if quick:
+    if quick or only:
         return out
     jax.config.update("jax_enable_x64", True)
     for seed in SEED_VALUES:
@@ -59,8 +60,15 @@ def streams(quick=False):
 
 
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if a != "--quick"]
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
     path = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                              "jax_streams.npz")
-    np.savez_compressed(path, **streams(quick="--quick" in sys.argv))
+    only = [a[len("--only="):].split(",") for a in sys.argv if a.startswith("--only=")]
+    if only:
+        # refresh the named cases in an existing file, keeping the rest
+        merged = dict(np.load(path)) if os.path.exists(path) else {}
+        merged.update(streams(only=only[0]))
+        np.savez_compressed(path, **merged)
+    else:
+        np.savez_compressed(path, **streams(quick="--quick" in sys.argv))
     print(path)

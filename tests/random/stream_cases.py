@@ -7,6 +7,7 @@ import numpy as np
 SEEDS = (0, 42)
 COV = np.array([[2.0, 0.5, 0.0], [0.5, 1.0, 0.2], [0.0, 0.2, 1.5]], np.float32)
 P5 = np.array([0.1, 0.2, 0.3, 0.15, 0.25], np.float32)
+P40 = (np.arange(1, 41) % 7 + 1).astype(np.float32) / 7.0
 LOGITS = np.log(np.array([[0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]], np.float32))
 GAMMA_A = np.array([0.2, 0.5, 1.0, 2.5, 10.0], np.float32)
 LAM = np.array([0.0, 0.5, 3.0, 9.9, 10.0, 50.0, 1000.0], np.float32)
@@ -62,6 +63,7 @@ CASES = {
     "choice_p": lambda r, xp, k: r.choice(k, 5, (6,), p=xp.asarray(P5)),
     "choice_p_noreplace": lambda r, xp, k: r.choice(k, 5, (3,), replace=False,
                                                     p=xp.asarray(P5)),
+    "choice_p_40": lambda r, xp, k: r.choice(k, 40, (30,), p=xp.asarray(P40)),
     "exponential": lambda r, xp, k: r.exponential(k, (5,)),
     "laplace": lambda r, xp, k: r.laplace(k, (5,)),
     "logistic": lambda r, xp, k: r.logistic(k, (5,)),

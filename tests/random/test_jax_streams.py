@@ -118,6 +118,9 @@ def test_switch_names_and_retrace():
         _same(f(k), REF[f"0/{SEEDS[0]}/bits_odd"], "original")
         _same(r.bits(k, (3,)), REF[f"0/{SEEDS[0]}/bits_odd"], "original, eager")
     _same(f(k), REF[f"1/{SEEDS[0]}/bits_odd"], "partitionable again")
+    with pytest.raises(TypeError, match="threefry_partitionable must be True or False"):
+        funcgrad.config.update("jax_threefry_partitionable", "no")
+    assert funcgrad.config.threefry_partitionable is True
     with pytest.raises(ValueError, match="unknown option 'jax_no_such_option'"):
         funcgrad.config.update("jax_no_such_option", True)
 
