@@ -1,5 +1,10 @@
 """Global switches: ``funcgrad.config.update("enable_x64", True)``.
 
+Options: ``enable_x64``, ``cpu_devices``, ``platform``, ``debug_nans``,
+``default_matmul_precision`` and ``threefry_partitionable`` (``funcgrad.random``'s counter
+layout, as JAX's ``jax_threefry_partitionable``). JAX's names with the ``jax_`` prefix are
+accepted too (``update("jax_enable_x64", True)``).
+
 64-bit types are off by default (as in JAX): Python floats and NumPy float64 inputs become
 float32, and an explicitly requested 64-bit dtype (``jnp.zeros(2, dtype=jnp.float64)``) warns
 that it is narrowed. Set the environment variable ``FUNCGRAD_ENABLE_X64=1`` or call
@@ -35,6 +40,10 @@ class Config:
         # precision of float32 matrix products and convolutions on GPU/TPU (lax/precision.py)
         "default_matmul_precision":
             lambda: os.environ.get("FUNCGRAD_DEFAULT_MATMUL_PRECISION", "") or None,
+        # counter layout of funcgrad.random's Threefry generator (random/prng.py); JAX 0.10's
+        # default, True, gives the same numbers as jax.random under its default
+        "threefry_partitionable":
+            lambda: os.environ.get("FUNCGRAD_THREEFRY_PARTITIONABLE", "1").lower() in _TRUE,
     }
 
     # JAX's option names and how their values translate (jax_platforms is a priority list).
@@ -58,10 +67,20 @@ class Config:
         values = self.__dict__["_values"]
         if name in values:
             return values[name]
-        if name in self._jax_aliases:
-            return values[self._jax_aliases[name][0]]
+        target = self._target(name)
+        if target is not None:
+            return values[target]
         raise AttributeError(f"funcgrad.config has no option {name!r}; "
                              f"options: {sorted(self._defaults)}")
+
+    def _target(self, name):
+        """funcgrad's option for JAX's spelling ``name`` (an alias in the table, or
+        ``jax_<option>`` for any funcgrad option), or None."""
+        if name in self._jax_aliases:
+            return self._jax_aliases[name][0]
+        if name.startswith("jax_") and name[4:] in self._defaults:
+            return name[4:]
+        return None
 
     def _resolve(self, name, value):
         """funcgrad's option name and value for ``name`` (which may be JAX's spelling)."""
@@ -71,11 +90,13 @@ class Config:
             target, convert = self._jax_aliases[name]
             return target, (convert(value) if convert is not None and value is not None
                             else value)
+        if name.startswith("jax_") and name[4:] in self._defaults:
+            return name[4:], value
         accepted = sorted(k for k in self._jax_aliases if k != "x64_enabled")
         if name.startswith("jax_"):
             raise ValueError(f"funcgrad.config.update: JAX option {name!r} has no funcgrad "
-                             f"counterpart; JAX names accepted: {accepted}; funcgrad options: "
-                             f"{sorted(self._defaults)}")
+                             f"counterpart; JAX names accepted: {accepted} and jax_<option> "
+                             f"for every funcgrad option ({sorted(self._defaults)})")
         raise ValueError(f"funcgrad.config.update: unknown option {name!r}; "
                          f"options: {sorted(self._defaults)} (or JAX's names {accepted})")
 
@@ -106,7 +127,7 @@ class Config:
             ...     funcgrad.numpy.ones(2).dtype
             dtype('float64')
         """
-        name = self._jax_aliases[name][0] if name in self._jax_aliases else name
+        name = self._target(name) or name
         old = getattr(self, name)
         self.update(name, value)
         try:

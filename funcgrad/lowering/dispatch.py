@@ -489,12 +489,13 @@ def _raise_if_deleted(name, args, exc):
 
 
 # Traces depend on global switches (64-bit types, the default matmul precision, run-time
-# checks): drop every cached trace when they change.
+# checks, the random generator's counter layout): drop every cached trace when they change.
 _all_jitted = weakref.WeakSet()
 
 
 def _forget_traces(name, value):
-    if name in ("enable_x64", "default_matmul_precision", "debug_checks"):
+    if name in ("enable_x64", "default_matmul_precision", "debug_checks",
+                "threefry_partitionable"):
         for f in list(_all_jitted):
             f.clear_cache()
 
