@@ -94,9 +94,10 @@ class Config:
             return name[4:], value
         accepted = sorted(k for k in self._jax_aliases if k != "x64_enabled")
         if name.startswith("jax_"):
-            raise ValueError(f"funcgrad.config.update: JAX option {name!r} has no funcgrad "
-                             f"counterpart; JAX names accepted: {accepted} and jax_<option> "
-                             f"for every funcgrad option ({sorted(self._defaults)})")
+            raise ValueError(f"funcgrad.config.update: unknown option {name!r} (JAX option "
+                             f"{name!r} has no funcgrad counterpart); JAX names accepted: "
+                             f"{accepted} and jax_<option> for every funcgrad option "
+                             f"({sorted(self._defaults)})")
         raise ValueError(f"funcgrad.config.update: unknown option {name!r}; "
                          f"options: {sorted(self._defaults)} (or JAX's names {accepted})")
 

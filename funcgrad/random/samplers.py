@@ -64,14 +64,16 @@ def sample_shape(name, shape, *params):
 
 
 def float_dtype(name, dtype):
-    dtype = dtypes.canonicalize(dtype if dtype is not None else dtypes.default_float())
+    dtype = dtypes.check_user_dtype(dtype if dtype is not None else dtypes.default_float(),
+                                    f"random.{name}")
     if not dtypes.is_float(dtype):
         raise TypeError(f"random.{name}: dtype must be a float dtype, got {dtype}")
     return dtype
 
 
 def int_dtype(name, dtype):
-    dtype = dtypes.canonicalize(dtype if dtype is not None else dtypes.default_int())
+    dtype = dtypes.check_user_dtype(dtype if dtype is not None else dtypes.default_int(),
+                                    f"random.{name}")
     if not dtypes.is_integer(dtype) or np.dtype(dtype) == np.bool_:
         raise TypeError(f"random.{name}: dtype must be an integer dtype, got {dtype}")
     return dtype
@@ -97,7 +99,7 @@ def bits(key, shape=(), dtype=None):
     dtype = np.dtype(dtype or _U32)
     if dtype.kind != "u":
         raise TypeError(f"random.bits: dtype must be an unsigned integer dtype, got {dtype}")
-    dtype = dtypes.canonicalize(dtype)
+    dtype = dtypes.check_user_dtype(dtype, "random.bits")
     return prng.random_bits(key, np.dtype(dtype).itemsize * 8, shape)
 
 
@@ -150,7 +152,8 @@ def normal(key, shape=(), dtype=None, loc=0.0, scale=1.0):
     """
     check_key("normal", key)
     shape = shape_arg("normal", shape)
-    dtype = dtypes.canonicalize(dtype if dtype is not None else dtypes.default_float())
+    dtype = dtypes.check_user_dtype(dtype if dtype is not None else dtypes.default_float(),
+                                    "random.normal")
     if dtypes.is_complex(dtype):
         real = np.array(0, dtype).real.dtype
         k_re, k_im = split(key)
@@ -455,7 +458,7 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0, mode=None):
 def rademacher(key, shape=(), dtype=None):
     """-1 or +1 with equal probability. Example: ``random.rademacher(key, (4,))``."""
     check_key("rademacher", key)
-    dtype = dtypes.canonicalize(dtype or dtypes.default_int())
+    dtype = dtypes.check_user_dtype(dtype or dtypes.default_int(), "random.rademacher")
     b = bernoulli(key, 0.5, shape_arg("rademacher", shape)).astype(dtype)
     return (2 * b - 1).astype(dtype)
 
