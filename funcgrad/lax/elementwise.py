@@ -18,7 +18,7 @@ from funcgrad.core.batching_util import broadcast_batcher
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import PYTHON_SCALARS, aval_of
 from funcgrad.lax import _hlo
-from funcgrad.lax._elementwise_examples import EXAMPLES
+from funcgrad.lax._doc_examples import example_section
 from funcgrad.lax import shapes   # a module object: shapes imports this module too
 
 # --- dtype classes that each operation accepts --------------------------------------------
@@ -125,9 +125,7 @@ def binary_operands(x, y):
     return x, y
 
 
-def _example(name):
-    call, result = EXAMPLES[name]
-    return f"Example:\n    >>> {call}\n    {result}\n"
+
 
 
 def _binary_fn(prim):
@@ -136,7 +134,7 @@ def _binary_fn(prim):
     fn.__name__ = prim.name
     fn.prim = prim    # lets funcgrad.numpy bind directly when operands already match
     fn.__doc__ = (f"Elementwise ``{prim.name}`` of two arrays of one shape and dtype "
-                  f"(scalars broadcast).\n\n{_example(prim.name)}")
+                  f"(scalars broadcast).\n\n{example_section(prim.name)}")
     return fn
 
 
@@ -144,7 +142,7 @@ def _unary_fn(prim):
     def fn(x):
         return prim.bind(x)
     fn.__name__ = prim.name
-    fn.__doc__ = f"Elementwise ``{prim.name}``.\n\n{_example(prim.name)}"
+    fn.__doc__ = f"Elementwise ``{prim.name}``.\n\n{example_section(prim.name)}"
     return fn
 
 

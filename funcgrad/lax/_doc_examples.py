@@ -1,5 +1,5 @@
-"""The docstring example of each generated function of ``elementwise.py``, by primitive name:
-{name: (call, printed result)}; ``_example`` there turns an entry into an ``Example:`` section.
+"""The docstring examples of lax's generated functions (elementwise, reductions, cumulative
+reductions, scatters), by primitive name: {name: (source lines, printed result)}.
 """
 
 EXAMPLES = {
@@ -67,4 +67,43 @@ EXAMPLES = {
     "le": ("lax.le(jnp.array([1, 2, 3]), 2)", "Array([ True,  True, False], dtype=bool)"),
     "gt": ("lax.gt(jnp.array([1, 2, 3]), 2)", "Array([False, False,  True], dtype=bool)"),
     "ge": ("lax.ge(jnp.array([1, 2, 3]), 2)", "Array([False,  True,  True], dtype=bool)"),
+    # reductions.py
+    "reduce_sum": ("lax.reduce_sum(jnp.array([[1.0, 5.0], [4.0, 2.0]]), (0,))",
+        "Array([5., 7.], dtype=float32)"),
+    "reduce_prod": ("lax.reduce_prod(jnp.array([[1.0, 5.0], [4.0, 2.0]]), (1,))",
+        "Array([5., 8.], dtype=float32)"),
+    "reduce_max": ("lax.reduce_max(jnp.array([[1.0, 5.0], [4.0, 2.0]]), (0, 1))",
+        "Array(5., dtype=float32)"),
+    "reduce_min": ("lax.reduce_min(jnp.array([[1.0, 5.0], [4.0, 2.0]]), (0,))",
+        "Array([1., 2.], dtype=float32)"),
+    "reduce_and": ("lax.reduce_and(jnp.array([[True, False], [True, True]]), (0,))",
+        "Array([ True, False], dtype=bool)"),
+    "reduce_or": ("lax.reduce_or(jnp.array([[True, False], [False, False]]), (1,))",
+        "Array([ True, False], dtype=bool)"),
+    "reduce_xor": ("lax.reduce_xor(jnp.array([[True, False], [True, True]]), (0,))",
+        "Array([False,  True], dtype=bool)"),
+    "cumsum": (
+        "lax.cumsum(jnp.array([1, 2, 3, 4])), lax.cumsum(jnp.array([1, 2, 3, 4]), reverse=True)",
+        "(Array([ 1,  3,  6, 10], dtype=int32), Array([10,  9,  7,  4], dtype=int32))"),
+    "cumprod": ("lax.cumprod(jnp.array([1, 2, 3, 4]))", "Array([ 1,  2,  6, 24], dtype=int32)"),
+    "cummax": ("lax.cummax(jnp.array([1, 3, 2, 5]))", "Array([1, 3, 3, 5], dtype=int32)"),
+    "cummin": ("lax.cummin(jnp.array([4, 2, 3, 1]))", "Array([4, 2, 2, 1], dtype=int32)"),
+    # indexing.py: the scatters share one setup
+    **{name: ("x, idx = jnp.full((4,), 3.0), jnp.array([0, 2])\n"
+              "dn = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,),\n"
+              "...     scatter_dims_to_operand_dims=(0,))\n"
+              f"lax.{name}(x, idx[:, None], jnp.array([10.0, 1.0]), dn)", result)
+       for name, result in (
+           ("scatter", "Array([10.,  3.,  1.,  3.], dtype=float32)"),
+           ("scatter_add", "Array([13.,  3.,  4.,  3.], dtype=float32)"),
+           ("scatter_mul", "Array([30.,  3.,  3.,  3.], dtype=float32)"),
+           ("scatter_min", "Array([3., 3., 1., 3.], dtype=float32)"),
+           ("scatter_max", "Array([10.,  3.,  3.,  3.], dtype=float32)"))},
 }
+
+
+def example_section(name):
+    """The ``Example:`` section of the docstring of the lax function binding primitive ``name``."""
+    source, result = EXAMPLES[name]
+    lines = [line if line.startswith("... ") else ">>> " + line for line in source.split("\n")]
+    return "Example:\n" + "".join(f"    {line}\n" for line in lines) + f"    {result}\n"
