@@ -36,8 +36,8 @@ Example:
     >>> a = jnp.array([[2.0, 1.0], [1.0, 2.0]])
     >>> L = lax.linalg.cholesky(a)
     >>> L
-    Array([[1.4142135 , 0.        ],
-           [0.70710677, 1.2247449 ]], dtype=float32)
+    Array([[1.414213..., 0.        ],
+           [0.707106..., 1.224744...]], dtype=float32)
     >>> bool(jnp.allclose(L @ L.T, a))
     True
 """
@@ -846,8 +846,8 @@ def eigh(x, lower=True, symmetrize_input=True):
         >>> w
         Array([1., 3.], dtype=float32)
         >>> v
-        Array([[-0.70710677,  0.70710677],
-               [ 0.70710677,  0.70710677]], dtype=float32)
+        Array([[-0.707106...,  0.707106...],
+               [ 0.707106...,  0.707106...]], dtype=float32)
     """
     _check_matrix("eigh", aval_of(x), square=True)
     if symmetrize_input:

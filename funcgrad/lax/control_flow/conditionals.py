@@ -220,7 +220,7 @@ def switch(index, branches, *operands):
     Example:
         >>> branches, x = [lambda v: v, lambda v: v * 2.0, jnp.sin], jnp.float32(1.5)
         >>> lax.switch(1, branches, x), lax.switch(7, branches, x)    # 7 is clamped to 2
-        (Array(3., dtype=float32), Array(0.997495, dtype=float32))
+        (Array(3., dtype=float32), Array(0.99749..., dtype=float32))
     """
     branches = list(branches)
     if not branches or not all(callable(b) for b in branches):
