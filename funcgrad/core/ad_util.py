@@ -8,6 +8,8 @@ In a transpose rule, the linear inputs (whose cotangent is wanted) arrive as
 ``UndefinedPrimal(aval)``.
 
 Example:
+    >>> from funcgrad.core.ad_util import Zero, instantiate, is_zero
+    >>> from funcgrad.core.avals import ShapedArray
     >>> t = Zero(ShapedArray((3,), np.float32))
     >>> is_zero(t), instantiate(t).shape
     (True, (3,))
@@ -22,6 +24,8 @@ class Zero:
     """A symbolic zero tangent/cotangent of abstract value ``aval``.
 
     Example:
+        >>> from funcgrad.core.ad_util import Zero
+        >>> from funcgrad.core.avals import ShapedArray
         >>> Zero(ShapedArray((2,), np.float32)).aval
         f32[2]
     """
@@ -63,6 +67,8 @@ def zeros_like_aval(aval):
     """An array of zeros of ``aval`` (float0 zeros on the host for a float0 aval).
 
     Example:
+        >>> from funcgrad.core.ad_util import zeros_like_aval
+        >>> from funcgrad.core.avals import ShapedArray
         >>> zeros_like_aval(ShapedArray((2,), np.float32))
         Array([0., 0.], dtype=float32)
     """
@@ -76,7 +82,12 @@ def instantiate(t):
     anything else is returned unchanged.
 
     Example:
-        >>> instantiate(Zero(ShapedArray((3,), np.float32)))      # zeros(3)
+        >>> from funcgrad.core.ad_util import Zero, instantiate
+        >>> from funcgrad.core.avals import ShapedArray
+        >>> instantiate(Zero(ShapedArray((3,), np.float32)))
+        Array([0., 0., 0.], dtype=float32)
+        >>> instantiate(jnp.ones(2))
+        Array([1., 1.], dtype=float32)
     """
     if type(t) is not Zero:
         return t
@@ -90,8 +101,12 @@ def add_tangents(a, b):
     """``a + b`` where either may be a symbolic Zero (float0 tangents add to float0).
 
     Example:
-        >>> add_tangents(Zero(aval), t) is t
+        >>> from funcgrad.core.ad_util import Zero, add_tangents
+        >>> t = jnp.ones(2)
+        >>> add_tangents(Zero(t.aval), t) is t
         True
+        >>> add_tangents(t, t)
+        Array([2., 2.], dtype=float32)
     """
     if type(a) is Zero:
         return b
@@ -111,6 +126,8 @@ class UndefinedPrimal:
     """A linear input of a transpose rule: its value is unknown, its cotangent is wanted.
 
     Example:
+        >>> from funcgrad.core.ad_util import UndefinedPrimal, is_undefined_primal
+        >>> from funcgrad.core.avals import ShapedArray
         >>> x = UndefinedPrimal(ShapedArray((3,), np.float32))
         >>> is_undefined_primal(x), x.aval
         (True, f32[3])

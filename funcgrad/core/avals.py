@@ -25,6 +25,7 @@ class ShapedArray(ShapeAndDtype):
     Weakly typed values come from Python scalars and adopt the dtype of strong operands.
 
     Example:
+        >>> from funcgrad.core.avals import ShapedArray
         >>> ShapedArray((2, 3), np.float32)
         f32[2,3]
     """

@@ -2,6 +2,7 @@
 here, so the rule and the error are the same everywhere.
 
 Example:
+    >>> from funcgrad.core.axes import canonicalize_axes, canonicalize_axis
     >>> canonicalize_axis(-1, 3, "lax.reduce_sum")
     2
     >>> canonicalize_axes((0, -1), 3, "funcgrad.numpy.sum")
@@ -15,6 +16,7 @@ def canonicalize_axis(axis, ndim, where):
     when it is out of bounds.
 
     Example:
+        >>> from funcgrad.core.axes import canonicalize_axis
         >>> canonicalize_axis(3, 2, "lax.cumsum")
         Traceback (most recent call last):
         ...

@@ -147,7 +147,18 @@ def batch_jaxpr(closed, axis_size, in_dims, out_dims=None, axis_name=None):
     so collectives in the body see the enclosing vmap's name. Results are cached per Jaxpr.
 
     Example:
+        >>> from funcgrad.core.batching import batch_jaxpr
+        >>> closed = funcgrad.make_jaxpr(lambda x, y: x * y)(jnp.ones(3), 2.0)
         >>> new, dims = batch_jaxpr(closed, 8, [0, None])
+        >>> print(new)
+        { lambda ; a:f32[8,3] b:f32[]{weak}. let
+            c:f32[] = convert_element_type[new_dtype=float32 weak_type=False] b
+            d:f32[3] = broadcast_in_dim[shape=(3,) broadcast_dimensions=()] c
+            e:f32[8,3] = broadcast_in_dim[shape=(8, 3) broadcast_dimensions=(1,)] d
+            f:f32[8,3] = mul a e
+          in (f,) }
+        >>> dims
+        [0]
     """
     in_dims = tuple(in_dims)
     n_out = len(closed.jaxpr.outvars)
@@ -202,6 +213,7 @@ def map_leading_axis(fun, debug_name=None):
     transforms layer (``lax.map``, ``numpy.vectorize``...).
 
     Example:
+        >>> from funcgrad.core.batching import map_leading_axis
         >>> map_leading_axis(lambda x, y: x * y)(jnp.arange(3.0), jnp.ones(3))
         Array([0., 1., 2.], dtype=float32)
     """

@@ -6,13 +6,16 @@ A batching rule has the signature ``rule(args, dims, **params) -> (out, out_dim)
 under the parent interpreter of ``vmap``'s, so it computes with ordinary ``funcgrad.lax``
 functions; ``out_dim`` may be ``not_mapped`` when the result does not depend on the batch.
 
-Example (a rule for an elementwise primitive, and for a one-operand reduction):
-    >>> exp_p.def_batch(broadcast_batcher(exp_p))
-    >>> def _reduce_sum_batch(args, dims, axes):
-    ...     x, = args
-    ...     x = bdim_to_front(x, dims[0])
-    ...     return reduce_sum_p.bind(x, axes=shift_axes(axes)), 0
-    >>> reduce_sum_p.def_batch(_reduce_sum_batch)
+An elementwise primitive takes a ready-made rule: ``exp_p.def_batch(broadcast_batcher(exp_p))``.
+
+Example (a rule for a one-operand reduction, called as ``vmap`` would call it; registering it
+is ``reduce_sum_p.def_batch(reduce_sum_batch)``):
+    >>> from funcgrad.core.batching_util import bdim_to_front
+    >>> def reduce_sum_batch(args, dims, axes):
+    ...     x = bdim_to_front(args[0], dims[0])
+    ...     return lax.reduce_sum(x, tuple(a + 1 for a in axes)), 0
+    >>> reduce_sum_batch((jnp.ones((3, 2)),), (1,), axes=(0,))    # 2 examples of shape (3,)
+    (Array([3., 3.], dtype=float32), 0)
 
 This module depends on ``funcgrad.core`` only (the array operations it applies are registered
 by ``funcgrad.lax``, see ``core/array_ops.py``), so every primitive family can use it.
@@ -41,7 +44,8 @@ def moveaxis(x, src, dst):
     """``x`` with axis ``src`` moved to position ``dst`` (a transpose; no-op when equal).
 
     Example:
-        >>> moveaxis(x, 2, 0).shape     # x: f32[3,4,5]
+        >>> from funcgrad.core.batching_util import moveaxis
+        >>> moveaxis(jnp.zeros((3, 4, 5)), 2, 0).shape
         (5, 3, 4)
     """
     ndim = ndim_of(x)
@@ -57,6 +61,7 @@ def broadcast_batched(x, size, dst=0):
     """An unbatched ``x`` repeated ``size`` times along a new axis ``dst``.
 
     Example:
+        >>> from funcgrad.core.batching_util import broadcast_batched
         >>> broadcast_batched(jnp.ones(3), 4, 1).shape
         (3, 4)
     """
@@ -73,8 +78,11 @@ def bdim_at(x, d, dst, size=None):
     An unbatched ``x`` is broadcast to ``size`` (required then).
 
     Example:
-        >>> bdim_at(x, 0, 2).shape          # x: f32[7,3,4]
+        >>> from funcgrad.core.batching_util import bdim_at
+        >>> bdim_at(jnp.zeros((7, 3, 4)), 0, 2).shape
         (3, 4, 7)
+        >>> bdim_at(jnp.zeros((3, 4)), None, 1, size=7).shape
+        (3, 7, 4)
     """
     if d is not_mapped:
         if size is None:
@@ -87,7 +95,8 @@ def bdim_to_front(x, d, size=None):
     """``x`` with its batch axis first; an unbatched ``x`` (``d`` None) is broadcast to ``size``.
 
     Example:
-        >>> bdim_to_front(x, 1).shape       # x: f32[3,7]
+        >>> from funcgrad.core.batching_util import bdim_to_front
+        >>> bdim_to_front(jnp.zeros((3, 7)), 1).shape
         (7, 3)
     """
     return bdim_at(x, d, 0, size)
@@ -127,7 +136,12 @@ def broadcast_batcher(prim):
     full-rank operand already has the same batch axis the result keeps it (no transposes).
 
     Example:
-        >>> add_p.def_batch(broadcast_batcher(add_p))
+        >>> from funcgrad.core.batching_util import broadcast_batcher
+        >>> from funcgrad.lax.elementwise import add_p
+        >>> rule = broadcast_batcher(add_p)      # what add_p.def_batch received
+        >>> rule((jnp.ones((2, 3)), jnp.arange(3.0)), (0, None))
+        (Array([[1., 2., 3.],
+               [1., 2., 3.]], dtype=float32), 0)
     """
     def rule(args, dims, **params):
         avals = [aval_of(a) for a in args]
@@ -182,7 +196,13 @@ def vectorized_batcher(prim):
     (broadcasting unbatched ones) and binds with unchanged params; the result is batched at 0.
 
     Example:
-        >>> my_rowwise_p.def_batch(vectorized_batcher(my_rowwise_p))
+        >>> from funcgrad.core.batching_util import vectorized_batcher
+        >>> from funcgrad.lax.linalg import cholesky_p
+        >>> rule = vectorized_batcher(cholesky_p)      # what cholesky_p.def_batch received
+        >>> x = jnp.stack([4.0 * jnp.eye(2), 9.0 * jnp.eye(2)], axis=2)   # batched at axis 2
+        >>> out, dim = rule((x,), (2,))
+        >>> out.shape, dim, out[:, 0, 0]
+        ((2, 2, 2), 0, Array([2., 3.], dtype=float32))
     """
     def rule(args, dims, **params):
         out = prim.bind(*all_to_front(args, dims), **params)

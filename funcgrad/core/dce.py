@@ -7,8 +7,15 @@ can register a ``dce`` rule (``prim.def_rule("dce", rule)``) to prune their own 
 outputs of a nested jitted call cost nothing).
 
 Example:
-    >>> closed = make_jaxpr(f)(x)
-    >>> dce_closed_jaxpr(closed)        # same outputs, no dead equations
+    >>> from funcgrad.core.dce import dce_closed_jaxpr
+    >>> closed = funcgrad.make_jaxpr(lambda x, y: (jnp.cos(x), jnp.sin(y)))(1.0, 2.0)
+    >>> new, used_inputs = dce_closed_jaxpr(closed, [False, True])   # only the 2nd output
+    >>> print(new)
+    { lambda ; a:f32[]{weak} b:f32[]{weak}. let
+        c:f32[]{weak} = sin b
+      in (c,) }
+    >>> used_inputs
+    [False, True]
 """
 from funcgrad.core.jaxpr import ClosedJaxpr, Jaxpr, Var, subjaxprs
 from funcgrad.core.primitive import rule_table

@@ -224,6 +224,7 @@ def promote_types(a, b):
     """The common dtype of two (strong) dtypes under funcgrad's lattice.
 
     Example:
+        >>> from funcgrad.core.dtypes import promote_types
         >>> promote_types("int8", "uint8")
         dtype('int16')
     """
@@ -255,7 +256,8 @@ def result_type(*args):
     """The dtype that an operation on ``args`` produces.
 
     Example:
-        >>> result_type(np.float16, 2.0)
-        dtype('float16')
+        >>> from funcgrad.core.dtypes import result_type
+        >>> result_type(np.float16, 2.0), result_type(np.int8, np.uint8)
+        (dtype('float16'), dtype('int16'))
     """
     return result_type_and_weak(*args)[0]

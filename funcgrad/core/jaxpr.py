@@ -82,8 +82,15 @@ class ClosedJaxpr:
     """A Jaxpr together with the values of its constvars.
 
     Example:
-        >>> closed = make_jaxpr(f)(x)
-        >>> closed.jaxpr.eqns, closed.consts
+        >>> w = np.array([2.0, 3.0], np.float32)
+        >>> closed = funcgrad.make_jaxpr(lambda x: jnp.sin(x) * w)(jnp.ones(2))
+        >>> print(closed)
+        { lambda a:f32[2]; b:f32[2]. let
+            c:f32[2] = sin b
+            d:f32[2] = mul c a
+          in (d,) }
+        >>> [e.prim.name for e in closed.jaxpr.eqns], closed.consts
+        (['sin', 'mul'], [array([2., 3.], dtype=float32)])
     """
 
     __slots__ = ("jaxpr", "consts", "__weakref__")
@@ -131,7 +138,7 @@ def subjaxprs(eqn):
     of ``jit``, ``cond``'s branches, a loop's cond and body, ``custom_jvp``'s call...
 
     Example:
-        >>> import funcgrad, funcgrad.numpy as jnp
+        >>> from funcgrad.core.jaxpr import subjaxprs
         >>> closed = funcgrad.make_jaxpr(lambda x: funcgrad.jit(jnp.sin)(x))(1.0)
         >>> [len(j.eqns) for j in subjaxprs(closed.eqns[0])]
         [1]
@@ -149,6 +156,7 @@ def map_subjaxprs(eqn, fn):
     ``fn`` receives what the param holds (ClosedJaxpr or Jaxpr) and returns its replacement.
 
     Example:
+        >>> from funcgrad.core.jaxpr import map_subjaxprs
         >>> closed = funcgrad.make_jaxpr(lambda x: funcgrad.jit(jnp.sin)(x))(1.0)
         >>> seen = []
         >>> new = map_subjaxprs(closed.eqns[0], lambda j: seen.append(j) or j)

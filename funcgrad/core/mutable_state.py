@@ -15,9 +15,20 @@ The rule for a writer (``write(target, key, value, setter)``):
     the write is dropped from the original object and only the traced copy sees it.
 
 Example:
+    >>> from funcgrad.core.mutable_state import StateLog, collecting, write
+    >>> class Counter:
+    ...     count = 0
+    >>> c = Counter()
+    >>> write(c, "count", 1, setattr), c.count          # concrete: stored now
+    (True, 1)
     >>> log = StateLog()
-    >>> with collecting(log):
-    ...     write(obj, "count", tracer, setattr)
+    >>> def step(x):
+    ...     with collecting(log):
+    ...         write(c, "count", x + 1, setattr)       # traced: recorded in the log
+    ...     return x
+    >>> _ = funcgrad.make_jaxpr(step)(1.0)
+    >>> [key for _, key, _, _ in log.entries()], c.count
+    (['count'], 1)
 """
 import contextlib
 import contextvars

@@ -34,6 +34,7 @@ def rule_table(kind):
     ``collective``, ``lowering:<platform>``, ...), a fresh dict built from the slots otherwise.
 
     Example:
+        >>> from funcgrad.core.primitive import rule_table
         >>> from funcgrad.lax.elementwise import exp_p
         >>> rule_table("jvp")[exp_p] is exp_p.jvp
         True
@@ -49,7 +50,7 @@ def all_primitives():
     primitives (those no transformation sees) are left out.
 
     Example:
-        >>> import funcgrad
+        >>> from funcgrad.core.primitive import all_primitives
         >>> "exp" in {p.name for p in all_primitives()}
         True
     """

@@ -27,6 +27,7 @@ def stop_gradient(x):
 
     Example:
         >>> funcgrad.grad(lambda x: x * lax.stop_gradient(x))(3.0)     # 3.0, not 6.0
+        Array(3., dtype=float32)
     """
     def stop(leaf):
         if interpreters.is_eager() and not isinstance(

@@ -21,7 +21,7 @@ derivative (wrap it in ``custom_jvp``).
 Example:
     >>> f = funcgrad.jit(lambda x: lax.pure_callback(np.sin, x, x) * 2)
     >>> f(jnp.arange(3.0))
-    Array([0.       , 1.682942 , 1.8185949], dtype=float32)
+    Array([0.       , 1.682942 , 1.818594...], dtype=float32)
 """
 import threading
 
@@ -234,7 +234,10 @@ def debug_callback(callback, *args, **kwargs):
     may run in any order.
 
     Example:
-        >>> funcgrad.jit(lambda x: lax.debug_callback(print, x) or x + 1)(jnp.ones(2))
+        >>> y = funcgrad.jit(lambda x: lax.debug_callback(print, x) or x + 1)(jnp.ones(2))
+        [1. 1.]
+        >>> y
+        Array([2., 2.], dtype=float32)
     """
     name = f"debug_callback({getattr(callback, '__name__', type(callback).__name__)})"
     leaves, host_fn = _flat_host_fn(callback, args, kwargs, name, (), True)

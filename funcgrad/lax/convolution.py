@@ -52,7 +52,7 @@ def conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers):
     rhs string), as in XLA's convention for string layouts.
 
     Example:
-        >>> conv_dimension_numbers((1, 8, 8, 3), (3, 3, 3, 4), ("NHWC", "HWIO", "NHWC"))
+        >>> lax.conv_dimension_numbers((1, 8, 8, 3), (3, 3, 3, 4), ("NHWC", "HWIO", "NHWC"))
         ConvDimensionNumbers(lhs_spec=(0, 3, 1, 2), rhs_spec=(3, 2, 0, 1), out_spec=(0, 3, 1, 2))
     """
     nd = len(lhs_shape)

@@ -186,7 +186,10 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     ``funcgrad.config.default_matmul_precision``.
 
     Example:
+        >>> a, b = jnp.array([[1.0, 2.0], [3.0, 4.0]]), jnp.array([[1.0], [1.0]])
         >>> lax.dot_general(a, b, (((1,), (0,)), ((), ())))   # a @ b for matrices
+        Array([[3.],
+               [7.]], dtype=float32)
     """
     pet = dtypes.canonicalize(preferred_element_type) if preferred_element_type else None
     return dot_general_p.bind(lhs, rhs, dimension_numbers=_canonical_dnums(dimension_numbers),

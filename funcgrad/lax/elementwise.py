@@ -18,6 +18,7 @@ from funcgrad.core.batching_util import broadcast_batcher
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import PYTHON_SCALARS, aval_of
 from funcgrad.lax import _hlo
+from funcgrad.lax._doc_examples import example_section
 from funcgrad.lax import shapes   # a module object: shapes imports this module too
 
 # --- dtype classes that each operation accepts --------------------------------------------
@@ -124,13 +125,16 @@ def binary_operands(x, y):
     return x, y
 
 
+
+
+
 def _binary_fn(prim):
     def fn(x, y):
         return prim.bind(*binary_operands(x, y))
     fn.__name__ = prim.name
     fn.prim = prim    # lets funcgrad.numpy bind directly when operands already match
     fn.__doc__ = (f"Elementwise ``{prim.name}`` of two arrays of one shape and dtype "
-                  f"(scalars broadcast).\n\nExample:\n    >>> lax.{prim.name}(x, y)\n")
+                  f"(scalars broadcast).\n\n{example_section(prim.name)}")
     return fn
 
 
@@ -138,7 +142,7 @@ def _unary_fn(prim):
     def fn(x):
         return prim.bind(x)
     fn.__name__ = prim.name
-    fn.__doc__ = f"Elementwise ``{prim.name}``.\n\nExample:\n    >>> lax.{prim.name}(x)\n"
+    fn.__doc__ = f"Elementwise ``{prim.name}``.\n\n{example_section(prim.name)}"
     return fn
 
 
@@ -339,7 +343,9 @@ def round(x, rounding_method=0):
     """Round to integral values: method 0 rounds halves away from zero, 1 to nearest even.
 
     Example:
-        >>> lax.round(x, rounding_method=1)
+        >>> x = jnp.array([-1.5, 0.5, 2.5])
+        >>> lax.round(x), lax.round(x, rounding_method=1)
+        (Array([-2.,  1.,  3.], dtype=float32), Array([-2.,  0.,  2.], dtype=float32))
     """
     return round_p.bind(x, rounding_method=int(rounding_method))
 
@@ -385,7 +391,10 @@ def integer_pow(x, y):
     """``x ** y`` for a static Python int ``y`` (negative too, for inexact x).
 
     Example:
-        >>> lax.integer_pow(x, 3)
+        >>> lax.integer_pow(jnp.array([2.0, -1.0]), 3)
+        Array([ 8., -1.], dtype=float32)
+        >>> lax.integer_pow(jnp.array([2.0, 4.0]), -1)
+        Array([0.5 , 0.25], dtype=float32)
     """
     y = int(y)
     if y < 0 and not dtypes.is_inexact(aval_of(x).dtype):
@@ -442,7 +451,8 @@ def convert_element_type(x, new_dtype, weak_type=False):
     """Convert ``x`` to ``new_dtype`` (canonicalized: float64 -> float32 unless x64 is on).
 
     Example:
-        >>> lax.convert_element_type(x, "int32")
+        >>> lax.convert_element_type(jnp.array([1.7, -2.5]), "int32")
+        Array([ 1, -2], dtype=int32)
     """
     new_dtype = dtypes.canonicalize(new_dtype)
     aval = aval_of(x)
@@ -781,7 +791,9 @@ def select_n(which, *cases):
     """Pick elementwise from ``cases`` by ``which`` (bool: False->cases[0]; int: an index).
 
     Example:
+        >>> x = jnp.array([-2.0, 0.5, 3.0])
         >>> lax.select_n(x > 0, -x, x)      # abs
+        Array([2. , 0.5, 3. ], dtype=float32)
     """
     return select_n_p.bind(which, *cases)
 
@@ -836,7 +848,8 @@ def clamp(min, x, max):
     """Clip ``x`` to [min, max] (bounds are scalars or of x's shape).
 
     Example:
-        >>> lax.clamp(0.0, x, 1.0)
+        >>> lax.clamp(0.0, jnp.array([-2.0, 0.5, 3.0]), 1.0)
+        Array([0. , 0.5, 1. ], dtype=float32)
     """
     min, max = _match_scalar(min, x), _match_scalar(max, x)
     return clamp_p.bind(min, x, max)
@@ -865,6 +878,7 @@ def bitcast_convert_type(x, new_dtype):
 
     Example:
         >>> lax.bitcast_convert_type(jnp.float32(1.0), "int32")
+        Array(1065353216, dtype=int32)
     """
     return bitcast_convert_type_p.bind(x, new_dtype=np.dtype(new_dtype))
 

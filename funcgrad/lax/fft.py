@@ -6,7 +6,9 @@ last axis) or "IRFFT" (the inverse of RFFT, complex -> real). ``fft_lengths`` ar
 the transformed trailing dimensions.
 
 Example:
-    >>> lax.fft.fft(x.astype(jnp.complex64), "FFT", (8,))
+    >>> x = jnp.array([1.0, 0.0, -1.0, 0.0])
+    >>> lax.fft(x.astype(jnp.complex64), "FFT", (4,))
+    Array([0.+0.j, 2.+0.j, 0.+0.j, 2.+0.j], dtype=complex64)
 """
 import math
 
@@ -139,7 +141,8 @@ def fft(x, fft_type, fft_lengths):
     """Apply XLA's FFT of ``fft_type`` over the trailing ``len(fft_lengths)`` dims of ``x``.
 
     Example:
-        >>> lax.fft.fft(x, "RFFT", (16,))
+        >>> lax.fft(jnp.array([1.0, 0.0, -1.0, 0.0]), "RFFT", (4,))
+        Array([0.+0.j, 2.+0.j, 0.+0.j], dtype=complex64)
     """
     fft_type = str(fft_type).upper().replace("FFTTYPE.", "")
     return fft_p.bind(x, fft_type=fft_type, fft_lengths=tuple(int(n) for n in fft_lengths))

@@ -18,6 +18,7 @@ from funcgrad.core.avals import ShapedArray
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import aval_of
 from funcgrad.lax import _hlo
+from funcgrad.lax._doc_examples import example_section
 from funcgrad.lax import elementwise as ew
 from funcgrad.lax.elementwise import convert_element_type
 from funcgrad.lax.reductions import reduce_hlo
@@ -130,7 +131,13 @@ def dynamic_slice(operand, start_indices, slice_sizes):
     """``operand[s0:s0+n0, ...]`` with traced starts, clamped so the slice stays in bounds.
 
     Example:
-        >>> lax.dynamic_slice(x, (i, 0), (2, 3))
+        >>> x = jnp.arange(12.0).reshape(3, 4)
+        >>> lax.dynamic_slice(x, (jnp.int32(1), 1), (2, 3))
+        Array([[ 5.,  6.,  7.],
+               [ 9., 10., 11.]], dtype=float32)
+        >>> lax.dynamic_slice(x, (5, 0), (2, 2))    # start clamped to row 1
+        Array([[4., 5.],
+               [8., 9.]], dtype=float32)
     """
     return dynamic_slice_p.bind(operand, *start_indices,
                                 slice_sizes=tuple(int(s) for s in slice_sizes))
@@ -221,7 +228,10 @@ def dynamic_update_slice(operand, update, start_indices):
     """``operand`` with ``update`` written at ``start_indices`` (clamped to stay in bounds).
 
     Example:
-        >>> lax.dynamic_update_slice(x, jnp.ones((1, 3)), (i, 0))
+        >>> lax.dynamic_update_slice(jnp.zeros((3, 4)), jnp.ones((1, 2)), (jnp.int32(2), 1))
+        Array([[0., 0., 0., 0.],
+               [0., 0., 0., 0.],
+               [0., 1., 1., 0.]], dtype=float32)
     """
     return dynamic_update_slice_p.bind(operand, update, *start_indices)
 
@@ -405,9 +415,12 @@ def gather(operand, start_indices, dimension_numbers, slice_sizes, mode=None, fi
     (index vectors on the last axis), arranged per ``dimension_numbers``.
 
     Example:
-        >>> dn = GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,),
-        ...                             start_index_map=(0,))
-        >>> lax.gather(x, idx[:, None], dn, slice_sizes=(1, x.shape[1]))   # x[idx]
+        >>> x, idx = jnp.arange(6.0).reshape(3, 2), jnp.array([2, 0])
+        >>> dn = lax.GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,),
+        ...                                 start_index_map=(0,))
+        >>> lax.gather(x, idx[:, None], dn, slice_sizes=(1, 2))   # x[idx]
+        Array([[4., 5.],
+               [0., 1.]], dtype=float32)
     """
     dn = GatherDimensionNumbers(*(tuple(int(i) for i in f) for f in dimension_numbers))
     return gather_p.bind(operand, start_indices, dimension_numbers=dn,
@@ -677,9 +690,7 @@ def _scatter_fn(kind):
     fn.__name__ = prim.name
     fn.__doc__ = (f"Scatter ``updates`` into ``operand`` at ``scatter_indices`` combining with "
                   f"``{kind}``; out-of-bounds updates are dropped unless mode='clip'.\n\n"
-                  f"Example:\n    >>> dn = ScatterDimensionNumbers(update_window_dims=(), "
-                  f"inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))\n"
-                  f"    >>> lax.{prim.name}(x, idx[:, None], vals, dn)\n")
+                  f"{example_section(prim.name)}")
     return fn
 
 

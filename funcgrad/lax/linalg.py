@@ -33,8 +33,13 @@ Primitives: ``cholesky``, ``triangular_solve``, ``lu`` (with pivots and permutat
 non-symmetric matrices beyond eigenvalues).
 
 Example:
-    >>> from funcgrad import lax
-    >>> L = lax.linalg.cholesky(a @ a.T + 4 * jnp.eye(4))
+    >>> a = jnp.array([[2.0, 1.0], [1.0, 2.0]])
+    >>> L = lax.linalg.cholesky(a)
+    >>> L
+    Array([[1.414213..., 0.        ],
+           [0.707106..., 1.224744...]], dtype=float32)
+    >>> bool(jnp.allclose(L @ L.T, a))
+    True
 """
 import numpy as np
 from jaxlib.mlir import ir
@@ -271,7 +276,10 @@ def solve(a, b):
     """Solve ``a @ x = b`` for square ``a`` (..., n, n) and ``b`` (..., n, k) by LU.
 
     Example:
-        >>> x = lax.linalg.solve(a, b)
+        >>> a, b = jnp.array([[3.0, 1.0], [1.0, 2.0]]), jnp.array([[9.0], [8.0]])
+        >>> lax.linalg.solve(a, b)
+        Array([[2.],
+               [3.]], dtype=float32)
     """
     lu_, _, perm = lu(a)
     pb = _take_rows(b, perm)
@@ -503,7 +511,10 @@ def triangular_solve(a, b, left_side=False, lower=False, transpose_a=False, conj
     Leading batch dimensions of ``a`` and ``b`` are broadcast against each other.
 
     Example:
-        >>> x = lax.linalg.triangular_solve(L, b, left_side=True, lower=True)
+        >>> L, b = jnp.array([[2.0, 0.0], [1.0, 1.0]]), jnp.array([[4.0], [5.0]])
+        >>> lax.linalg.triangular_solve(L, b, left_side=True, lower=True)
+        Array([[2.],
+               [3.]], dtype=float32)
     """
     a_aval, b_aval = aval_of(a), aval_of(b)
     dt = dtypes.result_type(a_aval.dtype, b_aval.dtype)
@@ -659,7 +670,12 @@ def lu(x):
     swapped with row ``i`` (0-based); ``x[permutation] == L @ U``.
 
     Example:
-        >>> lu, piv, perm = lax.linalg.lu(a)
+        >>> lu, piv, perm = lax.linalg.lu(jnp.array([[1.0, 2.0], [3.0, 4.0]]))
+        >>> lu
+        Array([[3.        , 4.        ],
+               [0.33333334, 0.666666...]], dtype=float32)
+        >>> piv, perm
+        (Array([1, 1], dtype=int32), Array([1, 0], dtype=int32))
     """
     return lu_p.bind(x)
 
@@ -752,7 +768,13 @@ def qr(x, full_matrices=True):
     """QR decomposition ``x = q @ r`` by Householder reflections: returns ``(q, r)``.
 
     Example:
+        >>> a = jnp.array([[1.0, 2.0], [3.0, 4.0]])
         >>> q, r = lax.linalg.qr(a, full_matrices=False)
+        >>> r
+        Array([[-3.162277..., -4.427188...],
+               [ 0.       , -0.632455...]], dtype=float32)
+        >>> bool(jnp.allclose(q @ r, a)), bool(jnp.allclose(q.T @ q, jnp.eye(2), atol=1e-6))
+        (True, True)
     """
     return qr_p.bind(x, full_matrices=bool(full_matrices))
 
@@ -820,7 +842,12 @@ def eigh(x, lower=True, symmetrize_input=True):
     and eigenvectors in the columns of ``v`` (``x @ v == v * w``).
 
     Example:
-        >>> v, w = lax.linalg.eigh(a + a.T)
+        >>> v, w = lax.linalg.eigh(jnp.array([[2.0, 1.0], [1.0, 2.0]]))
+        >>> w
+        Array([1., 3.], dtype=float32)
+        >>> v
+        Array([[-0.707106...,  0.707106...],
+               [ 0.707106...,  0.707106...]], dtype=float32)
     """
     _check_matrix("eigh", aval_of(x), square=True)
     if symmetrize_input:
@@ -958,7 +985,12 @@ def svd(x, full_matrices=True, compute_uv=True):
     or just ``s`` when ``compute_uv=False``.
 
     Example:
+        >>> a = jnp.array([[1.0, 2.0], [3.0, 4.0]])
         >>> s, u, vt = lax.linalg.svd(a, full_matrices=False)
+        >>> s
+        Array([5.46498..., 0.36596...], dtype=float32)
+        >>> bool(jnp.allclose((u * s) @ vt, a, atol=1e-5))
+        True
     """
     outs = svd_p.bind(x, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv))
     return outs if compute_uv else outs[0]
@@ -1131,7 +1163,9 @@ def eig(x, compute_left_eigenvectors=True, compute_right_eigenvectors=True):
     them with ``compute_left_eigenvectors=False`` when only ``vr`` is needed.
 
     Example:
-        >>> w, vl, vr = lax.linalg.eig(a)
+        >>> w, vl, vr = lax.linalg.eig(jnp.array([[0.0, -1.0], [1.0, 0.0]]))   # a rotation
+        >>> w
+        Array([0.+1.j, 0.-1.j], dtype=complex64)
     """
     return eig_p.bind(x, compute_left_eigenvectors=bool(compute_left_eigenvectors),
                       compute_right_eigenvectors=bool(compute_right_eigenvectors))
@@ -1203,8 +1237,9 @@ def lu_pivots_to_permutation(pivots, permutation_size):
     ``arange(permutation_size)`` (0-based pivots, as returned by ``lu``).
 
     Example:
-        >>> lu, piv, perm = lax.linalg.lu(a)
-        >>> lax.linalg.lu_pivots_to_permutation(piv, a.shape[-2])   # == perm
+        >>> lu, piv, perm = lax.linalg.lu(jnp.array([[1.0, 2.0], [3.0, 4.0]]))
+        >>> piv, lax.linalg.lu_pivots_to_permutation(piv, 2)   # the second is perm
+        (Array([1, 1], dtype=int32), Array([1, 0], dtype=int32))
     """
     if not isinstance(pivots, Value):
         pivots = np.asarray(pivots)

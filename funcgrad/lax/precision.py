@@ -10,9 +10,11 @@ Accepted names (case-insensitive): "default" (also "fastest", "bfloat16"), "high
 pair of them (one per operand).
 
 Example:
+    >>> a, b = jnp.array([[1.0, 2.0]]), jnp.array([[3.0], [4.0]])
     >>> lax.dot(a, b, precision=lax.Precision.HIGHEST)
+    Array([[11.]], dtype=float32)
     >>> with funcgrad.default_matmul_precision("highest"):
-    ...     y = funcgrad.jit(f)(x)          # every product in f at full float32
+    ...     y = funcgrad.jit(jnp.matmul)(a, b)          # every product at full float32
 """
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
@@ -75,6 +77,9 @@ def default_matmul_precision(name):
 
     Example:
         >>> with funcgrad.default_matmul_precision("highest"):
-        ...     y = x @ w
+        ...     print(funcgrad.config.default_matmul_precision)
+        highest
+        >>> print(funcgrad.config.default_matmul_precision)
+        None
     """
     return config.override("default_matmul_precision", name)

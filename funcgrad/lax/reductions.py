@@ -9,6 +9,7 @@ from funcgrad.core.primitive import Primitive
 from funcgrad.core.axes import canonicalize_axes
 from funcgrad.core.values import aval_of
 from funcgrad.lax import _hlo
+from funcgrad.lax._doc_examples import example_section
 from funcgrad.lax import elementwise as ew
 from funcgrad.lax import shapes   # a module object: shapes imports this module too
 
@@ -86,7 +87,7 @@ def _reducer(prim):
         return prim.bind(x, axes=axes)
     fn.__name__ = prim.name
     fn.__doc__ = (f"``{prim.name}`` of ``x`` over ``axes`` (a tuple of ints).\n\n"
-                  f"Example:\n    >>> lax.{prim.name}(x, (0,))\n")
+                  f"{example_section(prim.name)}")
     return fn
 
 
@@ -261,7 +262,8 @@ def argmax(x, axis, index_dtype="int32"):
     """Index of the largest element along ``axis`` (first one on ties; NaN counts as largest).
 
     Example:
-        >>> lax.argmax(x, 0)
+        >>> lax.argmax(jnp.array([[1.0, 5.0, 3.0], [4.0, 2.0, 6.0]]), 1)
+        Array([1, 2], dtype=int32)
     """
     return argmax_p.bind(x, axes=_axes(x, (axis,), "argmax"),
                         index_dtype=dtypes.canonicalize(index_dtype))
@@ -302,7 +304,7 @@ def _cumulative_fn(prim):
         return prim.bind(x, axis=_axes(x, (axis,), prim.name)[0], reverse=bool(reverse))
     fn.__name__ = prim.name
     fn.__doc__ = (f"Running ``{prim.name[3:]}`` along ``axis`` (from the end if ``reverse``)."
-                  f"\n\nExample:\n    >>> lax.{prim.name}(x, axis=0)\n")
+                  f"\n\n{example_section(prim.name)}")
     return fn
 
 

@@ -388,7 +388,8 @@ def pad(x, padding_value, padding_config):
     """Pad with (low, high, interior) per axis; negative low/high crop.
 
     Example:
-        >>> lax.pad(x, 0.0, [(1, 1, 0)])
+        >>> lax.pad(jnp.array([1.0, 2.0]), 0.0, [(1, 2, 1)])   # (low, high, interior)
+        Array([0., 1., 0., 2., 0., 0.], dtype=float32)
     """
     padding_value = elementwise._match_scalar(padding_value, x)
     config = tuple(tuple(int(v) for v in c) for c in padding_config)
@@ -430,6 +431,8 @@ def broadcasted_iota(dtype, shape, dimension):
 
     Example:
         >>> lax.broadcasted_iota("int32", (2, 3), 1)
+        Array([[0, 1, 2],
+               [0, 1, 2]], dtype=int32)
     """
     return iota_p.bind(dtype=dtypes.canonicalize(dtype), shape=_ints(shape),
                        dimension=int(dimension))
@@ -488,6 +491,7 @@ def slice(x, start_indices, limit_indices, strides=None):
 
     Example:
         >>> lax.slice(jnp.arange(10), (2,), (8,), (2,))
+        Array([2, 4, 6], dtype=int32)
     """
     aval = aval_of(x)
     strides = _ints(strides) if strides is not None else (1,) * aval.ndim

@@ -138,7 +138,9 @@ def sort(operand, dimension=-1, is_stable=True, num_keys=1):
     Example:
         >>> lax.sort(jnp.array([3.0, jnp.nan, 1.0]))
         Array([ 1.,  3., nan], dtype=float32)
-        >>> keys, vals = lax.sort((k, v), num_keys=1)
+        >>> k, v = jnp.array([2, 0, 1]), jnp.array([10.0, 20.0, 30.0])
+        >>> lax.sort((k, v), num_keys=1)     # v reordered by k
+        (Array([0, 1, 2], dtype=int32), Array([20., 30., 10.], dtype=float32))
     """
     single = not isinstance(operand, (tuple, list))
     ops = [operand] if single else list(operand)

@@ -11,7 +11,10 @@ itself differentiable and batchable, and its transpose (the pooling gradient) st
 fused select for tiles.
 
 Example:
+    >>> x = jnp.arange(16.0).reshape(1, 1, 4, 4)
     >>> lax.reduce_window(x, -jnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")  # max pool
+    Array([[[[ 5.,  7.],
+             [13., 15.]]]], dtype=float32)
 """
 import itertools
 

@@ -78,7 +78,10 @@ def register_cuda_custom_call(name, handler, api_version=1):
     (``lowering/cuda.py``); call it before compiling code that uses it.
 
     Example:
-        >>> backend.register_cuda_custom_call("cusolver_getrf_ffi", capsule)
+        >>> from funcgrad.lowering import backend
+        >>> from jax_cuda13_plugin import _solver           # doctest: +SKIP
+        >>> capsule = _solver.registrations()["cusolver_getrf_ffi"]   # doctest: +SKIP
+        >>> backend.register_cuda_custom_call("cusolver_getrf_ffi", capsule)   # doctest: +SKIP
     """
     cuda.CUDA.register_custom_call(name, handler, api_version)
 

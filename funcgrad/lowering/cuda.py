@@ -56,7 +56,12 @@ class CudaPlatform(platforms.Platform):
         handlers through the plugin's own extension module, not through jaxlib.
 
         Example:
-            >>> CUDA.register_custom_call("cusolver_getrf_ffi", capsule)
+            >>> from funcgrad.lowering.cuda import CUDA
+            >>> CUDA.name
+            'cuda'
+            >>> from jax_cuda13_plugin import _solver           # doctest: +SKIP
+            >>> capsule = _solver.registrations()["cusolver_getrf_ffi"]   # doctest: +SKIP
+            >>> CUDA.register_custom_call("cusolver_getrf_ffi", capsule)   # doctest: +SKIP
         """
         from funcgrad.lowering import backend
         backend.get_client("cuda")
@@ -113,8 +118,12 @@ class CusolverKernels:
         """Sorted names of the cuSOLVER targets the installed plugin provides ([] if none).
 
         Example:
-            >>> cuda.CUSOLVER.solver_targets()
-            []
+            >>> from funcgrad.lowering import cuda
+            >>> targets = cuda.CUSOLVER.solver_targets()     # [] without the CUDA plugin
+            >>> targets == sorted(targets) and all(t.startswith("cusolver_") for t in targets)
+            True
+            >>> targets          # with jax-cuda13-plugin installed   # doctest: +SKIP
+            ['cusolver_csrlsvqr_ffi', 'cusolver_geqrf_ffi', 'cusolver_gesvd_ffi', ...]
         """
         return sorted(self._load())
 

@@ -9,10 +9,12 @@ knows how to transform; its rules (impl, lowering, batch, jvp, transpose, dce) a
 Single operations run eagerly are dispatched by ``lowering/eager.py``.
 
 Example:
-    >>> import funcgrad, funcgrad.numpy as jnp
+    >>> from funcgrad.lowering.dispatch import JitFunction
     >>> f = JitFunction(lambda x: x * 2.0)
     >>> f(jnp.ones(2)), f.trace_count
     (Array([2., 2.], dtype=float32), 1)
+    >>> f(jnp.zeros(2)), f.trace_count       # same signature: no new trace
+    (Array([0., 0.], dtype=float32), 1)
 """
 import functools
 import inspect
@@ -116,7 +118,13 @@ class Lowered:
         """The StableHLO module, as text.
 
         Example:
-            >>> print(funcgrad.jit(f).lower(x).as_text())
+            >>> print(funcgrad.jit(jnp.sin).lower(jnp.ones(2)).as_text())
+            module @funcgrad_sin {
+              func.func public @main(%arg0: tensor<2xf32>) -> tensor<2xf32> {
+                %0 = stablehlo.sine %arg0 : tensor<2xf32>
+                return %0 : tensor<2xf32>
+              }
+            }
         """
         module, ctx = mlir.lower_closed_jaxpr(self.jaxpr, name=self._jitted.__name__,
                                               platform=backend.platform_of(self._device),
@@ -437,7 +445,8 @@ class JitFunction:
         """Trace and lower for these arguments without running.
 
         Example:
-            >>> funcgrad.jit(f).lower(x).as_text()[:6]
+            >>> lowered = funcgrad.jit(jnp.sin).lower(jnp.ones(2))
+            >>> lowered.as_text()[:6]
             'module'
         """
         entry, _, device = self._entry(args, kwargs)

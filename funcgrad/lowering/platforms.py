@@ -56,6 +56,7 @@ def get(name):
     """The platform called ``name`` (or one of its aliases); ValueError naming the known ones.
 
     Example:
+        >>> from funcgrad.lowering.platforms import get
         >>> get("cpu").priority
         0
     """

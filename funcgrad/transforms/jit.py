@@ -25,7 +25,7 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=()):
         ... def f(x):
         ...     return jnp.sin(x) * 2.0
         >>> f(jnp.ones(3))
-        Array([1.682942, 1.682942, 1.682942], dtype=float32)
+        Array([1.68294..., 1.68294..., 1.68294...], dtype=float32)
     """
     if fun is None:
         return functools.partial(jit, static_argnums=static_argnums,
@@ -83,10 +83,15 @@ def make_jaxpr(fun, static_argnums=()):
     """A function returning the ClosedJaxpr that ``fun`` stages for given arguments.
 
     Example:
-        >>> print(funcgrad.make_jaxpr(lambda x: jnp.sin(x) + 1.0)(1.0))
+        >>> print(funcgrad.make_jaxpr(lambda x: jnp.sin(x) + 1.0)(jnp.float32(1.0)))
         { lambda ; a:f32[]. let
             b:f32[] = sin a
             c:f32[] = add b 1.0
+          in (c,) }
+        >>> print(funcgrad.make_jaxpr(lambda x: jnp.sin(x) + 1.0)(1.0))   # a Python float is weak
+        { lambda ; a:f32[]{weak}. let
+            b:f32[]{weak} = sin a
+            c:f32[]{weak} = add b 1.0
           in (c,) }
     """
     if isinstance(static_argnums, int):

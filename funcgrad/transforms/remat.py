@@ -95,7 +95,10 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
         >>> @funcgrad.checkpoint
         ... def layer(w, x):
         ...     return jnp.tanh(x @ w)
+        >>> w, x = jnp.zeros((2, 2)), jnp.ones((3, 2))
         >>> funcgrad.grad(lambda w: jnp.sum(layer(w, x)))(w)
+        Array([[3., 3.],
+               [3., 3.]], dtype=float32)
     """
     if fun is None:
         return functools.partial(checkpoint, prevent_cse=prevent_cse, policy=policy,

@@ -192,7 +192,11 @@ def cond(pred, true_fun, false_fun, *operands):
     Both branches are traced; they must return the same pytree of shapes and dtypes.
 
     Example:
+        >>> x = jnp.float32(1.5)
         >>> lax.cond(x > 0, lambda v: v * 2.0, lambda v: -v, x)
+        Array(3., dtype=float32)
+        >>> lax.cond(-x > 0, lambda v: v * 2.0, lambda v: -v, x)
+        Array(-1.5, dtype=float32)
     """
     if not callable(true_fun) or not callable(false_fun):
         raise TypeError("cond: true_fun and false_fun must be callable (signature "
@@ -214,7 +218,9 @@ def switch(index, branches, *operands):
     """``branches[index](*operands)`` with ``index`` clamped to ``[0, len(branches) - 1]``.
 
     Example:
-        >>> lax.switch(i, [lambda v: v, lambda v: v * 2.0, jnp.sin], x)
+        >>> branches, x = [lambda v: v, lambda v: v * 2.0, jnp.sin], jnp.float32(1.5)
+        >>> lax.switch(1, branches, x), lax.switch(7, branches, x)    # 7 is clamped to 2
+        (Array(3., dtype=float32), Array(0.99749..., dtype=float32))
     """
     branches = list(branches)
     if not branches or not all(callable(b) for b in branches):

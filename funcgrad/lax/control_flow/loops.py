@@ -158,6 +158,7 @@ def while_loop(cond_fun, body_fun, init_val):
 
     Example:
         >>> lax.while_loop(lambda c: c[0] < 10, lambda c: (c[0] + 1, c[1] * 2.0), (0, 1.0))
+        (Array(10, dtype=int32), Array(1024., dtype=float32))
     """
     leaves, tree = tree_util.tree_flatten(init_val)
     avals = _carry_avals(leaves)
@@ -195,6 +196,7 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
 
     Example:
         >>> lax.fori_loop(0, 5, lambda i, s: s + i, 0)
+        Array(10, dtype=int32)
     """
     lo_aval, hi_aval = aval_of(lower), aval_of(upper)
     for b, a in (("lower", lo_aval), ("upper", hi_aval)):

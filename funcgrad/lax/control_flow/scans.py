@@ -145,7 +145,8 @@ def map(f, xs, *, batch_size=None):
     ``batch_size`` processes that many slices per step with ``funcgrad.vmap``.
 
     Example:
-        >>> lax.map(lambda r: r @ r, jnp.ones((4, 3)))
+        >>> lax.map(lambda r: r @ r, jnp.arange(6.0).reshape(3, 2))
+        Array([ 1., 13., 41.], dtype=float32)
     """
     if batch_size is None:
         _, ys = scan(lambda c, x: (c, f(x)), (), xs)
