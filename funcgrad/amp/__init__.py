@@ -6,6 +6,7 @@ Example:
     ...     logits = model(x)                    # matrix products in bfloat16
     ...     loss = F.cross_entropy(logits, y)    # float32
 """
-from funcgrad.amp.autocast import (FLOAT32_OPS, LOW_PRECISION_OPS, autocast,  # noqa: F401
+from funcgrad.amp.autocast import (FLOAT32_OPS, LOW_PRECISION_OPS, PROMOTE_OPS,  # noqa: F401
+                                   autocast,
                                    get_autocast_dtype, is_autocast_enabled)
 from funcgrad.amp.grad_scaler import GradScaler  # noqa: F401

@@ -38,6 +38,14 @@ FLOAT32_OPS = ("exp", "expm1", "log", "log1p", "pow", "integer_pow", "rsqrt", "t
                "cosh", "asin", "acos", "erf_inv", "reduce_sum", "reduce_prod", "cumsum",
                "cumprod", "cumlogsumexp")
 
+#: Primitives whose floating operands must share a dtype: when the casts above make them
+#: differ (a float32 sum added to a bfloat16 maximum inside ``logaddexp``), they run in the
+#: widest one, as PyTorch promotes (library code written for one dtype keeps working).
+PROMOTE_OPS = ("add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2", "nextafter",
+               "select_n", "clamp", "concatenate", "eq", "ne", "lt", "gt", "le", "ge",
+               "complex", "igamma", "igammac", "polygamma", "zeta", "scatter", "scatter_add",
+               "scatter_mul", "scatter_min", "scatter_max", "dynamic_update_slice", "pad")
+
 #: Default low dtype per device type (PyTorch's defaults).
 DEFAULT_DTYPES = {"cpu": "bfloat16", "cuda": "float16", "gpu": "float16", "tpu": "bfloat16",
                   "xla": "bfloat16"}
@@ -90,10 +98,24 @@ def _float32_rule(policy, prim, args, params):
     return prim.bind(*args, **params)
 
 
+def _promote_rule(policy, prim, args, params):
+    widest = None
+    for a in args:
+        d = aval_of(a).dtype
+        if d in _CASTABLE:
+            if widest is None:
+                widest = d
+            elif d != widest:
+                widest = _F32       # a low dtype meets float32, or float16 meets bfloat16
+    if widest is not None:
+        args = [_cast(a, widest) if aval_of(a).dtype in _CASTABLE else a for a in args]
+    return prim.bind(*args, **params)
+
+
 def _register_rules():
     by_name = {p.name: p for p in all_primitives()}
     for names, rule in ((LOW_PRECISION_OPS, _low_precision_rule),
-                        (FLOAT32_OPS, _float32_rule)):
+                        (FLOAT32_OPS, _float32_rule), (PROMOTE_OPS, _promote_rule)):
         for name in names:
             if name not in by_name:
                 raise RuntimeError(f"funcgrad.amp: no primitive named {name!r} for its "
