@@ -200,7 +200,7 @@ def _add_bias(y, bias):
 def bilinear(x1, x2, weight, bias=None):
     """y_k = x1 W_k x2 + b_k with weight (out, in1, in2). Example: ``F.bilinear(a, b, w)``."""
     y = jnp.einsum("...i,kij,...j->...k", x1, weight, x2)
-    return y + bias if bias is not None else y
+    return _add_bias(y, bias) if bias is not None else y
 
 
 def _conv_padding(padding, k, dilation, stride, n, fname):
