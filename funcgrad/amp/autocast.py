@@ -32,6 +32,13 @@ _CASTABLE = (np.dtype(np.float32),) + tuple(_LOW_DTYPES)
 #: Matrix-product-class primitives: run on operands cast to the low dtype.
 LOW_PRECISION_OPS = ("dot_general", "conv_general_dilated")
 
+#: Those that ask for a float32 result (``preferred_element_type``) before the cast back: a
+#: low-precision product with a float32 result is native to cuBLAS and XLA:CPU. Convolutions
+#: stay low-precision end to end: cuDNN has no bfloat16-in, float32-out convolution (XLA
+#: would run it in float32), and it and XLA:CPU accumulate low-precision convolutions in
+#: float32 anyway.
+_ACCUMULATE_F32 = ("dot_general",)
+
 #: Primitives that run in float32 under autocast (PyTorch's float32 list, at primitive level:
 #: softmax, log_softmax, the losses, norms and normalization statistics are built from these).
 FLOAT32_OPS = ("exp", "expm1", "log", "log1p", "pow", "integer_pow", "rsqrt", "tan", "sinh",
@@ -87,7 +94,7 @@ def _low_precision_rule(policy, prim, args, params):
     if not all(d in _CASTABLE for d in in_dtypes):   # integer, float64 or complex products
         return prim.bind(*args, **params)
     args = [_cast(a, low) for a in args]
-    if params.get("preferred_element_type") is not None:
+    if params.get("preferred_element_type") is not None or prim.name not in _ACCUMULATE_F32:
         return prim.bind(*args, **params)
     out = prim.bind(*args, **dict(params, preferred_element_type=_F32))
     return _cast(out, low)

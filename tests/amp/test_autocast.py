@@ -365,3 +365,22 @@ def test_live_pytorch_ops_and_gradients():
     TF.cross_entropy(C.net_forward(TF, torch, p32, torch.tensor(x)), torch.tensor(y)).backward()
     _check_gradients(g, {k: v.grad.numpy() for k, v in p.items()},
                      {k: v.grad.numpy() for k, v in p32.items()})
+
+
+def test_conv_with_float32_result_differentiates():
+    """``conv_general_dilated`` of bfloat16 operands with a float32 result: its transpose casts
+    the float32 cotangent to the operands' dtype (as ``dot_general``'s does)."""
+    rng = np.random.default_rng(6)
+    x = jnp.asarray(rng.standard_normal((2, 3, 6, 6)).astype(np.float32))
+    w = jnp.asarray(rng.standard_normal((4, 3, 3, 3)).astype(np.float32))
+
+    def f(x, w, pet):
+        y = lax.conv_general_dilated(x.astype(jnp.bfloat16), w.astype(jnp.bfloat16), (1, 1),
+                                     "SAME", preferred_element_type=pet)
+        return jnp.sum(y.astype(jnp.float32) ** 2)
+    gx, gw = funcgrad.grad(lambda x, w: f(x, w, jnp.float32), argnums=(0, 1))(x, w)
+    hx, hw = funcgrad.grad(lambda x, w: f(x, w, None), argnums=(0, 1))(x, w)
+    assert gx.dtype == gw.dtype == np.float32
+    for a, b in ((gx, hx), (gw, hw)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0,
+                                   atol=2 ** -6 * np.abs(np.asarray(b)).max())
