@@ -6,6 +6,8 @@ progress bar, checkpoint/resume. Load torchvision weights first with --weights F
 
     python examples/train_vision.py --model resnet18 --steps 20
     python examples/train_vision.py --model mobilenet_v3_small --steps 40 --resume
+    python examples/train_vision.py --amp bf16      # mixed precision (docs/amp.md)
+    python examples/train_vision.py --amp fp16      # float16 with loss scaling
 """
 import argparse
 import os
@@ -32,6 +34,9 @@ def main(argv=None):
     ap.add_argument("--weights", default=None)
     ap.add_argument("--checkpoint", default=None)
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--amp", choices=["bf16", "fp16"], default=None,
+                    help="mixed precision: products in bfloat16/float16 under funcgrad.autocast "
+                         "(float32 weights); fp16 also scales the loss (GradScaler)")
     args = ap.parse_args(argv)
     ckpt = args.checkpoint or f"{args.model}_checkpoint"
 
@@ -56,10 +61,22 @@ def main(argv=None):
     step0 = checkpointing.resume(model, opt, ckpt) if args.resume else 0
     print(f"training {args.model} ({model.num_parameters():,} parameters) on {what}")
 
+    device_type = "cpu" if funcgrad.default_backend() == "cpu" else "cuda"
+    autocast = funcgrad.autocast(device_type, enabled=args.amp is not None,
+                                 dtype=jnp.float16 if args.amp == "fp16" else jnp.bfloat16)
+    scaler = funcgrad.amp.GradScaler(device_type, enabled=args.amp == "fp16")
+    if args.amp:
+        print(f"mixed precision: {autocast}, loss scaling {'on' if scaler.is_enabled() else 'off'}")
+
     @funcgrad.jit
-    def train_step(model, opt, x, y):
-        loss, grads = funcgrad.value_and_grad(lambda m: F.cross_entropy(m(x), y))(model)
-        opt.step(grads)
+    def train_step(model, opt, scaler, x, y):
+        def loss_fn(m):
+            with autocast:
+                loss = F.cross_entropy(m(x), y)     # float32 under autocast
+            return scaler.scale(loss), loss
+        (_, loss), grads = funcgrad.value_and_grad(loss_fn, has_aux=True)(model)
+        scaler.step(opt, grads)                     # skips the update on inf/NaN gradients
+        scaler.update()
         return loss
 
     loader = DataLoader(train, batch_size=args.batch_size, shuffle=True, drop_last=True)
@@ -70,7 +87,7 @@ def main(argv=None):
         except StopIteration:
             it = iter(loader)
             x, y = next(it)
-        loss = train_step(model, opt, jnp.asarray(np.asarray(x, np.float32)),
+        loss = train_step(model, opt, scaler, jnp.asarray(np.asarray(x, np.float32)),
                           jnp.asarray(np.asarray(y, np.int32)))
         if (step + 1) % 10 == 0 or step + 1 == args.steps:
             print(f"step {step + 1}: loss {float(loss):.3f}")

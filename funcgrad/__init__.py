@@ -34,6 +34,8 @@ from funcgrad.transforms.ad import (grad, hessian, jacfwd, jacrev, jvp,  # noqa:
 from funcgrad.transforms.custom_derivatives import custom_jvp, custom_vjp  # noqa: E402
 from funcgrad.transforms.remat import checkpoint, remat  # noqa: E402
 from funcgrad.transforms.batching import vmap  # noqa: E402
+from funcgrad import amp  # noqa: E402
+from funcgrad.amp import autocast  # noqa: E402
 from funcgrad import random  # noqa: E402
 from funcgrad.core.errors import (ConcretizationTypeError,  # noqa: E402
                                   TracerArrayConversionError, UnexpectedTracerError)

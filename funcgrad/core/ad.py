@@ -24,7 +24,7 @@ Example:
 import numpy as np
 
 from funcgrad import tree_util
-from funcgrad.core import array_ops, dtypes, errors, interpreters
+from funcgrad.core import array_ops, dtypes, errors, interpreters, primitive
 from funcgrad.core.ad_util import (UndefinedPrimal, Zero, add_tangents, instantiate,
                                    is_undefined_primal, tangent_aval)
 from funcgrad.core.dce import dce_closed_jaxpr
@@ -189,6 +189,9 @@ def backward_pass(jaxpr, consts, args, cts):
     input are evaluated forwards first (this is where rematerialized values are recomputed).
     Returns one cotangent per invar: Zero or an array for linear ones, None for the others.
     """
+    if primitive.current_policy() is not None:     # the backward pass follows the forward dtypes
+        with primitive.policy_scope(None):
+            return backward_pass(jaxpr, consts, args, cts)
     env = {}
     linear = set()
     for v, c in zip(jaxpr.constvars, consts):

@@ -15,7 +15,10 @@ Example:
     >>> rule_table("my_transform")[twice_p](3)
     6
 """
+import contextlib
+import contextvars
 import sys
+import threading
 
 from funcgrad.core import errors
 from funcgrad.core import interpreters
@@ -93,6 +96,10 @@ class Primitive:
         return self.name
 
     def bind(self, *args, **params):
+        if policies_open[0]:
+            policy = _policy.get()
+            if policy is not None:
+                return _bind_under_policy(self, policy, args, params)
         # interpreters.current(), inlined: this is on every operation's path
         interp = _current_get(None)
         if interp is None:
@@ -139,6 +146,60 @@ class Primitive:
 
     def def_impl(self, rule):
         return self.def_rule("impl", rule)
+
+
+# --- bind policies ---------------------------------------------------------------------------
+# A policy (``funcgrad.amp.autocast``) rewrites the applications that user and library code
+# makes while it is open, before any interpreter sees them: ``policy.rules`` maps a primitive
+# to ``rule(policy, prim, args, params)``. The policy is off while a rule, an interpreter or
+# the machinery of a transformation (the backward pass, lowering) applies primitives of its
+# own, so it changes only the operations the program itself asks for.
+_policy = contextvars.ContextVar("funcgrad_bind_policy", default=None)
+policies_open = [0]     # policy blocks open in any thread; while 0, bind reads only this
+_policies_lock = threading.Lock()
+
+
+def current_policy():
+    """The bind policy in force here (an ``autocast`` state), or None.
+
+    Example:
+        >>> current_policy() is None
+        True
+    """
+    return _policy.get() if policies_open[0] else None
+
+
+@contextlib.contextmanager
+def policy_scope(policy):
+    """Make ``policy`` (None: no policy) the bind policy inside the ``with`` block.
+
+    Example:
+        >>> with policy_scope(None):
+        ...     pass
+    """
+    if policy is None and not policies_open[0]:
+        yield
+        return
+    token = _policy.set(policy)
+    with _policies_lock:
+        policies_open[0] += 1
+    try:
+        yield
+    finally:
+        with _policies_lock:
+            policies_open[0] -= 1
+        _policy.reset(token)
+
+
+def _bind_under_policy(prim, policy, args, params):
+    token = _policy.set(None)
+    try:
+        rule = policy.rules.get(prim)
+        if rule is None:
+            return prim.bind(*args, **params)
+        return rule(policy, prim, args, params)
+    finally:
+        _policy.reset(token)
 
 
 def out_avals(prim, avals, params):

@@ -285,6 +285,7 @@ def _transpose_lhs(ct, rhs, lhs_aval, *, window_strides, padding, lhs_dilation, 
                             rhs_dilation)
     dn = ConvDimensionNumbers(out_spec, _swap01(rhs_spec), lhs_spec)
     rhs = rev(rhs, tuple(rhs_spec[2:]))
+    ct = _cast(ct, aval_of(rhs).dtype)   # a preferred_element_type product's cotangent
     out = conv_general_dilated_p.bind(
         ct, rhs, window_strides=tuple(lhs_dilation), padding=pads,
         lhs_dilation=tuple(window_strides), rhs_dilation=tuple(rhs_dilation),
@@ -322,6 +323,7 @@ def _transpose_rhs(ct, lhs, rhs_aval, *, window_strides, padding, lhs_dilation, 
                             [ct_shape[out_spec[k]] for k in sp], padding, lhs_dilation,
                             rhs_dilation)
     dn = ConvDimensionNumbers(_swap01(lhs_spec), _swap01(out_spec), _swap01(rhs_spec))
+    ct = _cast(ct, aval_of(lhs).dtype)   # a preferred_element_type product's cotangent
     out = conv_general_dilated_p.bind(
         lhs, ct, window_strides=tuple(rhs_dilation), padding=pads,
         lhs_dilation=tuple(lhs_dilation), rhs_dilation=tuple(window_strides),

@@ -26,7 +26,7 @@ from funcgrad.core.dce import dce_closed_jaxpr
 from funcgrad.core.jaxpr import ClosedJaxpr, consts_as_args
 from funcgrad.core.interpreters import Tracer
 from funcgrad.core.interpreters import _current as _current_var
-from funcgrad.core.primitive import Primitive
+from funcgrad.core.primitive import Primitive, current_policy, policies_open
 from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.core.values import aval_of
 from funcgrad.lax.callbacks import reraise_host_error
@@ -253,7 +253,8 @@ class JitFunction:
                             f"{exc}. Mark non-array arguments static with static_argnums / "
                             f"static_argnames.") from None
         device = _device_of(leaves)
-        key = (treedef, avals, static, device)
+        # an open autocast policy changes the trace: it is part of the key
+        key = (treedef, avals, static, device, current_policy())
         entry = self._cache.get(key)
         if entry is None:
             donated = self._donated_flags(args, kwargs) if self._donate_argnums else ()
@@ -277,7 +278,9 @@ class JitFunction:
         # The tables hold only functions without static or donated arguments (see
         # _call_slow), keyed by the arguments' aval keys and sharding (the pytree structure is
         # implied), so the per-call work is a dict lookup and the execute call.
-        if not kwargs and (not _entered[0] or _current_interp(None) is None):
+        # (The fast tables hold traces made without an autocast policy.)
+        if not kwargs and (not _entered[0] or _current_interp(None) is None) \
+                and not policies_open[0]:
             if len(args) == 1:     # the commonest signature, without the loop below
                 a = args[0]
                 if type(a) is Array:
@@ -425,7 +428,7 @@ class JitFunction:
             _raise_if_deleted(self.__name__, leaves, exc)
             raise
         if (self._simple and not kwargs and not entry.writeback and entry.single is None
-                and len(leaves) == len(args) and args
+                and len(leaves) == len(args) and args and current_policy() is None
                 and all(type(a) is Array and a._buf._sharding is sharding_for(device)
                         for a in args)):
             # Each argument is one Array leaf: later calls with these avals take the fast path.

@@ -63,7 +63,9 @@ class LoweringRuleContext:
         Returns the output values."""
         from funcgrad.core.staging import trace_to_jaxpr
         from funcgrad.core.values import aval_of
-        closed, _ = trace_to_jaxpr(fn, list(self.avals_in), debug_name=name)
+        from funcgrad.core.primitive import policy_scope
+        with policy_scope(None):      # a lowering's own operations, not the program's
+            closed, _ = trace_to_jaxpr(fn, list(self.avals_in), debug_name=name)
         consts = [_hlo.constant(np.asarray(c), aval_of(c).dtype) for c in closed.consts]
         return self.lower_jaxpr(closed.jaxpr, consts, list(args))
 

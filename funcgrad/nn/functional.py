@@ -202,13 +202,24 @@ def linear(x, weight, bias=None):
     """x @ weight.T + bias with weight of shape (out, in). Example: ``F.linear(x, w, b)``."""
     x = jnp.asarray(x)
     y = lax.dot_general(x, weight, (((x.ndim - 1,), (1,)), ((), ())))
-    return y + bias if bias is not None else y
+    return _add_bias(y, bias) if bias is not None else y
+
+
+def _add_bias(y, bias):
+    """``y + bias`` in the product's floating dtype: the bias is part of the product (PyTorch's
+    addmm), so under ``autocast`` a bfloat16 product stays bfloat16 rather than promoting. The
+    bias is broadcast before the cast, so its gradient is summed in its own (float32) dtype."""
+    bias = jnp.asarray(bias)
+    if bias.dtype != y.dtype and jnp.issubdtype(bias.dtype, jnp.floating) \
+            and jnp.issubdtype(y.dtype, jnp.floating):
+        bias = jnp.broadcast_to(bias, y.shape).astype(y.dtype)
+    return y + bias
 
 
 def bilinear(x1, x2, weight, bias=None):
     """y_k = x1 W_k x2 + b_k with weight (out, in1, in2). Example: ``F.bilinear(a, b, w)``."""
     y = jnp.einsum("...i,kij,...j->...k", x1, weight, x2)
-    return y + bias if bias is not None else y
+    return _add_bias(y, bias) if bias is not None else y
 
 
 def _conv_padding(padding, k, dilation, stride, n, fname):
@@ -291,7 +302,7 @@ def _convnd(n, fname, x, weight, bias, stride, padding, dilation, groups):
     else:
         y = _conv_channels_last(x, weight, stride, pads, (1,) * n, dilation, groups)
     if bias is not None:
-        y = y + jnp.reshape(bias, (1, -1) + (1,) * n)
+        y = _add_bias(y, jnp.reshape(bias, (1, -1) + (1,) * n))
     return y[0] if unbatched else y
 
 
@@ -339,7 +350,7 @@ def _conv_transposend(n, fname, x, weight, bias, stride, padding, output_padding
             for kk, d, p, op in zip(k, dilation, padding, output_padding)]
     y = _conv_channels_last(x, w, (1,) * n, pads, stride, dilation, groups)
     if bias is not None:
-        y = y + jnp.reshape(bias, (1, -1) + (1,) * n)
+        y = _add_bias(y, jnp.reshape(bias, (1, -1) + (1,) * n))
     return y[0] if unbatched else y
 
 

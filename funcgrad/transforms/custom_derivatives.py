@@ -24,7 +24,7 @@ from funcgrad.core import batching, batching_util, dtypes, interpreters
 from funcgrad.core.ad_util import Zero, instantiate, tangent_aval
 from funcgrad.core.interpreters import Tracer
 from funcgrad.core.jaxpr import consts_as_args, eval_jaxpr
-from funcgrad.core.primitive import Primitive
+from funcgrad.core.primitive import Primitive, current_policy, policy_scope
 from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.core.values import aval_of
 
@@ -195,11 +195,13 @@ class custom_jvp:
         nondiff, dyn, rebuild = _split_nondiff(args, self.nondiff_argnums)
         body, consts, leaves, in_tree, out_tree = _stage(self.fun, dyn, rebuild)
         user_jvp, nondiff_vals = self.jvp, [nondiff[i] for i in sorted(nondiff)]
+        policy = current_policy()   # the rule computes the primal as the body did (autocast)
 
         def jvp_flat(primals, tangents):
             p = tree_util.tree_unflatten(in_tree, primals)
             t = tree_util.tree_unflatten(in_tree, tangents)
-            res = user_jvp(*nondiff_vals, tuple(p), tuple(t))
+            with policy_scope(policy):
+                res = user_jvp(*nondiff_vals, tuple(p), tuple(t))
             if not (isinstance(res, (tuple, list)) and len(res) == 2):
                 raise TypeError(f"{name}: the custom jvp rule must return a pair "
                                 f"(primal_out, tangent_out), got {type(res).__name__}")
@@ -321,10 +323,12 @@ class custom_vjp:
         user_fwd, user_bwd = self.fwd, self.bwd
         nondiff_vals = [nondiff[i] for i in sorted(nondiff)]
         dyn_trees = [tree_util.tree_structure(d) for d in dyn]
+        policy = current_policy()   # fwd computes the output as the body did (autocast)
 
         def fwd_flat(primals):
             full = rebuild(tree_util.tree_unflatten(in_tree, primals))
-            res = user_fwd(*full)
+            with policy_scope(policy):
+                res = user_fwd(*full)
             if not (isinstance(res, (tuple, list)) and len(res) == 2):
                 raise TypeError(f"{name}: the fwd rule must return a pair (output, residuals), "
                                 f"got {type(res).__name__}")

@@ -7,7 +7,8 @@ dependency, only a later one). The layers, lowest first:
     lax       primitives and their rules
     lowering  Jaxpr -> StableHLO, backends (one file per platform), Array, dispatch
     numpy     the NumPy / array-API surface
-    api       the transformations' user API (transforms/), random numbers, debugging, files
+    api       the transformations' user API (transforms/), random numbers, debugging, files,
+              mixed precision (amp/)
     nn, data  PyTorch-style modules and data loading
     optim     optimizers (over nn's parameters)
     top       the demo and test helpers
@@ -24,7 +25,8 @@ LAYERS = [
     {"lax"},
     {"lowering"},
     {"numpy"},
-    {"transforms", "random", "debug", "serialization", "checkpoint_header", "environment"},
+    {"transforms", "random", "debug", "serialization", "checkpoint_header", "environment",
+     "amp"},
     {"nn", "data", "scipy"},
     {"optim"},
     {"demo", "demo_train", "test_util", "__init__"},
