@@ -24,7 +24,7 @@ from funcgrad.lax.precision import (check_default_precision as _check_precision,
                                     default_matmul_precision)
 config.validate_with("default_matmul_precision", _check_precision)
 from funcgrad import numpy  # noqa: E402
-from funcgrad.transforms.jit import disable_jit, jit, make_jaxpr  # noqa: E402
+from funcgrad.transforms.jit import clear_caches, disable_jit, jit, make_jaxpr  # noqa: E402
 from funcgrad.transforms.eval_shape import ShapeDtypeStruct, eval_shape  # noqa: E402
 from funcgrad import tree  # noqa: E402,F401
 from funcgrad.lax.callbacks import pure_callback  # noqa: E402

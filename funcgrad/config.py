@@ -140,6 +140,34 @@ class Config:
         """Call ``check(value)`` before option ``name`` is set; it raises for a bad value."""
         self._validators[name] = check
 
+    def parse_flags_with_absl(self, argv=None):
+        """Read JAX-style ``--jax_*`` flags (``--jax_enable_x64``, ``--jax_platforms=cpu``)
+        from ``argv`` (``sys.argv`` by default) with absl, as ``jax.config`` does.
+
+        Example:
+            >>> funcgrad.config.parse_flags_with_absl(["prog", "--jax_debug_nans"])
+            >>> funcgrad.config.debug_nans
+            True
+            >>> funcgrad.config.update("debug_nans", False)
+        """
+        from funcgrad import absl_flags
+        absl_flags.parse_jax_flags(self, argv)
+
+    def config_with_absl(self):
+        """Define the ``--jax_*`` flags in absl's FLAGS; when the program's absl parses its
+        command line (``absl.app.run``), the flags given set these options.
+
+        Example:
+            >>> funcgrad.config.config_with_absl()
+            >>> from absl import flags
+            >>> _ = flags.FLAGS(["prog", "--jax_debug_nans"], known_only=True)
+            >>> funcgrad.config.debug_nans
+            True
+            >>> funcgrad.config.update("debug_nans", False)
+        """
+        from funcgrad import absl_flags
+        absl_flags.define_flags(self)
+
     def on_change(self, listener):
         """Register ``listener(name, value)``, called after every ``update``."""
         self._listeners.append(listener)

@@ -86,6 +86,8 @@ def _normalize_static(fun, static_argnums, static_argnames):
         static_argnames = (static_argnames,)
     static_argnums = tuple(static_argnums or ())
     static_argnames = tuple(static_argnames or ())
+    if not static_argnums and not static_argnames:
+        return (), ()
     try:
         sig = inspect.signature(fun)
     except (TypeError, ValueError):
@@ -101,6 +103,58 @@ def _normalize_static(fun, static_argnums, static_argnames):
         if n in positional:
             nums.add(positional.index(n))
     return tuple(sorted(nums)), tuple(sorted(names))
+
+
+def _callable_name(fun):
+    """A name for messages and debug info: ``__name__``, else that of a partial's function,
+    else the callable's type."""
+    name = getattr(fun, "__name__", None)
+    if isinstance(name, str):
+        return name
+    if isinstance(fun, functools.partial):
+        return _callable_name(fun.func)
+    return type(fun).__name__
+
+
+class _Caches:
+    """The traces and compiled entries of one wrapped function under one set of jit options,
+    shared by every ``jit(f)`` of that function (``_caches_for``)."""
+
+    __slots__ = ("cache", "fast", "fast_sole", "fast_tree", "traces")
+
+    def __init__(self):
+        self.cache = {}
+        self.fast = {}      # (aval keys of Array args..., sharding) -> compiled _CacheEntry
+        self.fast_sole = {}    # one-device process, one Array argument: aval key -> entry.fast
+        # pytree arguments whose leaves are all Arrays on one device (lists/dicts of params,
+        # modules): (treedef, leaf aval keys..., sharding) -> compiled _CacheEntry
+        self.fast_tree = {}
+        self.traces = 0
+
+    def clear(self):
+        self.cache.clear()
+        self.fast.clear()
+        self.fast_sole.clear()
+        self.fast_tree.clear()
+
+
+# The caches live with the wrapped function, as JAX keys its cache: inline ``jit(f)(x)``,
+# ``jit(f).lower(x)`` and a re-run notebook cell trace once, and the entries die with ``f``.
+# A callable that cannot be weakly referenced or hashed gets caches of its own.
+_shared_caches = weakref.WeakKeyDictionary()   # function -> {jit options: _Caches}
+
+
+def _caches_for(fun, options):
+    try:
+        per_fun = _shared_caches.get(fun)
+        if per_fun is None:
+            per_fun = _shared_caches[fun] = {}
+    except TypeError:
+        return _Caches()
+    caches = per_fun.get(options)
+    if caches is None:
+        caches = per_fun[options] = _Caches()
+    return caches
 
 
 class _CacheEntry:
@@ -147,23 +201,30 @@ class JitFunction:
     """
 
     def __init__(self, fun, static_argnums=(), static_argnames=(), donate_argnums=()):
-        functools.update_wrapper(self, fun)
+        if not callable(fun):
+            raise TypeError(f"jit: expected a callable, got {type(fun).__name__} {fun!r}")
+        functools.update_wrapper(self, fun)   # __name__, __doc__, ... where fun has them
+        if not isinstance(self.__dict__.get("__name__"), str):
+            self.__name__ = _callable_name(fun)
         self._fun = fun
         self._static_argnums, self._static_argnames = _normalize_static(
             fun, static_argnums, static_argnames)
         if isinstance(donate_argnums, int):
             donate_argnums = (donate_argnums,)
         self._donate_argnums = tuple(donate_argnums or ())
-        self._cache = {}
-        self._fast = {}     # (aval keys of Array args..., sharding) -> compiled _CacheEntry
-        self._fast_sole = {}   # one-device process, one Array argument: aval key -> entry.fast
-        # pytree arguments whose leaves are all Arrays on one device (lists/dicts of params,
-        # modules): (treedef, leaf aval keys..., sharding) -> compiled _CacheEntry
-        self._fast_tree = {}
-        _all_jitted.add(self)
+        caches = self._caches = _caches_for(
+            fun, (self._static_argnums, self._static_argnames, self._donate_argnums))
+        self._cache, self._fast = caches.cache, caches.fast
+        self._fast_sole, self._fast_tree = caches.fast_sole, caches.fast_tree
         self._simple = not (self._static_argnums or self._static_argnames
                             or self._donate_argnums)
-        self.trace_count = 0
+        _all_jitted.add(self)
+
+    @property
+    def trace_count(self):
+        """How many times the function was traced for this jit configuration (shared by
+        every ``jit`` of the same function)."""
+        return self._caches.traces
 
     def call_unjitted(self, *args, **kwargs):
         """Run the Python function itself, eagerly (what ``disable_jit`` makes calls do)."""
@@ -220,7 +281,7 @@ class JitFunction:
 
     # --- tracing ----------------------------------------------------------------------------
     def _trace(self, static, treedef, in_avals, donated):
-        self.trace_count += 1
+        self._caches.traces += 1
         out_tree = []
         writeback = []
 
@@ -456,10 +517,9 @@ class JitFunction:
         return Lowered(self, entry.closed, device, entry.handlers or ())
 
     def clear_cache(self):
-        self._cache.clear()
-        self._fast.clear()
-        self._fast_sole.clear()
-        self._fast_tree.clear()
+        """Forget this function's traces and compiled code (for every ``jit`` of it with
+        these options)."""
+        self._caches.clear()
 
     def __repr__(self):
         return f"<jit({self.__name__})>"
@@ -500,14 +560,24 @@ def _raise_if_deleted(name, args, exc):
                                f"explicitly); pass a live array") from exc
 
 
+def clear_jit_caches():
+    """Forget every jitted function's traces and compiled code."""
+    for per_fun in list(_shared_caches.values()):
+        for caches in per_fun.values():
+            caches.clear()
+
+
 # Traces depend on global switches (64-bit types, the default matmul precision, run-time
 # checks, the random generator's counter layout): drop every cached trace when they change.
+# Caches that are not shared (callables that cannot be weakly referenced) are dropped by their
+# jit objects.
 _all_jitted = weakref.WeakSet()
 
 
 def _forget_traces(name, value):
     if name in ("enable_x64", "default_matmul_precision", "debug_checks",
                 "threefry_partitionable"):
+        clear_jit_caches()
         for f in list(_all_jitted):
             f.clear_cache()
 

@@ -226,7 +226,9 @@ def _arg_name(fun, i):
     return ""
 
 
-def _check_inputs(fname, fun, args, nums, holomorphic, allow_int):
+def _check_inputs(fname, fun, args, nums, holomorphic, allow_int, complex_ok=False):
+    """``complex_ok``: reverse mode of a real-valued function accepts complex inputs (JAX's
+    convention: the gradient is the conjugate of df/dz-bar, see docs/autodiff.md)."""
     for i in nums:
         for leaf in tree_util.tree_leaves(args[i]):
             _check_leaf(fname, leaf, "differentiated arguments")
@@ -236,9 +238,13 @@ def _check_inputs(fname, fun, args, nums, holomorphic, allow_int):
                     raise TypeError(f"{fname}(..., holomorphic=True) requires complex inputs, "
                                     f"but argument {i}{_arg_name(fun, i)} has dtype {dt.name}")
             elif dtypes.is_complex(dt):
+                if complex_ok:
+                    continue
                 raise TypeError(f"{fname} requires real-valued inputs, but argument "
                                 f"{i}{_arg_name(fun, i)} is complex ({dt.name}); use "
-                                f"holomorphic=True for holomorphic functions")
+                                f"holomorphic=True for holomorphic functions, or reverse mode "
+                                f"(grad, jacrev, vjp) for a real-valued function of complex "
+                                f"inputs")
             elif not dtypes.is_inexact(dt) and not allow_int:
                 raise TypeError(f"{fname} requires real- or complex-valued inputs (a float "
                                 f"dtype), but argument {i}{_arg_name(fun, i)} has dtype "
@@ -272,7 +278,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
     @functools.wraps(fun)
     def value_and_grad_fun(*args, **kwargs):
         single, nums = _argnums_tuple(fname, argnums, len(args))
-        _check_inputs(fname, fun, args, nums, holomorphic, allow_int)
+        _check_inputs(fname, fun, args, nums, holomorphic, allow_int, complex_ok=True)
         f_partial = _partial_args(fun, args, kwargs, nums)
         res = vjp(f_partial, *[args[n] for n in nums], has_aux=has_aux)
         out, f_vjp = res[0], res[1]
@@ -384,7 +390,7 @@ def _jac_fun(fname, fun, argnums, has_aux, holomorphic, allow_int, forward):
     def jac_fun(*args, **kwargs):
         from funcgrad import numpy as jnp
         single, nums = _argnums_tuple(fname, argnums, len(args))
-        _check_inputs(fname, fun, args, nums, holomorphic, allow_int)
+        _check_inputs(fname, fun, args, nums, holomorphic, allow_int, complex_ok=not forward)
         f_partial = _partial_args(fun, args, kwargs, nums)
         in_leaves, in_tree = tree_util.tree_flatten(tuple(args[n] for n in nums))
         flat_fun = _FlatFun(fname, f_partial, in_tree, has_aux)
@@ -393,6 +399,13 @@ def _jac_fun(fname, fun, argnums, has_aux, holomorphic, allow_int, forward):
         out_tree = flat_fun.out_tree
         in_avals = [aval_of(x) for x in in_leaves]
         out_avals = [aval_of(o) for o in outs]
+        if not holomorphic and any(dtypes.is_complex(a.dtype) for a in in_avals):
+            bad = [a.str_short() for a in out_avals if dtypes.is_complex(a.dtype)]
+            if bad:
+                raise TypeError(f"{fname}: with complex inputs and holomorphic=False the "
+                                f"outputs must be real, got {', '.join(bad)}; pass "
+                                f"holomorphic=True for a holomorphic function, or use vjp "
+                                f"directly for a non-holomorphic one")
         blocks = [[None] * len(in_avals) for _ in out_avals]   # [out j][in i]
 
         def zeros_block(oa, ia):

@@ -21,11 +21,12 @@ import inspect
 
 from funcgrad import tree_util
 from funcgrad.core import batching, batching_util, dtypes, interpreters
+from funcgrad.core.ad import JVPInterpreter, JVPTracer
 from funcgrad.core.ad_util import Zero, instantiate, tangent_aval
 from funcgrad.core.interpreters import Tracer
 from funcgrad.core.jaxpr import consts_as_args, eval_jaxpr
 from funcgrad.core.primitive import Primitive, current_policy, policy_scope
-from funcgrad.core.staging import trace_to_jaxpr
+from funcgrad.core.staging import StagingInterpreter, trace_to_jaxpr
 from funcgrad.core.values import aval_of
 
 
@@ -42,6 +43,55 @@ def _resolve_args(fun, args, kwargs):
 
 def _is_traced(args):
     return any(isinstance(x, Tracer) for x in tree_util.tree_leaves(args))
+
+
+_STAGED = object()
+
+
+def _concrete_owner(leaves):
+    """Whether nothing is being staged: every traced leaf is a JVP tracer over a concrete value
+    (eager ``grad``/``jvp``) and every interpreter from the current one down is a JVP
+    interpreter or linearize's partial evaluation. Then the innermost JVP interpreter owning
+    one of ``leaves`` (None when no leaf is traced: the function can just run); else _STAGED.
+    On that path the user's function and rules run on concrete values, so Python control flow
+    on the inputs works (as in JAX), instead of the body being staged abstractly."""
+    owner = None
+    for x in leaves:
+        if not isinstance(x, Tracer):
+            continue
+        if type(x) is not JVPTracer:
+            return _STAGED
+        y = x
+        while type(y) is JVPTracer:
+            y = y.primal
+        if isinstance(y, Tracer):
+            return _STAGED
+        if owner is None or x._interp.depth() > owner.depth():
+            owner = x._interp
+    root = interpreters.root()
+    interp = interpreters.current()
+    while interp is not owner and interp is not root:
+        if interp is None or not (type(interp) is JVPInterpreter or (
+                isinstance(interp, StagingInterpreter) and interp.forward_known)):
+            return _STAGED
+        interp = interp.parent
+    return owner if interp is owner or owner is None else _STAGED
+
+
+def _jvp_at(owner, leaves, rule):
+    """Apply ``rule(primals, tangents) -> (outs, tangent outs)`` the way ``owner`` (a JVP
+    interpreter) applies a primitive's jvp rule: under its parent, wrapping the results."""
+    primals, tangents = [], []
+    for a in leaves:
+        if type(a) is JVPTracer and a._interp is owner:
+            primals.append(a.primal)
+            tangents.append(a.tangent)
+        else:
+            primals.append(a)
+            tangents.append(Zero(tangent_aval(aval_of(a))))
+    with interpreters.using(owner.parent):
+        outs, touts = rule(primals, tangents)
+    return [owner.new(o, t) for o, t in zip(outs, touts)]
 
 
 def _stage(fun, dyn_args, rebuild):
@@ -102,9 +152,10 @@ def _custom_jvp_call_jvp(primals, tangents, call_jaxpr, jvp, num_consts, name):
     ts = [instantiate(t) if dtypes.is_inexact(aval_of(p).dtype) else instantiate(t)
           for p, t in zip(args, tangents[num_consts:])]
     outs, touts = jvp(args, ts)
-    _check_outs(name, "custom jvp rule's primal output", outs, call_jaxpr.out_avals)
+    out_avals = [aval_of(o) for o in outs] if call_jaxpr is None else call_jaxpr.out_avals
+    _check_outs(name, "custom jvp rule's primal output", outs, out_avals)
     res_t = []
-    for o, t, a in zip(outs, touts, call_jaxpr.out_avals):
+    for o, t, a in zip(outs, touts, out_avals):
         if t is None or type(t) is Zero or not dtypes.is_inexact(a.dtype):
             res_t.append(Zero(tangent_aval(a)))
         else:
@@ -193,7 +244,15 @@ class custom_jvp:
         if interpreters.is_eager() and not _is_traced(args):
             return self.fun(*args)
         nondiff, dyn, rebuild = _split_nondiff(args, self.nondiff_argnums)
-        body, consts, leaves, in_tree, out_tree = _stage(self.fun, dyn, rebuild)
+        leaves, in_tree = tree_util.tree_flatten(dyn)
+        owner = _concrete_owner(leaves)
+        if owner is None:
+            return self.fun(*args)
+        if owner is _STAGED:
+            body, consts, leaves, in_tree, out_tree = _stage(self.fun, dyn, rebuild)
+        else:
+            out_tree = None     # known once the rule has run
+        tree_box = [out_tree]
         user_jvp, nondiff_vals = self.jvp, [nondiff[i] for i in sorted(nondiff)]
         policy = current_policy()   # the rule computes the primal as the body did (autocast)
 
@@ -207,18 +266,24 @@ class custom_jvp:
                                 f"(primal_out, tangent_out), got {type(res).__name__}")
             out, tout = res
             o_leaves, o_tree = tree_util.tree_flatten(out)
-            if o_tree != out_tree:
+            if tree_box[0] is None:
+                tree_box[0] = o_tree
+            elif o_tree != tree_box[0]:
                 raise TypeError(f"{name}: the custom jvp rule's primal output has structure "
-                                f"{o_tree}, the function returns {out_tree}")
+                                f"{o_tree}, the function returns {tree_box[0]}")
             t_leaves = tree_util.tree_leaves(tout, is_leaf=lambda x: x is None)
             if len(t_leaves) != len(o_leaves):
                 raise TypeError(f"{name}: the custom jvp rule's tangent output must have the "
-                                f"structure of the primal output {out_tree}")
+                                f"structure of the primal output {o_tree}")
             return o_leaves, t_leaves
 
-        outs = custom_jvp_call_p.bind(*consts, *leaves, call_jaxpr=body, jvp=jvp_flat,
-                                      num_consts=len(consts), name=name)
-        return tree_util.tree_unflatten(out_tree, outs)
+        if owner is not _STAGED:
+            outs = _jvp_at(owner, leaves, lambda p, t: _custom_jvp_call_jvp(
+                p, t, call_jaxpr=None, jvp=jvp_flat, num_consts=0, name=name))
+        else:
+            outs = custom_jvp_call_p.bind(*consts, *leaves, call_jaxpr=body, jvp=jvp_flat,
+                                          num_consts=len(consts), name=name)
+        return tree_util.tree_unflatten(tree_box[0], outs)
 
 
 # --- custom_vjp ----------------------------------------------------------------------------------
@@ -265,12 +330,13 @@ custom_lin_p.def_transpose(_custom_lin_transpose)
 def _custom_vjp_call_jvp(primals, tangents, call_jaxpr, fwd, bwd, num_consts, name):
     args = primals[num_consts:]
     outs, res = fwd(args)
-    _check_outs(name, "fwd rule's primal output", outs, call_jaxpr.out_avals)
+    primal_avals = [aval_of(o) for o in outs] if call_jaxpr is None else call_jaxpr.out_avals
+    _check_outs(name, "fwd rule's primal output", outs, primal_avals)
     arg_ts = tangents[num_consts:]
     if all(type(t) is Zero for t in arg_ts):
-        return list(outs), [Zero(tangent_aval(a)) for a in call_jaxpr.out_avals]
+        return list(outs), [Zero(tangent_aval(a)) for a in primal_avals]
     in_avals = [aval_of(a) for a in args]
-    out_avals = [tangent_aval(a) for a in call_jaxpr.out_avals]
+    out_avals = [tangent_aval(a) for a in primal_avals]
     t_outs = custom_lin_p.bind(*res, *[instantiate(t) for t in arg_ts], num_res=len(res),
                                bwd=bwd, out_avals=tuple(out_avals), in_avals=tuple(in_avals),
                                name=name)
@@ -319,7 +385,15 @@ class custom_vjp:
         if interpreters.is_eager() and not _is_traced(args):
             return self.fun(*args)
         nondiff, dyn, rebuild = _split_nondiff(args, self.nondiff_argnums)
-        body, consts, leaves, in_tree, out_tree = _stage(self.fun, dyn, rebuild)
+        leaves, in_tree = tree_util.tree_flatten(dyn)
+        owner = _concrete_owner(leaves)
+        if owner is None:
+            return self.fun(*args)
+        if owner is _STAGED:
+            body, consts, leaves, in_tree, out_tree = _stage(self.fun, dyn, rebuild)
+        else:
+            out_tree = None     # known once fwd has run
+        tree_box = [out_tree]
         user_fwd, user_bwd = self.fwd, self.bwd
         nondiff_vals = [nondiff[i] for i in sorted(nondiff)]
         dyn_trees = [tree_util.tree_structure(d) for d in dyn]
@@ -334,9 +408,11 @@ class custom_vjp:
                                 f"got {type(res).__name__}")
             out, residuals = res
             o_leaves, o_tree = tree_util.tree_flatten(out)
-            if o_tree != out_tree:
+            if tree_box[0] is None:
+                tree_box[0] = o_tree
+            elif o_tree != tree_box[0]:
                 raise TypeError(f"{name}: the fwd rule's output has structure {o_tree}, the "
-                                f"function returns {out_tree}")
+                                f"function returns {tree_box[0]}")
             r_leaves, r_tree = tree_util.tree_flatten(residuals)
             res_tree_box[:] = [r_tree]
             return o_leaves, r_leaves
@@ -345,7 +421,7 @@ class custom_vjp:
 
         def bwd_flat(res_leaves, cts):
             residuals = tree_util.tree_unflatten(res_tree_box[0], res_leaves)
-            ct = tree_util.tree_unflatten(out_tree, cts)
+            ct = tree_util.tree_unflatten(tree_box[0], cts)
             in_cts = user_bwd(*nondiff_vals, residuals, ct)
             if not isinstance(in_cts, (tuple, list)) or len(in_cts) != len(dyn):
                 raise TypeError(f"{name}: the bwd rule must return a tuple with one cotangent "
@@ -362,9 +438,13 @@ class custom_vjp:
                     flat.extend(c_leaves)
             return flat
 
-        outs = custom_vjp_call_p.bind(*consts, *leaves, call_jaxpr=body, fwd=fwd_flat,
-                                      bwd=bwd_flat, num_consts=len(consts), name=name)
-        return tree_util.tree_unflatten(out_tree, outs)
+        if owner is not _STAGED:
+            outs = _jvp_at(owner, leaves, lambda p, t: _custom_vjp_call_jvp(
+                p, t, call_jaxpr=None, fwd=fwd_flat, bwd=bwd_flat, num_consts=0, name=name))
+        else:
+            outs = custom_vjp_call_p.bind(*consts, *leaves, call_jaxpr=body, fwd=fwd_flat,
+                                          bwd=bwd_flat, num_consts=len(consts), name=name)
+        return tree_util.tree_unflatten(tree_box[0], outs)
 
 
 # --- batching rules ---

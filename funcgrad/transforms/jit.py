@@ -13,7 +13,8 @@ import types
 from funcgrad import tree_util
 from funcgrad.core.dce import dce_closed_jaxpr
 from funcgrad.core.staging import trace_to_jaxpr
-from funcgrad.lowering.dispatch import JitFunction
+from funcgrad.lowering import eager
+from funcgrad.lowering.dispatch import JitFunction, clear_jit_caches
 
 
 def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=()):
@@ -54,6 +55,20 @@ def _jit_callable_pytree(obj, static_argnums, static_argnames, donate_argnums):
     bound = functools.partial(jitted, obj)
     bound.lower = functools.partial(jitted.lower, obj)
     return bound
+
+
+def clear_caches():
+    """Forget every trace and compiled executable that ``jit`` and eager operations cached, so
+    the next call traces and compiles again (e.g. to time compilation).
+
+    Example:
+        >>> f = funcgrad.jit(lambda x: x + 1.0)
+        >>> _ = f(1.0); funcgrad.clear_caches(); _ = f(1.0)
+        >>> f.trace_count
+        2
+    """
+    clear_jit_caches()
+    eager.clear_caches()
 
 
 @contextlib.contextmanager
