@@ -21,7 +21,7 @@ import pathlib
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "funcgrad"
 
 LAYERS = [
-    {"core", "config", "tree_util", "tree"},
+    {"core", "config", "absl_flags", "tree_util", "tree"},
     {"lax"},
     {"lowering"},
     {"numpy"},
