@@ -25,10 +25,6 @@ NOT_YET = (
     # added by other changes of the same session; their examples are being made to run
     "funcgrad.scipy",
     "funcgrad.nn.initializers",
-    "funcgrad.checkpoint_header",
-    "funcgrad.debug",
-    "funcgrad.environment",
-    "funcgrad.numpy.bit_views",
 )
 
 OPTIONFLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
