@@ -21,7 +21,6 @@ NOT_YET = (
     "funcgrad.lax",
     "funcgrad.lowering",
     "funcgrad.transforms",
-    "funcgrad.random",
     # added by other changes of the same session; their examples are being made to run
     "funcgrad.scipy",
 )
