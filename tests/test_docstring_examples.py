@@ -21,8 +21,6 @@ NOT_YET = (
     "funcgrad.lax",
     "funcgrad.lowering",
     "funcgrad.transforms",
-    # added by other changes of the same session; their examples are being made to run
-    "funcgrad.scipy.special",
 )
 
 OPTIONFLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
