@@ -15,8 +15,12 @@ Every violation raises ``CheckpointError`` naming the file and what is wrong; no
 allocated beyond the file's own size.
 
 Example:
+    >>> from funcgrad.checkpoint_header import read_header
+    >>> funcgrad.save({"w": jnp.ones((2, 3))}, "model.safetensors")
     >>> with open("model.safetensors", "rb") as f:
     ...     entries, metadata, data_start = read_header(f, "model.safetensors")
+    >>> [(e.name, e.dtype, e.shape, e.start, e.end) for e in entries]
+    [('w', dtype('float32'), (2, 3), 0, 24)]
 """
 import json
 import math
@@ -37,10 +41,13 @@ class CheckpointError(ValueError):
     """A checkpoint file is malformed or was not written by a safetensors writer.
 
     Example:
+        >>> with open("broken.safetensors", "wb") as f:
+        ...     _ = f.write(bytes(2))
         >>> try:
         ...     funcgrad.load("broken.safetensors")
         ... except funcgrad.CheckpointError as e:
         ...     print(e)
+        funcgrad.load: broken.safetensors has 2 bytes, too short to be a safetensors file
     """
 
 

@@ -81,9 +81,13 @@ def check_ids(ids, size, where, what="index", ignore=None, of=None):
 
     Example:
         >>> funcgrad.debug.check_ids(jnp.array([1, 9]), 5, "Embedding(5, 3)")
+        Traceback (most recent call last):
+        ...
         IndexError: Embedding(5, 3): index 9 is out of range for size 5 (valid: 0..4)
         >>> with funcgrad.config.override("debug_checks", True):
         ...     funcgrad.jit(lambda i: funcgrad.debug.check_ids(i, 5, "f") or i)(jnp.array([7]))
+        Traceback (most recent call last):
+        ...
         IndexError: f: index 7 is out of range for size 5 (valid: 0..4)
     """
     from funcgrad.core.interpreters import Tracer

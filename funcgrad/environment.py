@@ -95,7 +95,8 @@ def print_environment_info(return_string=False):
     Example:
         >>> funcgrad.print_environment_info()
         funcgrad:    0.1.0 (/.../funcgrad)
-        jaxlib:      0.12.0.1
+        jaxlib:      ...
+        numpy:       ...
         ...
     """
     text = environment_info()

@@ -55,7 +55,10 @@ def zeros(key, shape, dtype=None):
     """An array of zeros (the key is ignored).
 
     Example:
-        >>> initializers.zeros(key, (2, 3))
+        >>> key = random.key(0)
+        >>> nn.initializers.zeros(key, (2, 3))
+        Array([[0., 0., 0.],
+               [0., 0., 0.]], dtype=float32)
     """
     return jnp.zeros(_shape("zeros", shape), _dtype("zeros", dtype, float_only=False))
 
@@ -64,7 +67,9 @@ def ones(key, shape, dtype=None):
     """An array of ones (the key is ignored).
 
     Example:
-        >>> initializers.ones(key, (3,))
+        >>> key = random.key(0)
+        >>> nn.initializers.ones(key, (3,))
+        Array([1., 1., 1.], dtype=float32)
     """
     return jnp.ones(_shape("ones", shape), _dtype("ones", dtype, float_only=False))
 
@@ -73,7 +78,8 @@ def constant(value, dtype=None):
     """An initializer filling every element with ``value``.
 
     Example:
-        >>> initializers.constant(0.1)(key, (3,))
+        >>> key = random.key(0)
+        >>> nn.initializers.constant(0.1)(key, (3,))
         Array([0.1, 0.1, 0.1], dtype=float32)
     """
     def init(key, shape, dtype=dtype):
@@ -86,7 +92,10 @@ def uniform(scale=1e-2, dtype=None):
     """An initializer drawing uniformly from ``[0, scale)``.
 
     Example:
-        >>> initializers.uniform(0.5)(key, (2, 2))
+        >>> key = random.key(0)
+        >>> nn.initializers.uniform(0.5)(key, (2, 2)).round(4)
+        Array([[0.4738, 0.4893],
+               [0.1661, 0.2343]], dtype=float32)
     """
     def init(key, shape, dtype=dtype):
         dt = _dtype("uniform", dtype)
@@ -98,7 +107,10 @@ def normal(stddev=1e-2, dtype=None):
     """An initializer drawing from a normal distribution with mean 0 and ``stddev``.
 
     Example:
-        >>> initializers.normal(0.02)(key, (768, 768))
+        >>> key = random.key(0)
+        >>> w = nn.initializers.normal(0.02)(key, (768, 768))
+        >>> w.shape, round(float(w.std()), 3)
+        ((768, 768), 0.02)
     """
     def init(key, shape, dtype=dtype):
         dt = _dtype("normal", dtype)
@@ -111,7 +123,10 @@ def truncated_normal(stddev=1e-2, dtype=None, lower=-2.0, upper=2.0):
     ``(lower, upper)`` (the result's standard deviation is below ``stddev``, as in JAX).
 
     Example:
-        >>> initializers.truncated_normal(0.02)(key, (4, 4))
+        >>> key = random.key(0)
+        >>> w = nn.initializers.truncated_normal(0.02)(key, (256, 256))
+        >>> bool(jnp.abs(w).max() <= 2 * 0.02)      # cut at two standard deviations
+        True
     """
     def init(key, shape, dtype=dtype):
         dt = _dtype("truncated_normal", dtype)
@@ -136,7 +151,7 @@ def compute_fans(shape, in_axis=-2, out_axis=-1, batch_axis=(), name="variance_s
     field (every axis that is neither input, output nor batch).
 
     Example:
-        >>> initializers.compute_fans((3, 3, 16, 32))      # a 3x3 conv kernel, HWIO
+        >>> nn.initializers.compute_fans((3, 3, 16, 32))      # a 3x3 conv kernel, HWIO
         (144.0, 288.0)
     """
     shape = _shape(name, shape)
@@ -165,8 +180,11 @@ def variance_scaling(scale, mode, distribution, in_axis=-2, out_axis=-1, batch_a
     deviations, rescaled to the target variance), ``"normal"`` or ``"uniform"``.
 
     Example:
-        >>> init = initializers.variance_scaling(2.0, "fan_in", "truncated_normal")
+        >>> key = random.key(0)
+        >>> init = nn.initializers.variance_scaling(2.0, "fan_in", "truncated_normal")
         >>> w = init(key, (256, 128))
+        >>> round(float(w.std()), 2), round((2.0 / 256) ** 0.5, 2)      # std sqrt(scale / fan_in)
+        (0.09, 0.09)
     """
     if mode not in _MODES:
         raise ValueError(f"initializers.variance_scaling: mode must be one of {_MODES}, got "
@@ -198,7 +216,10 @@ def _named_scaling(name, scale, mode, distribution, doc):
         return variance_scaling(scale, mode, distribution, in_axis, out_axis, batch_axis, dtype)
     factory.__name__ = factory.__qualname__ = name
     factory.__doc__ = (f"{doc} (``variance_scaling({scale}, {mode!r}, {distribution!r})``).\n\n"
-                       f"    Example:\n        >>> w = initializers.{name}()(key, (128, 64))\n")
+                       f"    Example:\n        >>> key = random.key(0)\n"
+                       f"        >>> w = nn.initializers.{name}()(key, (128, 64))\n"
+                       f"        >>> w.shape, w.dtype\n"
+                       f"        ((128, 64), dtype('float32'))\n")
     return factory
 
 
@@ -223,7 +244,10 @@ def orthogonal(scale=1.0, column_axis=-1, dtype=None):
     every axis but ``column_axis`` is flattened into rows.
 
     Example:
-        >>> w = initializers.orthogonal()(key, (64, 64))      # w @ w.T == I
+        >>> key = random.key(0)
+        >>> w = nn.initializers.orthogonal()(key, (64, 64))
+        >>> np.allclose(w @ w.T, np.eye(64), atol=1e-5)
+        True
     """
     def init(key, shape, dtype=dtype):
         dt = _dtype("orthogonal", dtype)
@@ -254,7 +278,10 @@ def delta_orthogonal(scale=1.0, column_axis=-1, dtype=None):
     starts as an orthogonal map (Xiao et al., 2018).
 
     Example:
-        >>> k = initializers.delta_orthogonal()(key, (3, 3, 16, 32))
+        >>> key = random.key(0)
+        >>> k = nn.initializers.delta_orthogonal()(key, (3, 3, 16, 32))
+        >>> float(jnp.abs(k[0, 0]).max()), np.allclose(k[1, 1] @ k[1, 1].T, np.eye(16), atol=1e-5)
+        (0.0, True)
     """
     def init(key, shape, dtype=dtype):
         dt = _dtype("delta_orthogonal", dtype)

@@ -4,6 +4,7 @@ Both go through the array's little-endian bytes as uint8 (shifts and masks of un
 integers), so they work eagerly and under ``jit``/``vmap`` without a host copy.
 
 Example:
+    >>> from funcgrad.numpy.bit_views import view
     >>> view(jnp.array([1.0], jnp.float32), jnp.uint32)
     Array([1065353216], dtype=uint32)
 """

@@ -18,6 +18,8 @@ Example:
     >>> k1, k2 = random.split(key)
     >>> x = random.normal(k1, (3,))
     >>> random.uniform(k2, (2, 2), minval=-1.0, maxval=1.0)
+    Array([[-0.98541236, -0.9582176 ],
+           [ 0.162853  , -0.27632403]], dtype=float32)
 """
 from funcgrad.random import gamma as _gamma_mod
 from funcgrad.random import keys as _keys

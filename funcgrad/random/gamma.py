@@ -7,6 +7,7 @@ above it for Poisson), so they return the same numbers.
 Example:
     >>> import funcgrad.random as random
     >>> random.gamma(random.key(0), 2.0, (3,))
+    Array([1.5897877, 1.7599413, 1.1290071], dtype=float32)
 """
 import numpy as np
 
@@ -133,7 +134,9 @@ def gamma(key, a, shape=None, dtype=None):
     with respect to ``a`` by implicit reparameterization (``dx/da = -(dF/da) / pdf(x)``).
 
     Example:
+        >>> key = random.key(0)
         >>> random.gamma(key, 2.0, (3,))
+        Array([1.5897877, 1.7599413, 1.1290071], dtype=float32)
     """
     return _gamma("gamma", key, a, shape, dtype, False)
 
@@ -142,7 +145,9 @@ def loggamma(key, a, shape=None, dtype=None):
     """``log`` of Gamma(a) samples, computed in log space (accurate for small ``a``).
 
     Example:
+        >>> key = random.key(0)
         >>> random.loggamma(key, 0.5, (3,))
+        Array([-0.12265953,  0.02866279, -3.05603   ], dtype=float32)
     """
     return _gamma("loggamma", key, a, shape, dtype, True)
 
@@ -165,7 +170,12 @@ def dirichlet(key, alpha, shape=None, dtype=None):
     """Dirichlet(alpha) samples on the simplex (last axis); ``shape`` is the batch shape.
 
     Example:
+        >>> key = random.key(0)
         >>> random.dirichlet(key, jnp.array([1., 2., 3.]), (4,))
+        Array([[0.1422856 , 0.4048826 , 0.45283177],
+               [0.2847853 , 0.35153106, 0.36368367],
+               [0.13108926, 0.10866259, 0.7602482 ],
+               [0.10009737, 0.25626004, 0.6436426 ]], dtype=float32)
     """
     check_key("dirichlet", key)
     dtype = float_dtype("dirichlet", dtype)
@@ -218,7 +228,9 @@ def generalized_normal(key, p, shape=(), dtype=None):
     """Samples with density proportional to ``exp(-|x|^p)``.
 
     Example:
+        >>> key = random.key(0)
         >>> random.generalized_normal(key, 1.5, (3,))
+        Array([ 1.0603918 ,  0.08920828, -1.3751338 ], dtype=float32)
     """
     check_key("generalized_normal", key)
     dtype = float_dtype("generalized_normal", dtype)
@@ -299,7 +311,9 @@ def poisson(key, lam, shape=None, dtype=None):
     above, on float32 rates as JAX).
 
     Example:
+        >>> key = random.key(0)
         >>> random.poisson(key, 3.0, (5,))
+        Array([0, 0, 4, 4, 1], dtype=int32)
     """
     check_key("poisson", key)
     dtype = int_dtype("poisson", dtype)
@@ -395,7 +409,9 @@ def binomial(key, n, p, shape=None, dtype=None):
     rejection above, as JAX); invalid parameters give nan, ``n = inf`` gives inf.
 
     Example:
+        >>> key = random.key(0)
         >>> random.binomial(key, 10.0, 0.3, (4,))
+        Array([2., 2., 1., 2.], dtype=float32)
     """
     check_key("binomial", key)
     dtype = float_dtype("binomial", dtype)

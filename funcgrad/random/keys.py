@@ -63,7 +63,11 @@ def fold_in(key, data):
     """A new key from ``key`` and an integer ``data`` (e.g. a step number), taken modulo 2**32.
 
     Example:
+        >>> key = random.key(0)
+        >>> step = 3
         >>> k_step = random.fold_in(key, step)
+        >>> random.uniform(k_step, (2,))
+        Array([0.26698947, 0.73395014], dtype=float32)
     """
     if isinstance(data, (int, np.integer)) and not isinstance(data, bool):
         # as a uint32 array, so one executable serves every step number

@@ -20,6 +20,7 @@ Example:
     >>> from funcgrad.random import prng
     >>> k = prng.seed(0)
     >>> prng.random_bits(k, 32, (3,))
+    Array([4070199207, 4202968722, 1427181096], dtype=uint32)
 """
 import math
 
@@ -50,6 +51,7 @@ def partitionable():
     """Whether the partitionable counter layout is in effect (``config.threefry_partitionable``).
 
     Example:
+        >>> from funcgrad.random import prng
         >>> prng.partitionable()
         True
     """
@@ -145,7 +147,9 @@ def seed(value):
     the high word is 0.
 
     Example:
+        >>> from funcgrad.random import prng
         >>> prng.seed(42)
+        Array([ 0, 42], dtype=uint32)
     """
     x64 = bool(config.enable_x64)
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
@@ -180,7 +184,12 @@ def split(key, shape):
     """``prod(shape)`` new keys from ``key`` as a ``uint32[*shape, 2]`` array.
 
     Example:
+        >>> from funcgrad.random import prng
+        >>> k = prng.seed(0)
         >>> prng.split(k, (3,))
+        Array([[1797259609, 2579123966],
+               [ 928981903, 3453687069],
+               [4146024105, 2718843009]], dtype=uint32)
     """
     shape = tuple(shape)
     if partitionable():
@@ -195,7 +204,10 @@ def fold_in(key, data):
     """A new key from ``key`` and a uint32 scalar ``data`` (the same under both layouts).
 
     Example:
+        >>> from funcgrad.random import prng
+        >>> k = prng.seed(0)
         >>> prng.fold_in(k, jnp.asarray(3, "uint32"))
+        Array([2467461003, 3840466878], dtype=uint32)
     """
     data = lax.reshape(data, (1,))
     return _encrypt_count(key, lax.concatenate([lax.full((1,), 0, _U32), data], 0))
@@ -205,7 +217,10 @@ def random_bits(key, bit_width, shape):
     """Uniform unsigned integers of ``bit_width`` (8, 16, 32 or 64) bits and ``shape``.
 
     Example:
+        >>> from funcgrad.random import prng
+        >>> k = prng.seed(0)
         >>> prng.random_bits(k, 8, (4,))
+        Array([167, 146,  40,  53], dtype=uint8)
     """
     shape = tuple(shape)
     dtype = dtypes.canonicalize(_UINT[bit_width])

@@ -7,6 +7,7 @@ Everything is funcgrad.numpy / funcgrad.lax code, so it works eagerly and under 
 Example:
     >>> import funcgrad.scipy as jsp
     >>> jsp.special.logsumexp(jnp.array([0.0, 0.0]))
+    Array(0.6931472, dtype=float32)
 """
 from funcgrad.scipy import (fft, integrate, interpolate, linalg, ndimage,  # noqa: F401
                             optimize, signal, special, stats)

@@ -23,7 +23,11 @@ def toeplitz(c, r=None):
     ``r[0]`` is ignored).
 
     Example:
+        >>> from funcgrad.scipy import linalg
         >>> linalg.toeplitz(jnp.array([1.0, 2.0, 3.0]), jnp.array([1.0, 4.0]))
+        Array([[1., 4.],
+               [2., 1.],
+               [3., 2.]], dtype=float32)
     """
     c = _vector("toeplitz", c, "c")
     r = jnp.conj(c) if r is None else _vector("toeplitz", r, "r")
@@ -39,7 +43,11 @@ def hankel(c, r=None):
     ``r[0]`` is ignored).
 
     Example:
+        >>> from funcgrad.scipy import linalg
         >>> linalg.hankel(jnp.array([1.0, 2.0, 3.0]))
+        Array([[1., 2., 3.],
+               [2., 3., 0.],
+               [3., 0., 0.]], dtype=float32)
     """
     c = _vector("hankel", c, "c")
     r = jnp.zeros_like(c) if r is None else _vector("hankel", r, "r")
@@ -53,7 +61,11 @@ def circulant(c):
     """The circulant matrix whose first column is ``c``.
 
     Example:
+        >>> from funcgrad.scipy import linalg
         >>> linalg.circulant(jnp.array([1.0, 2.0, 3.0]))
+        Array([[1., 3., 2.],
+               [2., 1., 3.],
+               [3., 2., 1.]], dtype=float32)
     """
     c = _vector("circulant", c, "c")
     n = c.shape[0]
@@ -64,7 +76,12 @@ def hadamard(n, dtype=int):
     """The Sylvester-construction Hadamard matrix of order ``n`` (a power of 2).
 
     Example:
+        >>> from funcgrad.scipy import linalg
         >>> linalg.hadamard(4)
+        Array([[ 1,  1,  1,  1],
+               [ 1, -1,  1, -1],
+               [ 1,  1, -1, -1],
+               [ 1, -1, -1,  1]], dtype=int32)
     """
     if n < 1 or n & (n - 1):
         raise ValueError(f"scipy.linalg.hadamard: n must be a positive power of 2, got {n}")
@@ -78,7 +95,11 @@ def hilbert(n):
     """The Hilbert matrix ``1 / (i + j + 1)``.
 
     Example:
+        >>> from funcgrad.scipy import linalg
         >>> linalg.hilbert(3)
+        Array([[1.        , 0.5       , 0.33333334],
+               [0.5       , 0.33333334, 0.25      ],
+               [0.33333334, 0.25      , 0.2       ]], dtype=float32)
     """
     i = np.arange(n)
     return jnp.asarray(1.0 / (i[:, None] + i[None, :] + 1), dtypes.default_float())
@@ -88,7 +109,12 @@ def helmert(n, full=False):
     """The Helmert matrix of order ``n`` (without its first row unless ``full``).
 
     Example:
+        >>> from funcgrad.scipy import linalg
         >>> linalg.helmert(4, full=True)
+        Array([[ 0.5       ,  0.5       ,  0.5       ,  0.5       ],
+               [ 0.70710677, -0.70710677,  0.        ,  0.        ],
+               [ 0.4082483 ,  0.4082483 , -0.8164966 ,  0.        ],
+               [ 0.28867513,  0.28867513,  0.28867513, -0.8660254 ]], dtype=float32)
     """
     h = np.tril(np.ones((n, n)), -1) - np.diag(np.arange(n))
     d = np.arange(n) * np.arange(1, n + 1)
@@ -103,7 +129,11 @@ def companion(a):
     ``a[0] != 0``).
 
     Example:
+        >>> from funcgrad.scipy import linalg
         >>> linalg.companion(jnp.array([1.0, -10.0, 31.0, -30.0]))
+        Array([[ 10., -31.,  30.],
+               [  1.,   0.,   0.],
+               [  0.,   1.,   0.]], dtype=float32)
     """
     a = _vector("companion", a, "a")
     if a.shape[0] < 2:
@@ -119,7 +149,9 @@ def dft(n, scale=None):
     """The ``n``-point discrete Fourier transform matrix (``scale``: None, "sqrtn" or "n").
 
     Example:
-        >>> linalg.dft(4) @ jnp.ones(4)
+        >>> from funcgrad.scipy import linalg
+        >>> (linalg.dft(4) @ jnp.ones(4)).round(4)
+        Array([4.+0.j, 0.+0.j, 0.-0.j, 0.+0.j], dtype=complex64)
     """
     if scale not in (None, "sqrtn", "n"):
         raise ValueError(f"scipy.linalg.dft: scale must be None, 'sqrtn' or 'n', got "
@@ -138,7 +170,11 @@ def leslie(f, s):
     """The Leslie matrix of fecundities ``f`` (length n) and survival rates ``s`` (n - 1).
 
     Example:
+        >>> from funcgrad.scipy import linalg
         >>> linalg.leslie(jnp.array([0.1, 2.0, 1.0]), jnp.array([0.2, 0.8]))
+        Array([[0.1, 2. , 1. ],
+               [0.2, 0. , 0. ],
+               [0. , 0.8, 0. ]], dtype=float32)
     """
     f, s = _vector("leslie", f, "f"), jnp.ravel(jnp.asarray(s))
     n = f.shape[0]

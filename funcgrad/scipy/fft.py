@@ -4,6 +4,7 @@ computed with FFTs of twice the length.
 Example:
     >>> from funcgrad.scipy import fft
     >>> fft.dct(jnp.array([1.0, 2.0, 3.0]))
+    Array([12.       , -3.4641013,  0.       ], dtype=float32)
 """
 import math
 
@@ -99,7 +100,9 @@ def dct(x, type=2, n=None, axis=-1, norm=None):
     zero-pad to that length first; ``norm``: None/"backward", "ortho" or "forward").
 
     Example:
+        >>> from funcgrad.scipy import fft
         >>> fft.dct(jnp.array([1.0, 2.0, 3.0]), norm="ortho")
+        Array([ 3.4641016, -1.4142135,  0.       ], dtype=float32)
     """
     x, axis = _prep("dct", x, type, n, axis, norm)
     return _scaled_dct(x, type, axis, norm)
@@ -109,7 +112,9 @@ def idct(x, type=2, n=None, axis=-1, norm=None):
     """The inverse of ``dct`` of the same ``type`` and ``norm``: ``idct(dct(x)) == x``.
 
     Example:
+        >>> from funcgrad.scipy import fft
         >>> fft.idct(fft.dct(jnp.array([1.0, 2.0, 3.0])))
+        Array([1.0000002, 2.       , 3.       ], dtype=float32)
     """
     x, axis = _prep("idct", x, type, n, axis, norm)
     return _scaled_dct(x, 5 - type, axis, _INVERSE_NORM[norm])
@@ -131,7 +136,12 @@ def dctn(x, type=2, s=None, axes=None, norm=None):
     """The N-d discrete cosine transform over ``axes`` (default all).
 
     Example:
-        >>> fft.dctn(jnp.ones((4, 4)), norm="ortho")
+        >>> from funcgrad.scipy import fft
+        >>> fft.dctn(jnp.ones((4, 4)), norm="ortho").round(4)
+        Array([[ 4., -0.,  0.,  0.],
+               [-0., -0.,  0., -0.],
+               [ 0.,  0.,  0.,  0.],
+               [ 0.,  0.,  0.,  0.]], dtype=float32)
     """
     axes, sizes = _axes_for("dctn", x, s, axes)
     for ax, size in zip(axes, sizes):
@@ -143,7 +153,12 @@ def idctn(x, type=2, s=None, axes=None, norm=None):
     """The inverse of ``dctn``.
 
     Example:
+        >>> from funcgrad.scipy import fft
         >>> fft.idctn(fft.dctn(jnp.ones((4, 4))))
+        Array([[1., 1., 1., 1.],
+               [1., 1., 1., 1.],
+               [1., 1., 1., 1.],
+               [1., 1., 1., 1.]], dtype=float32)
     """
     axes, sizes = _axes_for("idctn", x, s, axes)
     for ax, size in zip(axes, sizes):

@@ -16,6 +16,8 @@ def trapezoid(y, x=None, dx=1.0, axis=-1):
     (1-d, or the shape of ``y``) or with spacing ``dx``.
 
     Example:
+        >>> from funcgrad.scipy import integrate
         >>> integrate.trapezoid(jnp.array([0.0, 1.0, 4.0]), x=jnp.array([0.0, 1.0, 2.0]))
+        Array(3., dtype=float32)
     """
     return _trapezoid(y, x, dx, axis)

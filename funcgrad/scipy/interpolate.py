@@ -23,8 +23,12 @@ class RegularGridInterpolator:
     it can be passed through ``jit`` and ``grad``.
 
     Example:
+        >>> from funcgrad.scipy.interpolate import RegularGridInterpolator
+        >>> xs, ys = jnp.array([0.0, 1.0]), jnp.array([0.0, 1.0, 2.0])
+        >>> table = xs[:, None] * 10 + ys[None, :]
         >>> interp = RegularGridInterpolator((xs, ys), table)
-        >>> interp(jnp.array([[0.3, 0.7]]))
+        >>> interp(jnp.array([[0.3, 0.7]])).round(4)        # 10 * 0.3 + 0.7
+        Array([3.7], dtype=float32)
     """
 
     def __init__(self, points, values, method="linear", bounds_error=False,
@@ -70,7 +74,11 @@ class RegularGridInterpolator:
         kept.
 
         Example:
-            >>> interp(jnp.array([[0.3, 0.7], [1.0, 2.0]]))
+            >>> from funcgrad.scipy.interpolate import RegularGridInterpolator
+            >>> interp = RegularGridInterpolator((jnp.array([0.0, 1.0]), jnp.array([0.0, 1.0, 2.0])),
+            ...                                  jnp.array([[0.0, 1.0, 2.0], [10.0, 11.0, 12.0]]))
+            >>> interp(jnp.array([[0.3, 0.7], [1.0, 2.0]])).round(4)
+            Array([ 3.7, 12. ], dtype=float32)
         """
         method = self.method if method is None else method
         if method not in ("linear", "nearest"):

@@ -8,6 +8,7 @@ Example:
     >>> from funcgrad.scipy import linalg
     >>> c = linalg.cho_factor(jnp.array([[4.0, 2.0], [2.0, 3.0]]))
     >>> linalg.cho_solve(c, jnp.array([1.0, 2.0]))
+    Array([-0.12499997,  0.74999994], dtype=float32)
 """
 import numpy as np
 
@@ -51,7 +52,10 @@ def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
     ``a = U^H U`` (default) or lower ``L`` with ``a = L L^H``.
 
     Example:
+        >>> from funcgrad.scipy import linalg
         >>> linalg.cholesky(jnp.array([[4.0, 2.0], [2.0, 3.0]]), lower=True)
+        Array([[2.       , 0.       ],
+               [1.       , 1.4142135]], dtype=float32)
     """
     a = _matrix("cholesky", a)
     low = _la.cholesky(a)
@@ -63,6 +67,8 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
     zero).
 
     Example:
+        >>> from funcgrad.scipy import linalg
+        >>> a = jnp.array([[4.0, 2.0], [2.0, 3.0]])
         >>> c, low = linalg.cho_factor(a)
     """
     return cholesky(a, lower=lower), lower
@@ -72,6 +78,9 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     """Solve ``a x = b`` given ``cho_factor(a)``; ``b`` is a vector or a matrix of columns.
 
     Example:
+        >>> from funcgrad.scipy import linalg
+        >>> a = jnp.array([[4.0, 2.0], [2.0, 3.0]])
+        >>> b = jnp.array([1.0, 2.0])
         >>> x = linalg.cho_solve(linalg.cho_factor(a), b)
     """
     c, lower = c_and_lower
@@ -92,6 +101,8 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
     LAPACK row interchanges ``piv`` (row ``i`` was swapped with ``piv[i]``).
 
     Example:
+        >>> from funcgrad.scipy import linalg
+        >>> a = jnp.array([[4.0, 2.0], [2.0, 3.0]])
         >>> lu, piv = linalg.lu_factor(a)
     """
     a = _matrix("lu_factor", a)
@@ -104,6 +115,9 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     ``lu_factor(a)``.
 
     Example:
+        >>> from funcgrad.scipy import linalg
+        >>> a = jnp.array([[4.0, 2.0], [2.0, 3.0]])
+        >>> b = jnp.array([1.0, 2.0])
         >>> x = linalg.lu_solve(linalg.lu_factor(a), b)
     """
     lu_, piv = lu_and_piv
@@ -131,6 +145,8 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True):
     ``l`` is m x k and ``u`` k x n.
 
     Example:
+        >>> from funcgrad.scipy import linalg
+        >>> a = jnp.array([[4.0, 2.0], [2.0, 3.0]])
         >>> p, l, u = linalg.lu(a)
     """
     a = _matrix("lu", a, square=False)
@@ -152,7 +168,9 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     ``a``, solved through its Cholesky factor reading the ``lower`` or upper triangle).
 
     Example:
+        >>> from funcgrad.scipy import linalg
         >>> linalg.solve(jnp.array([[3.0, 1.0], [1.0, 2.0]]), jnp.array([9.0, 8.0]))
+        Array([2., 3.], dtype=float32)
     """
     if assume_a not in ("gen", "general", "sym", "symmetric", "her", "hermitian", "pos",
                         "positive definite"):
@@ -173,6 +191,7 @@ def eigh(a, b=None, lower=True, eigvals_only=False, overwrite_a=False, overwrite
     Returns ``(w, v)``, or ``w`` when ``eigvals_only``.
 
     Example:
+        >>> from funcgrad.scipy import linalg
         >>> w, v = linalg.eigh(jnp.array([[2.0, 1.0], [1.0, 2.0]]))
     """
     if type != 1 or subset_by_index is not None or subset_by_value is not None:
@@ -201,6 +220,8 @@ def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=
     """Singular value decomposition ``(u, s, vh)`` (or ``s`` when not ``compute_uv``).
 
     Example:
+        >>> from funcgrad.scipy import linalg
+        >>> a = jnp.array([[4.0, 2.0], [2.0, 3.0]])
         >>> u, s, vh = linalg.svd(a, full_matrices=False)
     """
     return _nla.svd(_matrix("svd", a, square=False), full_matrices=full_matrices,
@@ -211,6 +232,8 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
     """QR decomposition: ``(q, r)`` (``mode`` "full" or "economic"), or ``r`` (mode "r").
 
     Example:
+        >>> from funcgrad.scipy import linalg
+        >>> a = jnp.array([[4.0, 2.0], [2.0, 3.0]])
         >>> q, r = linalg.qr(a, mode="economic")
     """
     if pivoting:
@@ -229,6 +252,8 @@ def schur(a, output="real"):
     an upper triangular ``t``. CPU only.
 
     Example:
+        >>> from funcgrad.scipy import linalg
+        >>> a = jnp.array([[4.0, 2.0], [2.0, 3.0]])
         >>> t, z = linalg.schur(a)
     """
     if output not in ("real", "complex"):
@@ -244,7 +269,11 @@ def block_diag(*arrs):
     """A block-diagonal matrix of the given blocks (0-d -> 1x1, 1-d -> one row).
 
     Example:
+        >>> from funcgrad.scipy import linalg
         >>> linalg.block_diag(jnp.ones((2, 2)), jnp.array([3.0]))
+        Array([[1., 1., 0.],
+               [1., 1., 0.],
+               [0., 0., 3.]], dtype=float32)
     """
     if not arrs:
         return jnp.zeros((1, 0))
@@ -302,7 +331,10 @@ def expm(A, *, upper_triangular=False, max_squarings=16):
     JAX compatibility and not used.
 
     Example:
+        >>> from funcgrad.scipy import linalg
         >>> linalg.expm(jnp.array([[0.0, 1.0], [-1.0, 0.0]]))     # a rotation by 1 radian
+        Array([[ 0.54030234,  0.8414711 ],
+               [-0.84147096,  0.5403023 ]], dtype=float32)
     """
     a = _matrix("expm", A)
     max_squarings = int(max_squarings)
@@ -320,6 +352,7 @@ def sqrtm(A, blocksize=1):
     triangular square root one superdiagonal at a time). The result is complex.
 
     Example:
+        >>> from funcgrad.scipy import linalg
         >>> r = linalg.sqrtm(jnp.array([[4.0, 1.0], [0.0, 9.0]]))    # r @ r == A
     """
     a = _matrix("sqrtm", A)
@@ -358,6 +391,8 @@ def polar(a, side="right", *, method="svd", eps=None, max_iterations=None):
     (``"left"``), ``u`` with orthonormal columns and ``p`` Hermitian positive semidefinite.
 
     Example:
+        >>> from funcgrad.scipy import linalg
+        >>> a = jnp.array([[4.0, 2.0], [2.0, 3.0]])
         >>> u, p = linalg.polar(a)
     """
     if side not in ("right", "left"):

@@ -44,6 +44,7 @@ def map_coordinates(input, coordinates, order, mode="constant", cval=0.0):
 
     Example:
         >>> img = jnp.arange(12.0).reshape(3, 4)
+        >>> from funcgrad.scipy import ndimage
         >>> ndimage.map_coordinates(img, [jnp.array([0.5]), jnp.array([1.5])], order=1)
         Array([3.5], dtype=float32)
     """

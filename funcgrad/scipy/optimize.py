@@ -122,7 +122,9 @@ def minimize(fun, x0, args=(), *, method, tol=None, options=None):
 
     Example:
         >>> rosen = lambda x: (1 - x[0]) ** 2 + 100 * (x[1] - x[0] ** 2) ** 2
+        >>> from funcgrad.scipy.optimize import minimize
         >>> minimize(rosen, jnp.zeros(2), method="BFGS").x          # about [1, 1]
+        Array([1., 1.], dtype=float32)
     """
     if not isinstance(method, str) or method.lower() != "bfgs":
         raise ValueError(f"scipy.optimize.minimize: method must be 'BFGS', got {method!r}")

@@ -6,8 +6,8 @@ the default float dtype.
 
 Example:
     >>> from funcgrad.scipy import special
-    >>> special.gammaln(jnp.array([1.0, 5.0]))        # log(0!), log(4!)
-    Array([0.       , 3.1780539], dtype=float32)
+    >>> special.gammaln(jnp.array([1.0, 5.0])).round(4)   # log(0!), log(4!)
+    Array([0.    , 3.1781], dtype=float32)
 """
 import math
 
@@ -49,45 +49,61 @@ def _unary(lax_fn, name, doc):
 gammaln = _unary(lax.lgamma, "gammaln", """``log|Gamma(x)|``.
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.gammaln(jnp.array([0.5, 10.0]))
+        Array([ 0.5723648, 12.80183  ], dtype=float32)
     """)
 loggamma = gammaln
 digamma = _unary(lax.digamma, "digamma", """The digamma function ``d/dx log Gamma(x)``.
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.digamma(jnp.array([1.0]))             # -Euler's gamma
+        Array([-0.5772154], dtype=float32)
     """)
 erf = _unary(lax.erf, "erf", """The error function.
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.erf(jnp.array([0.5]))
+        Array([0.5204999], dtype=float32)
     """)
 erfc = _unary(lax.erfc, "erfc", """The complementary error function ``1 - erf(x)``.
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.erfc(jnp.array([3.0]))
+        Array([2.2090497e-05], dtype=float32)
     """)
 erfinv = _unary(lax.erf_inv, "erfinv", """The inverse of ``erf`` on (-1, 1).
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.erfinv(jnp.array([0.5]))
+        Array([0.47693628], dtype=float32)
     """)
 expit = _unary(lax.logistic, "expit", """The logistic sigmoid ``1 / (1 + exp(-x))``.
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.expit(jnp.array([0.0]))
+        Array([0.5], dtype=float32)
     """)
 i0e = _unary(lax.bessel_i0e, "i0e", """The exponentially scaled modified Bessel function of
     order 0, ``exp(-|x|) I0(x)``.
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.i0e(jnp.array([1.0]))
+        Array([0.46575963], dtype=float32)
     """)
 i1e = _unary(lax.bessel_i1e, "i1e", """The exponentially scaled modified Bessel function of
     order 1, ``exp(-|x|) I1(x)``.
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.i1e(jnp.array([1.0]))
+        Array([0.20791042], dtype=float32)
     """)
 
 
@@ -95,7 +111,9 @@ def i0(x):
     """The modified Bessel function of order 0.
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.i0(jnp.array([1.0]))
+        Array([1.266066], dtype=float32)
     """
     x = _floats(x)
     return jnp.exp(jnp.abs(x)) * lax.bessel_i0e(x)
@@ -105,7 +123,9 @@ def i1(x):
     """The modified Bessel function of order 1.
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.i1(jnp.array([1.0]))
+        Array([0.5651591], dtype=float32)
     """
     x = _floats(x)
     return jnp.exp(jnp.abs(x)) * lax.bessel_i1e(x)
@@ -115,7 +135,9 @@ def logit(p):
     """``log(p / (1 - p))``, the inverse of ``expit``.
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.logit(jnp.array([0.25]))
+        Array([-1.0986123], dtype=float32)
     """
     p = _floats(p)
     return jnp.log(p) - jnp.log1p(-p)
@@ -126,6 +148,7 @@ def gammasgn(x):
     zero, as SciPy).
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.gammasgn(jnp.array([-0.5, 2.0]))
         Array([-1.,  1.], dtype=float32)
     """
@@ -141,7 +164,9 @@ def gamma(x):
     """The gamma function.
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.gamma(jnp.array([5.0, 0.5]))          # 4!, sqrt(pi)
+        Array([24.000023 ,  1.7724535], dtype=float32)
     """
     x = _floats(x)
     return gammasgn(x) * jnp.exp(lax.lgamma(x))
@@ -151,7 +176,9 @@ def betaln(a, b):
     """``log|B(a, b)|``, the logarithm of the beta function.
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.betaln(jnp.array(2.0), jnp.array(3.0))   # log(1/12)
+        Array(-2.4849074, dtype=float32)
     """
     a, b = _floats(a, b)
     return lax.lgamma(a) + lax.lgamma(b) - lax.lgamma(a + b)
@@ -161,7 +188,9 @@ def beta(a, b):
     """The beta function ``Gamma(a) Gamma(b) / Gamma(a + b)``.
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.beta(jnp.array(2.0), jnp.array(3.0))     # 1/12
+        Array(0.08333327, dtype=float32)
     """
     a, b = _floats(a, b)
     sign = gammasgn(a) * gammasgn(b) * gammasgn(a + b)
@@ -172,7 +201,9 @@ def factorial(n, exact=False):
     """``n!`` as ``Gamma(n + 1)`` (0 for negative ``n``, as SciPy).
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.factorial(jnp.array([0, 3, 5]))
+        Array([  1.0000005,   6.0000052, 120.00012  ], dtype=float32)
     """
     if exact:
         raise ValueError("scipy.special.factorial: exact=True needs arbitrary-precision "
@@ -185,7 +216,9 @@ def poch(z, m):
     """The Pochhammer symbol (rising factorial) ``Gamma(z + m) / Gamma(z)``.
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.poch(jnp.array(3.0), jnp.array(2.0))      # 3 * 4
+        Array(12.000009, dtype=float32)
     """
     z, m = _floats(z, m)
     sign = gammasgn(z + m) * gammasgn(z)
@@ -196,7 +229,9 @@ def multigammaln(a, d):
     """The log of the multivariate gamma function of dimension ``d`` (a Python int).
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.multigammaln(jnp.array(3.0), 2)
+        Array(1.5501953, dtype=float32)
     """
     d = int(d)
     if d < 1:
@@ -211,7 +246,9 @@ def gammainc(a, x):
     """The regularized lower incomplete gamma function ``P(a, x)``.
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.gammainc(jnp.array(2.0), jnp.array(1.0))
+        Array(0.26424113, dtype=float32)
     """
     a, x = _floats(a, x)
     a, x = jnp.broadcast_arrays(a, x)
@@ -222,7 +259,9 @@ def gammaincc(a, x):
     """The regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``.
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.gammaincc(jnp.array(2.0), jnp.array(1.0))
+        Array(0.73575884, dtype=float32)
     """
     a, x = _floats(a, x)
     a, x = jnp.broadcast_arrays(a, x)
@@ -233,7 +272,9 @@ def polygamma(n, x):
     """The ``n``-th derivative of the digamma function.
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.polygamma(1, jnp.array(1.0))           # pi**2 / 6
+        Array(1.644934, dtype=float32)
     """
     n, x = _floats(n, x)
     n, x = jnp.broadcast_arrays(n, x)
@@ -244,7 +285,9 @@ def zeta(x, q=None):
     """The Hurwitz zeta function ``sum_k (k + q) ** -x`` (Riemann's when ``q`` is None).
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.zeta(jnp.array(2.0), jnp.array(1.0))   # pi**2 / 6
+        Array(1.644934, dtype=float32)
     """
     if q is None:
         q = 1.0
@@ -269,7 +312,9 @@ def xlogy(x, y):
     """``x * log(y)``, defined as 0 where ``x == 0`` (even for ``y == 0``).
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.xlogy(jnp.array([0.0, 2.0]), jnp.array([0.0, 3.0]))
+        Array([0.       , 2.1972246], dtype=float32)
     """
     x, y = jnp.broadcast_arrays(*_floats(x, y))
     return _xlogy(x, y)
@@ -291,7 +336,9 @@ def xlog1py(x, y):
     """``x * log1p(y)``, defined as 0 where ``x == 0``.
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.xlog1py(jnp.array([0.0, 2.0]), jnp.array([-1.0, 1.0]))
+        Array([0.       , 1.3862944], dtype=float32)
     """
     x, y = jnp.broadcast_arrays(*_floats(x, y))
     return _xlog1py(x, y)
@@ -301,7 +348,9 @@ def entr(x):
     """Elementwise entropy ``-x log x`` (0 at 0, -inf for negative ``x``).
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.entr(jnp.array([0.0, 0.5]))
+        Array([-0.       ,  0.3465736], dtype=float32)
     """
     x = _floats(x)
     return jnp.where(x < 0, -jnp.inf, -xlogy(x, x))
@@ -312,7 +361,9 @@ def rel_entr(x, y):
     arguments are outside the domain).
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.rel_entr(jnp.array([0.5]), jnp.array([0.25]))
+        Array([0.3465736], dtype=float32)
     """
     x, y = jnp.broadcast_arrays(*_floats(x, y))
     ok = (x > 0) & (y > 0)
@@ -326,7 +377,9 @@ def kl_div(x, y):
     """Elementwise ``x log(x / y) - x + y`` (SciPy's ``kl_div``).
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.kl_div(jnp.array([0.5]), jnp.array([0.25]))
+        Array([0.09657359], dtype=float32)
     """
     x, y = jnp.broadcast_arrays(*_floats(x, y))
     r = rel_entr(x, y)
@@ -341,7 +394,9 @@ def ndtr(x):
     """The standard normal CDF, accurate in both tails.
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.ndtr(jnp.array([0.0, 1.0]))
+        Array([0.5      , 0.8413447], dtype=float32)
     """
     x = _floats(x)
     return 0.5 * lax.erfc(-x / _SQRT2)
@@ -364,7 +419,9 @@ def log_ndtr(x):
     for positive ``x`` (``log1p(-ndtr(-x))``).
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.log_ndtr(jnp.array([-30.0, 0.0, 10.0]))
+        Array([-4.5432123e+02, -6.9314718e-01, -7.6198528e-24], dtype=float32)
     """
     x = _floats(x)
     lo, hi = -10.0, 0.0
@@ -412,7 +469,9 @@ def ndtri(p):
     """The inverse of ``ndtr``: the standard normal quantile of ``p`` in [0, 1].
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.ndtri(jnp.array([0.5, 0.975]))
+        Array([1.4308547e-08, 1.9599644e+00], dtype=float32)
     """
     return _ndtri(_floats(p))
 
@@ -452,7 +511,9 @@ def betainc(a, b, x):
     fixed number of terms, differentiable in ``a``, ``b`` and ``x``).
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.betainc(jnp.array(2.0), jnp.array(3.0), jnp.array(0.4))
+        Array(0.524801, dtype=float32)
     """
     a, b, x = jnp.broadcast_arrays(*_floats(a, b, x))
     n_terms = 300 if x.dtype == np.float64 else 100
@@ -474,7 +535,9 @@ def softmax(x, axis=None):
     """``exp(x) / sum(exp(x))`` over ``axis`` (SciPy's default: the whole array).
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.softmax(jnp.array([1.0, 2.0, 3.0]))
+        Array([0.09003057, 0.24472848, 0.66524094], dtype=float32)
     """
     return _softmax(_floats(x), axis=axis)
 
@@ -483,7 +546,9 @@ def log_softmax(x, axis=None):
     """``x - logsumexp(x)`` over ``axis`` (SciPy's default: the whole array).
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.log_softmax(jnp.array([1.0, 2.0, 3.0]))
+        Array([-2.407606  , -1.4076059 , -0.40760595], dtype=float32)
     """
     return _log_softmax(_floats(x), axis=axis)
 
@@ -495,7 +560,9 @@ def comb(N, k, *, exact=False, repetition=False):
     ``k < 0`` or ``N < 0``); with ``repetition``, ``comb(N + k - 1, k)``.
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.comb(jnp.array(5.0), jnp.array(2.0))      # 10
+        Array(9.999995, dtype=float32)
     """
     if exact:
         raise ValueError("scipy.special.comb: exact=True needs arbitrary-precision integers; "
@@ -515,7 +582,9 @@ def boxcox(x, lmbda):
     """The Box-Cox transform ``(x**lmbda - 1) / lmbda`` (``log(x)`` at ``lmbda == 0``).
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.boxcox(jnp.array([1.0, 2.0]), 0.5)
+        Array([0.       , 0.8284271], dtype=float32)
     """
     x, lmbda = jnp.broadcast_arrays(*_floats(x, lmbda))
     logx = jnp.log(x)
@@ -527,7 +596,9 @@ def boxcox1p(x, lmbda):
     """The Box-Cox transform of ``1 + x``, accurate for small ``x``.
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.boxcox1p(jnp.array([1e-8, 1.0]), 0.5)
+        Array([1.000000e-08, 8.284271e-01], dtype=float32)
     """
     x, lmbda = jnp.broadcast_arrays(*_floats(x, lmbda))
     logx = jnp.log1p(x)
@@ -551,7 +622,9 @@ def erfcx(x):
     positive ``x`` (an asymptotic series where ``erfc`` would underflow).
 
     Example:
+        >>> from funcgrad.scipy import special
         >>> special.erfcx(jnp.array([0.0, 30.0]))
+        Array([1.        , 0.01879589], dtype=float32)
     """
     x = _floats(x)
     switch = 25.0 if x.dtype == np.float64 else 8.0

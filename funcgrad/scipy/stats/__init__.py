@@ -4,6 +4,7 @@
 Example:
     >>> from funcgrad.scipy import stats
     >>> stats.norm.cdf(jnp.array(1.96))
+    Array(0.9750021, dtype=float32)
 """
 from funcgrad.scipy.stats import (bernoulli, beta, binom, categorical, cauchy,  # noqa: F401
                                   chi2, dirichlet, expon, gamma, geom, gumbel_l, gumbel_r,

@@ -3,6 +3,7 @@
 Example:
     >>> from funcgrad.scipy.stats import bernoulli
     >>> bernoulli.pmf(jnp.array([0, 1]), 0.3)
+    Array([0.7, 0.3], dtype=float32)
 """
 import funcgrad.numpy as jnp
 from funcgrad.scipy import special

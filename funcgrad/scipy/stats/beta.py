@@ -3,6 +3,7 @@
 Example:
     >>> from funcgrad.scipy.stats import beta
     >>> beta.logpdf(jnp.array(0.3), a=2.0, b=5.0)
+    Array(0.7705252, dtype=float32)
 """
 import funcgrad.numpy as jnp
 from funcgrad.scipy import special

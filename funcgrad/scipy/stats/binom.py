@@ -3,6 +3,7 @@
 Example:
     >>> from funcgrad.scipy.stats import binom
     >>> binom.pmf(jnp.array(3), n=10, p=0.3)
+    Array(0.26682812, dtype=float32)
 """
 import funcgrad.numpy as jnp
 from funcgrad.scipy import special

@@ -4,6 +4,7 @@
 Example:
     >>> from funcgrad.scipy.stats import categorical
     >>> categorical.logpmf(jnp.array(2), jnp.array([0.2, 0.3, 0.5]))
+    Array(-0.6931472, dtype=float32)
 """
 import funcgrad.numpy as jnp
 from funcgrad.scipy.stats._util import promote
@@ -14,7 +15,9 @@ def logpmf(k, p):
     ``p.shape[:-1]``.
 
     Example:
+        >>> from funcgrad.scipy.stats import categorical
         >>> categorical.logpmf(jnp.array([0, 2]), jnp.array([0.2, 0.3, 0.5]))
+        Array([-1.609438 , -0.6931472], dtype=float32)
     """
     p = promote(p)
     if p.ndim < 1:

@@ -3,6 +3,7 @@
 Example:
     >>> from funcgrad.scipy.stats import cauchy
     >>> cauchy.logpdf(jnp.array(0.0))
+    Array(-1.1447299, dtype=float32)
 """
 import math
 

@@ -4,6 +4,7 @@ gamma distribution of shape ``df / 2`` and scale 2.
 Example:
     >>> from funcgrad.scipy.stats import chi2
     >>> chi2.cdf(jnp.array(3.84), df=1.0)
+    Array(0.9499566, dtype=float32)
 """
 from funcgrad.scipy.stats import gamma
 

@@ -4,6 +4,7 @@ of ``x``, as SciPy).
 Example:
     >>> from funcgrad.scipy.stats import dirichlet
     >>> dirichlet.logpdf(jnp.array([0.2, 0.3, 0.5]), jnp.array([1.0, 2.0, 3.0]))
+    Array(1.5040779, dtype=float32)
 """
 import funcgrad.numpy as jnp
 from funcgrad.scipy import special
@@ -15,7 +16,9 @@ def logpdf(x, alpha):
     concentration ``alpha`` (shape ``(K,)``); -inf off the simplex.
 
     Example:
+        >>> from funcgrad.scipy.stats import dirichlet
         >>> dirichlet.logpdf(jnp.array([0.2, 0.8]), jnp.array([2.0, 2.0]))
+        Array(-0.04082119, dtype=float32)
     """
     x, alpha = promote(x), promote(alpha)
     if alpha.ndim != 1 or x.ndim < 1 or x.shape[0] != alpha.shape[0]:

@@ -3,6 +3,7 @@
 Example:
     >>> from funcgrad.scipy.stats import expon
     >>> expon.logpdf(jnp.array(1.0))
+    Array(-1., dtype=float32)
 """
 import funcgrad.numpy as jnp
 from funcgrad.scipy.stats._util import outside_support_nan, promote, standardize

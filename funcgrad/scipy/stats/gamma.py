@@ -3,6 +3,7 @@
 Example:
     >>> from funcgrad.scipy.stats import gamma
     >>> gamma.logpdf(jnp.array(1.5), a=2.0)
+    Array(-1.0945349, dtype=float32)
 """
 import funcgrad.numpy as jnp
 from funcgrad.scipy import special

@@ -3,6 +3,7 @@
 Example:
     >>> from funcgrad.scipy.stats import geom
     >>> geom.pmf(jnp.array(3), 0.5)
+    Array(0.125, dtype=float32)
 """
 import funcgrad.numpy as jnp
 from funcgrad.scipy import special
@@ -13,7 +14,9 @@ def logpmf(k, p, loc=0):
     """The log probability of the first success at trial ``k`` (-inf off the support).
 
     Example:
+        >>> from funcgrad.scipy.stats import geom
         >>> geom.logpmf(jnp.array([1, 2]), 0.3)
+        Array([-1.2039728, -1.5606477], dtype=float32)
     """
     k, p, loc = promote(k, p, loc)
     x = k - loc

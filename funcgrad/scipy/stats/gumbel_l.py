@@ -4,6 +4,7 @@
 Example:
     >>> from funcgrad.scipy.stats import gumbel_l
     >>> gumbel_l.logpdf(jnp.array(0.5))
+    Array(-1.1487212, dtype=float32)
 """
 from funcgrad.scipy.stats import gumbel_r
 from funcgrad.scipy.stats._util import promote

@@ -3,6 +3,7 @@
 Example:
     >>> from funcgrad.scipy.stats import gumbel_r
     >>> gumbel_r.logpdf(jnp.array(0.5))
+    Array(-1.1065307, dtype=float32)
 """
 import funcgrad.numpy as jnp
 from funcgrad.scipy.stats._util import outside_support_nan, promote, standardize

@@ -3,6 +3,7 @@
 Example:
     >>> from funcgrad.scipy.stats import laplace
     >>> laplace.logpdf(jnp.array(0.5))
+    Array(-1.1931472, dtype=float32)
 """
 import math
 

@@ -3,6 +3,7 @@
 Example:
     >>> from funcgrad.scipy.stats import logistic
     >>> logistic.cdf(jnp.array(0.0))
+    Array(0.5, dtype=float32)
 """
 import funcgrad.numpy as jnp
 from funcgrad.scipy import special

@@ -4,6 +4,7 @@ Cholesky factor of the covariance.
 Example:
     >>> from funcgrad.scipy.stats import multivariate_normal
     >>> multivariate_normal.logpdf(jnp.zeros(2), jnp.zeros(2), jnp.eye(2))
+    Array(-1.837877, dtype=float32)
 """
 import funcgrad.numpy as jnp
 from funcgrad.numpy import linalg
@@ -15,7 +16,9 @@ def logpdf(x, mean, cov, allow_singular=None):
     (``(..., d, d)``, or a scalar or ``(d,)`` vector for a diagonal covariance).
 
     Example:
+        >>> from funcgrad.scipy.stats import multivariate_normal
         >>> multivariate_normal.logpdf(jnp.array([0.5, 0.0]), jnp.zeros(2), jnp.eye(2))
+        Array(-1.962877, dtype=float32)
     """
     if allow_singular:
         raise ValueError("scipy.stats.multivariate_normal.logpdf: allow_singular=True is not "

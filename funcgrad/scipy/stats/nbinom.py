@@ -4,6 +4,7 @@
 Example:
     >>> from funcgrad.scipy.stats import nbinom
     >>> nbinom.pmf(jnp.array(2), n=3, p=0.5)
+    Array(0.18750009, dtype=float32)
 """
 import funcgrad.numpy as jnp
 from funcgrad.scipy import special

@@ -3,6 +3,7 @@
 Example:
     >>> from funcgrad.scipy.stats import norm
     >>> norm.logpdf(jnp.array(0.0))
+    Array(-0.9189385, dtype=float32)
 """
 import funcgrad.numpy as jnp
 from funcgrad.scipy import special

@@ -3,6 +3,7 @@
 Example:
     >>> from funcgrad.scipy.stats import pareto
     >>> pareto.logpdf(jnp.array(2.0), b=3.0)
+    Array(-1.6739764, dtype=float32)
 """
 import funcgrad.numpy as jnp
 from funcgrad.scipy.stats._util import outside_support_nan, promote, standardize

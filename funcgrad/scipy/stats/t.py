@@ -3,6 +3,7 @@
 Example:
     >>> from funcgrad.scipy.stats import t
     >>> t.logpdf(jnp.array(0.5), df=3.0)
+    Array(-1.1609746, dtype=float32)
 """
 import math
 
