@@ -14,13 +14,17 @@ How they run:
   enclosing axis name). The primitive params (``axis_name`` as a tuple of names, ``perm``,
   ``axis``/``tiled``, and the axis size where the result shape needs it) are what a ``pmap``
   lowering needs to emit ``stablehlo.all_reduce`` / ``all_gather`` / ``collective_permute`` /
-  ``replica_id``; that lowering is not written yet: lowering a collective outside a binding
-  transformation raises ``NameError`` naming the unbound axis.
+  ``replica_id``.
+- Inside ``pmap`` each collective is lowered to that StableHLO collective over every device of
+  the program (the lowering context's ``axis_env`` lists the device axis names and sizes);
+  lowering one over a name no transformation binds raises ``NameError`` naming the axis.
 
 The size of a named axis is found from the interpreters in effect: any interpreter with an
 ``axis`` attribute (``.name``, ``.size``) binds that name.
 """
 import numpy as np
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import stablehlo
 
 from funcgrad import tree_util
 from funcgrad.core import ad_util, dtypes, interpreters
@@ -29,6 +33,7 @@ from funcgrad.core.avals import ShapedArray
 from funcgrad.core.axes import canonicalize_axis
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import PYTHON_SCALARS, aval_of
+from funcgrad.lax import _hlo
 from funcgrad.lax import elementwise as ew
 from funcgrad.lax import reductions as red
 from funcgrad.lax.elementwise import div, mul, select_n
@@ -58,12 +63,18 @@ def axis_size(axis_name):
                     f"vmap(..., axis_name={axis_name!r}) (or pmap) that binds it")
 
 
-def _unbound_lowering(name):
-    def rule(ctx, *args, axis_name, **params):
-        raise NameError(f"lax.{name}: unbound axis name {axis_name!r}: collectives run only "
-                        f"inside a transformation that binds the axis (vmap with axis_name; "
-                        f"lowering for pmap is not implemented yet)")
-    return rule
+def _replica_groups(ctx, names, fn):
+    """The replica groups of a collective over ``names`` in a program lowered for several
+    devices: ``ctx.axis_env`` holds (name, size) of the device axis that ``pmap`` binds (one:
+    a pmap inside a pmap runs as vmap)."""
+    env = dict(ctx.axis_env)
+    for name in names:
+        if name not in env:
+            raise NameError(f"lax.{fn}: unbound axis name {name!r}: collectives run only "
+                            f"inside a transformation that binds the axis (pmap(..., "
+                            f"axis_name={name!r}) or vmap(..., axis_name={name!r}))")
+    size = env[names[0]]
+    return ir.DenseElementsAttr.get(np.arange(size, dtype=np.int64).reshape(1, size))
 
 
 def _tree_apply(fn, x):
@@ -102,7 +113,15 @@ def _allreduce(kind):
                             f"convert to an integer type first")
         return ShapedArray(x.shape, x.dtype, x.weak_type)
 
-    prim.def_lowering(_unbound_lowering(prim.name))
+    @prim.def_lowering
+    def _lowering(ctx, x, axis_name):
+        aval = ctx.avals_in[0]
+        op = stablehlo.AllReduceOp([_hlo.ir_type(aval)], [x],
+                                   _replica_groups(ctx, axis_name, prim.name))
+        monoid = kind if aval.dtype != dtypes.bool_ else {"max": "or", "min": "and"}[kind]
+        scalar = ShapedArray((), aval.dtype)
+        _hlo.scalar_region(op, [scalar, scalar], red._MONOID_HLO[monoid])
+        return op.results[0]
     return prim
 
 
@@ -227,7 +246,20 @@ def _all_gather_abstract(x, axis_name, axis, tiled, axis_size):
     return ShapedArray(shape, x.dtype, x.weak_type)
 
 
-all_gather_p.def_lowering(_unbound_lowering("all_gather"))
+
+
+@all_gather_p.def_lowering
+def _all_gather_lowering(ctx, x, axis_name, axis, tiled, axis_size):
+    groups = _replica_groups(ctx, axis_name, "all_gather")
+    aval = ctx.avals_in[0]
+    if not tiled:
+        shape = list(aval.shape)
+        shape.insert(axis, 1)
+        x = stablehlo.reshape(_hlo.tensor_type(shape, aval.dtype), x)
+    out = _hlo.ir_type(ctx.avals_out[0])
+    return stablehlo.AllGatherOp([out], [x], axis, groups).results[0]
+
+
 all_gather_p.def_jvp(_linear_jvp(all_gather_p))
 
 
@@ -292,7 +324,16 @@ def all_gather(x, axis_name, *, axis=0, tiled=False):
 # --- axis_index ----------------------------------------------------------------------------------
 axis_index_p = Primitive("axis_index")
 axis_index_p.def_abstract_eval(lambda axis_name: ShapedArray((), dtypes.int32))
-axis_index_p.def_lowering(_unbound_lowering("axis_index"))
+
+
+@axis_index_p.def_lowering
+def _axis_index_lowering(ctx, axis_name):
+    _replica_groups(ctx, axis_name, "axis_index")
+    # pmap's program has one replica per member of its single device axis
+    rid = stablehlo.ReplicaIdOp().result
+    return stablehlo.convert(_hlo.tensor_type((), dtypes.int32), rid)
+
+
 axis_index_p.def_jvp(lambda primals, tangents, axis_name: (
     axis_index_p.bind(axis_name=axis_name),
     ad_util.Zero(ad_util.tangent_aval(ShapedArray((), dtypes.int32)))))
@@ -330,7 +371,17 @@ def _ppermute_abstract(x, axis_name, perm):
     return ShapedArray(x.shape, x.dtype, x.weak_type)
 
 
-ppermute_p.def_lowering(_unbound_lowering("ppermute"))
+
+
+@ppermute_p.def_lowering
+def _ppermute_lowering(ctx, x, axis_name, perm):
+    _replica_groups(ctx, axis_name, "ppermute")
+    if not perm:
+        return _hlo.zeros_like_aval(ctx.avals_out[0])
+    pairs = ir.DenseElementsAttr.get(np.array(perm, np.int64).reshape(len(perm), 2))
+    return stablehlo.CollectivePermuteOp(x, pairs).results[0]
+
+
 ppermute_p.def_jvp(_linear_jvp(ppermute_p))
 
 
