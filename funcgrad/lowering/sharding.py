@@ -23,8 +23,7 @@ from funcgrad.core import dtypes
 from funcgrad.core.avals import ShapedArray
 from funcgrad.core.interpreters import Value
 from funcgrad.lowering import backend
-from funcgrad.lowering.array import (Array, _BufferAval, _host_view, put_numpy, sharding_for,
-                                     storage_dtype)
+from funcgrad.lowering.array import (Array, _BufferAval, sharding_for, storage_dtype)
 
 
 class MappedSharding(_jax.GSPMDSharding):
@@ -152,8 +151,7 @@ class ShardedArray(Array):
         aval = ShapedArray(shape, self.aval.dtype, self.aval.weak_type)
         index = sharding.devices_indices_map(self.aval.shape)
         out = []
-        for buf in self._buf._arrays:
-            device = buf._sharding._device
+        for device, buf in zip(sharding._devices, self._buf._arrays):
             own = _jax.ArrayImpl(_BufferAval(aval), sharding_for(device), [buf], True, True)
             out.append(Shard(device, index[device], Array(aval, own)))
         return out
@@ -289,4 +287,4 @@ def replicate(x, devices):
 
 
 __all__ = ["MappedSharding", "ShardedArray", "Shard", "mapped_sharding", "shard_value",
-           "assemble", "device_put_sharded", "device_put_replicated", "replicate", "put_numpy"]
+           "assemble", "device_put_sharded", "device_put_replicated", "replicate"]
