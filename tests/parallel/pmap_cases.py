@@ -236,3 +236,74 @@ def test_errors():
         funcgrad.pmap(lambda a, s: a)(rand(N), "text")
     with pytest.raises(ValueError, match="in_axes 2 is out of range"):
         funcgrad.pmap(lambda a: a, in_axes=2)(rand(N, 2))
+
+
+def _ref_all_to_all(xs, split, concat, tiled):
+    # xs: one array per member; member m gets piece m of every member's array
+    n = len(xs)
+    outs = []
+    for m in range(n):
+        pieces = [np.split(x, n, axis=split)[m] for x in xs]
+        if tiled:
+            outs.append(np.concatenate(pieces, concat))
+        else:
+            outs.append(np.stack([np.squeeze(p, split) for p in pieces], concat))
+    return np.stack(outs)
+
+
+@pytest.mark.parametrize("split,concat,tiled", [(0, 0, False), (0, 1, False), (1, 0, False),
+                                                (0, 1, True), (1, 1, True), (1, 0, True)])
+@pytest.mark.parametrize("how", ["pmap", "vmap"])
+def test_all_to_all(split, concat, tiled, how):
+    shape = [N, 3] if split == 0 else [3, N]
+    if tiled:
+        shape[split] *= 2
+    x = rand(N, *shape)
+    fn = (lambda v: lax.all_to_all(v, "i", split, concat, tiled=tiled))
+    got = getattr(funcgrad, how)(fn, axis_name="i")(x if how == "pmap" else jnp.asarray(x))
+    np.testing.assert_allclose(np.asarray(got), _ref_all_to_all(list(x), split, concat, tiled),
+                               rtol=0)
+
+
+@pytest.mark.parametrize("dim,tiled", [(0, False), (1, False), (0, True), (1, True)])
+@pytest.mark.parametrize("how", ["pmap", "vmap"])
+def test_psum_scatter(dim, tiled, how):
+    shape = [N, 3] if dim == 0 else [3, N]
+    if tiled:
+        shape[dim] *= 2
+    x = rand(N, *shape)
+    fn = (lambda v: lax.psum_scatter(v, "i", scatter_dimension=dim, tiled=tiled))
+    got = getattr(funcgrad, how)(fn, axis_name="i")(x if how == "pmap" else jnp.asarray(x))
+    total = x.sum(0)
+    pieces = np.split(total, N, axis=dim)
+    want = np.stack([p if tiled else np.squeeze(p, dim) for p in pieces])
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5)
+
+
+def test_transposes_of_collectives_under_pmap():
+    # grad through all_gather <-> psum_scatter, ppermute <-> inverse permutation, all_to_all
+    x = rand(N, 2 * N)
+    perm = [(i, (i + 1) % N) for i in range(N)]
+    w = rand(N, 2 * N, seed=5)
+
+    def loss(v, wv):
+        a = lax.all_gather(v, "i", tiled=True)
+        b = lax.psum_scatter(a * a, "i", tiled=True)
+        c = lax.ppermute(b, "i", perm)
+        d = lax.all_to_all(c.reshape(N, 2), "i", 0, 0, tiled=True).reshape(-1)
+        return jnp.sum(d * wv)
+
+    def per_member_grads(mapper):
+        return mapper(funcgrad.grad(loss), axis_name="i")
+    got = per_member_grads(funcgrad.pmap)(x, w)
+    want = per_member_grads(funcgrad.vmap)(jnp.asarray(x), jnp.asarray(w))
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+    # and against finite differences of the summed loss in float64 (vmap, one device)
+    total = lambda v: jnp.sum(funcgrad.vmap(loss, axis_name="i")(v, jnp.asarray(w)))
+    g = funcgrad.grad(total)(jnp.asarray(x))
+    eps, k = 1e-2, (1, 3)
+    xp, xm = x.copy(), x.copy()
+    xp[k] += eps
+    xm[k] -= eps
+    fd = (float(total(jnp.asarray(xp))) - float(total(jnp.asarray(xm)))) / (2 * eps)
+    np.testing.assert_allclose(np.asarray(g)[k], fd, rtol=2e-2)
