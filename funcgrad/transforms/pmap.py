@@ -119,9 +119,8 @@ class PmapFunction:
         leaves, treedef = tree_util.tree_flatten((tuple(dyn), kwargs))
         axes = self._leaf_in_axes(dyn, [i for i in range(len(args)) if i not in static_idx],
                                   kwargs)
-        names = _arg_names(self.fun, len(args))
-
-        def labels():
+        def labels():   # argument names with pytree paths, for error messages only
+            names = _arg_names(self.fun, len(args))
             out = []
             for k, arg in zip([i for i in range(len(args)) if i not in static_idx], dyn):
                 out.extend(_leaf_labels(names[k], arg))
