@@ -307,3 +307,31 @@ def test_transposes_of_collectives_under_pmap():
     xm[k] -= eps
     fd = (float(total(jnp.asarray(xp))) - float(total(jnp.asarray(xm)))) / (2 * eps)
     np.testing.assert_allclose(np.asarray(g)[k], fd, rtol=2e-2)
+
+
+def test_module_argument_and_optimizer_step_equal_full_batch():
+    from funcgrad import nn, optim
+    from funcgrad.nn import functional as F
+    funcgrad.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 2))
+    x, t = rand(N * 4, 3, seed=7), rand(N * 4, 2, seed=8)
+
+    def loss_fn(m, xb, tb):
+        return F.mse_loss(m(xb), tb)
+    step = funcgrad.pmap(lambda m, xb, tb: lax.pmean(funcgrad.value_and_grad(loss_fn)(m, xb, tb),
+                                                     "d"),
+                         axis_name="d", in_axes=(None, 0, 0), out_axes=None)
+    loss, grads = step(model, x.reshape(N, 4, 3), t.reshape(N, 4, 2))
+    full_loss, full_grads = funcgrad.value_and_grad(loss_fn)(model, jnp.asarray(x),
+                                                             jnp.asarray(t))
+    np.testing.assert_allclose(float(loss), float(full_loss), rtol=1e-5)
+    for g, fg in zip(funcgrad.tree_util.tree_leaves(grads),
+                     funcgrad.tree_util.tree_leaves(full_grads)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(fg), rtol=1e-5, atol=1e-6)
+    # the replicated gradients drive an ordinary optimizer step
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    before = [np.asarray(p) for p in model.parameters()]
+    opt.step(grads)
+    after = [np.asarray(p) for p in model.parameters()]
+    for b, a, g in zip(before, after, funcgrad.tree_util.tree_leaves(full_grads)):
+        np.testing.assert_allclose(a, b - 0.1 * np.asarray(g), rtol=1e-5, atol=1e-6)
