@@ -335,3 +335,23 @@ def test_module_argument_and_optimizer_step_equal_full_batch():
     after = [np.asarray(p) for p in model.parameters()]
     for b, a, g in zip(before, after, funcgrad.tree_util.tree_leaves(full_grads)):
         np.testing.assert_allclose(a, b - 0.1 * np.asarray(g), rtol=1e-5, atol=1e-6)
+
+
+def test_fast_path_for_sharded_arguments():
+    f = funcgrad.pmap(lambda a, b: {"s": a + b, "p": a * b}, in_axes=(0, None))
+    x = funcgrad.pmap(lambda v: v)(rand(N, 3))
+    r = funcgrad.device_put(np.arange(3.0, dtype=np.float32), funcgrad.local_devices())
+    first = f(x, r)
+    assert len(f._fast) == 1
+    again = f(first["s"], r)        # served by the fast path: same layout, no tracing
+    assert len(f._fast) == 1 and len(f._cache) == 1
+    np.testing.assert_allclose(np.asarray(again["s"]), np.asarray(x) + 2 * np.arange(3.0),
+                               rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(again["p"]),
+                               (np.asarray(x) + np.arange(3.0)) * np.arange(3.0), rtol=1e-6)
+    # a replicated Array where a mapped one is expected goes through the general path (which
+    # splits it over the devices) and is not added to the fast table
+    rep = funcgrad.device_put(np.ones((N, 3), np.float32), funcgrad.local_devices())
+    out = f(rep, r)
+    np.testing.assert_allclose(np.asarray(out["s"]), 1 + np.arange(3.0)[None].repeat(N, 0))
+    assert len(f._fast) == 1
