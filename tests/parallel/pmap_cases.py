@@ -355,3 +355,16 @@ def test_fast_path_for_sharded_arguments():
     out = f(rep, r)
     np.testing.assert_allclose(np.asarray(out["s"]), 1 + np.arange(3.0)[None].repeat(N, 0))
     assert len(f._fast) == 1
+
+
+def test_callbacks_inside_pmap():
+    seen = []
+
+    def body(v):
+        funcgrad.debug.callback(lambda a: seen.append(np.asarray(a).tolist()), v)
+        return funcgrad.pure_callback(lambda a: np.asarray(a) * 10,
+                                      funcgrad.ShapeDtypeStruct((2,), np.float32), v)
+    x = rand(N, 2)
+    out = funcgrad.pmap(body)(x)
+    np.testing.assert_allclose(np.asarray(out), x * 10, rtol=1e-6)
+    assert sorted(seen) == sorted(x.tolist())      # each device called with its own slice
