@@ -31,3 +31,23 @@ def test_pmap_on_one_device_and_errors():
     np.testing.assert_allclose(np.asarray(out), 2 * np.broadcast_to(x.sum(0), x.shape))
     with pytest.raises(ValueError, match=f"only {n} device"):
         funcgrad.pmap(lambda v: v)(np.zeros((n + 1, 2)))
+
+
+def test_data_parallel_example_matches_one_device_run(tmp_path):
+    # examples/data_parallel.py --check: per-step losses of the 4-device run against the
+    # 1-device run on the full batches (also trains one short epoch and writes checkpoints)
+    env = dict(os.environ, FUNCGRAD_CPU_DEVICES="4", FUNCGRAD_PLATFORM="cpu",
+               PYTHONPATH=os.pathsep.join([REPO, os.path.join(REPO, "examples")]))
+    script = os.path.join(REPO, "examples", "data_parallel.py")
+    proc = subprocess.run([sys.executable, script, "--check", "--check-steps", "4"], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("step ")]
+    assert len(lines) == 4, proc.stdout
+    worst = float(proc.stdout.strip().splitlines()[-1].split(":")[-1])
+    assert worst <= 1e-5, proc.stdout
+    proc = subprocess.run([sys.executable, script, "--epochs", "1", "--n-train", "256"],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "epoch 1: mean loss" in proc.stdout
+    assert (tmp_path / "data_parallel_checkpoint.model.safetensors").exists()
