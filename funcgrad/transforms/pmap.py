@@ -78,13 +78,14 @@ class PmapFunction:
         dyn = [a for i, a in enumerate(args) if i not in static]
         return static, tuple(args[i] for i in static), dyn
 
-    def _leaf_in_axes(self, dyn_args, dyn_index, kwargs):
+    def _leaf_in_axes(self, dyn_args, static_idx, kwargs):
+        # in_axes may name every positional argument (static ones included) or only the others
         in_axes = self.in_axes
         if isinstance(in_axes, list):
             in_axes = tuple(in_axes)
         if isinstance(in_axes, tuple):
-            if len(in_axes) == len(dyn_index) + len(self._static_now):
-                in_axes = tuple(ax for i, ax in enumerate(in_axes) if i not in self._static_now)
+            if static_idx and len(in_axes) == len(dyn_args) + len(static_idx):
+                in_axes = tuple(ax for i, ax in enumerate(in_axes) if i not in static_idx)
             if len(in_axes) != len(dyn_args):
                 raise ValueError(f"pmap({self.name}): in_axes has {len(in_axes)} entries but "
                                  f"the function was called with {len(dyn_args)} mapped "
@@ -129,10 +130,8 @@ class PmapFunction:
 
     def _call(self, args, kwargs):
         static_idx, static_vals, dyn = self._split_static(args)
-        self._static_now = static_idx
         leaves, treedef = tree_util.tree_flatten((tuple(dyn), kwargs))
-        axes = self._leaf_in_axes(dyn, [i for i in range(len(args)) if i not in static_idx],
-                                  kwargs)
+        axes = self._leaf_in_axes(dyn, static_idx, kwargs)
         def labels():   # argument names with pytree paths, for error messages only
             names = _arg_names(self.fun, len(args))
             out = []
