@@ -227,7 +227,7 @@ def shard_value(x, devices, axis, fn="device_put_sharded"):
 def device_put_sharded(shards, devices=None):
     """Stack ``shards`` (a list, one value or pytree per device) into one Array split along a
     new leading axis over ``devices`` (default: every local device). Arrays already on their
-    device are used without a copy.
+    device stay there (a reshape on that device, no trip through the host).
 
     Example:
         >>> x = funcgrad.device_put_sharded([np.ones(2), np.zeros(2)], funcgrad.devices()[:2])
