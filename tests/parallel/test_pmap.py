@@ -33,6 +33,16 @@ def test_pmap_on_one_device_and_errors():
         funcgrad.pmap(lambda v: v)(np.zeros((n + 1, 2)))
 
 
+def test_psum_scatter_and_all_to_all_under_vmap():
+    import funcgrad.numpy as jnp
+    x = np.arange(4 * 4 * 3, dtype=np.float32).reshape(4, 4, 3)
+    got = funcgrad.vmap(lambda v: lax.psum_scatter(v, "i"), axis_name="i")(jnp.asarray(x))
+    np.testing.assert_allclose(np.asarray(got), x.sum(0))
+    got = funcgrad.vmap(lambda v: lax.all_to_all(v, "i", 0, 1), axis_name="i")(jnp.asarray(x))
+    # member m: row m of every member's value, stacked along axis 1
+    np.testing.assert_allclose(np.asarray(got), np.transpose(x, (1, 2, 0)))
+
+
 def test_data_parallel_example_matches_one_device_run(tmp_path):
     # examples/data_parallel.py --check: per-step losses of the 4-device run against the
     # 1-device run on the full batches (also trains one short epoch and writes checkpoints)
