@@ -36,6 +36,10 @@ from funcgrad.transforms.remat import checkpoint, remat  # noqa: E402
 from funcgrad.transforms.batching import vmap  # noqa: E402
 from funcgrad import amp  # noqa: E402
 from funcgrad.amp import autocast  # noqa: E402
+from funcgrad.transforms.pmap import (local_device_count, pmap, process_count,  # noqa: E402
+                                      process_index)
+from funcgrad.lowering.sharding import (device_put_replicated,  # noqa: E402
+                                        device_put_sharded)
 from funcgrad import random  # noqa: E402
 from funcgrad.core.errors import (ConcretizationTypeError,  # noqa: E402
                                   TracerArrayConversionError, UnexpectedTracerError)

@@ -16,8 +16,7 @@ import funcgrad
 
 # Modules whose docstrings are being rewritten together with the code by another change (the
 # layering restructure); remove a prefix from here once its examples run.
-NOT_YET = (
-)
+NOT_YET = ()
 
 OPTIONFLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 

@@ -88,8 +88,8 @@ class DataLoader:
         worker_type: "process" (default) or "thread" (cheap items; no pickling). (funcgrad only.)
         device: a funcgrad device: every array leaf of a batch arrives as a ``funcgrad.Array``
             on it, transferred ahead of use. Or a list of devices (or "all"): every leaf is split
-            along axis 0 into one part per device, arriving as a list of per-device Arrays (for
-            pmap). (funcgrad only; see ``prefetch_to_device``.)
+            along axis 0 into one part per device, arriving as one sharded Array of shape
+            (devices, batch // devices, ...) that pmap consumes without a copy. (funcgrad only; see ``prefetch_to_device``.)
         device_prefetch: how many batches to keep in flight to the device (default 2).
         progress: show a progress bar on stderr (a TTY only, and not when CI is set), or a
             string to use as its label. (funcgrad only.)

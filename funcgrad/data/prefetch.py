@@ -17,7 +17,7 @@ import operator
 
 import numpy as np
 
-from funcgrad.lowering import array, backend
+from funcgrad.lowering import array, backend, sharding
 
 __all__ = ["prefetch_to_device", "shard"]
 
@@ -81,9 +81,9 @@ def _resolve_devices(devices):
 
 
 def _sharded_put(x, devs):
-    """Put the rows x[i] on devs[i]; returns one array with a leading device axis."""
-    shards = [x[i] for i in range(x.shape[0])]
-    return [array.device_put(s, d) for s, d in zip(shards, devs)]
+    """Put the rows x[i] on devs[i]: one Array split over ``devs`` along its leading axis,
+    laid out as ``pmap`` takes its arguments (so it is consumed without a copy)."""
+    return sharding.shard_value(x, devs, 0, "prefetch_to_device")
 
 
 def prefetch_to_device(iterable, size=2, devices=None):
@@ -95,10 +95,9 @@ def prefetch_to_device(iterable, size=2, devices=None):
 
     ``devices``: None for the default device, or one device: every leaf becomes a
     ``funcgrad.Array`` on it. A list of devices (or "all"): every leaf of shape (N, ...) is
-    split along axis 0 into ``len(devices)`` equal parts, and becomes a list of
-    ``funcgrad.Array``s of shape (N // len(devices), ...), part i on ``devices[i]`` (the
-    per-device inputs of ``pmap``; with a ``funcgrad.device_put_sharded`` in the core, its
-    result instead). Works on nested dicts/tuples/lists/namedtuples/dataclasses; strings and
+    split along axis 0 into ``len(devices)`` equal parts, and becomes one sharded
+    ``funcgrad.Array`` of shape (len(devices), N // len(devices), ...) whose part i lies on
+    ``devices[i]``: what ``pmap`` over those devices consumes in place. Works on nested dicts/tuples/lists/namedtuples/dataclasses; strings and
     None pass through.
 
     Example:

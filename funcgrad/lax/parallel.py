@@ -14,13 +14,17 @@ How they run:
   enclosing axis name). The primitive params (``axis_name`` as a tuple of names, ``perm``,
   ``axis``/``tiled``, and the axis size where the result shape needs it) are what a ``pmap``
   lowering needs to emit ``stablehlo.all_reduce`` / ``all_gather`` / ``collective_permute`` /
-  ``replica_id``; that lowering is not written yet: lowering a collective outside a binding
-  transformation raises ``NameError`` naming the unbound axis.
+  ``replica_id``.
+- Inside ``pmap`` each collective is lowered to that StableHLO collective over every device of
+  the program (the lowering context's ``axis_env`` lists the device axis names and sizes);
+  lowering one over a name no transformation binds raises ``NameError`` naming the axis.
 
 The size of a named axis is found from the interpreters in effect: any interpreter with an
 ``axis`` attribute (``.name``, ``.size``) binds that name.
 """
 import numpy as np
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import stablehlo
 
 from funcgrad import tree_util
 from funcgrad.core import ad_util, dtypes, interpreters
@@ -29,10 +33,12 @@ from funcgrad.core.avals import ShapedArray
 from funcgrad.core.axes import canonicalize_axis
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import PYTHON_SCALARS, aval_of
+from funcgrad.lax import _hlo
 from funcgrad.lax import elementwise as ew
 from funcgrad.lax import reductions as red
 from funcgrad.lax.elementwise import div, mul, select_n
 from funcgrad.lax.indexing import GatherDimensionNumbers, dynamic_slice, gather
+from funcgrad.lax import shapes
 from funcgrad.lax.shapes import broadcast_in_dim, iota, reshape, squeeze
 
 
@@ -59,12 +65,18 @@ def axis_size(axis_name):
                     f"vmap(..., axis_name={axis_name!r}) (or pmap) that binds it")
 
 
-def _unbound_lowering(name):
-    def rule(ctx, *args, axis_name, **params):
-        raise NameError(f"lax.{name}: unbound axis name {axis_name!r}: collectives run only "
-                        f"inside a transformation that binds the axis (vmap with axis_name; "
-                        f"lowering for pmap is not implemented yet)")
-    return rule
+def _replica_groups(ctx, names, fn):
+    """The replica groups of a collective over ``names`` in a program lowered for several
+    devices: ``ctx.axis_env`` holds (name, size) of the device axis that ``pmap`` binds (one:
+    a pmap inside a pmap runs as vmap)."""
+    env = dict(ctx.axis_env)
+    for name in names:
+        if name not in env:
+            raise NameError(f"lax.{fn}: unbound axis name {name!r}: collectives run only "
+                            f"inside a transformation that binds the axis (pmap(..., "
+                            f"axis_name={name!r}) or vmap(..., axis_name={name!r}))")
+    size = env[names[0]]
+    return ir.DenseElementsAttr.get(np.arange(size, dtype=np.int64).reshape(1, size))
 
 
 def _tree_apply(fn, x):
@@ -103,7 +115,15 @@ def _allreduce(kind):
                             f"convert to an integer type first")
         return ShapedArray(x.shape, x.dtype, x.weak_type)
 
-    prim.def_lowering(_unbound_lowering(prim.name))
+    @prim.def_lowering
+    def _lowering(ctx, x, axis_name):
+        aval = ctx.avals_in[0]
+        op = stablehlo.AllReduceOp([_hlo.ir_type(aval)], [x],
+                                   _replica_groups(ctx, axis_name, prim.name))
+        monoid = kind if aval.dtype != dtypes.bool_ else {"max": "or", "min": "and"}[kind]
+        scalar = ShapedArray((), aval.dtype)
+        _hlo.scalar_region(op, [scalar, scalar], red._MONOID_HLO[monoid])
+        return op.results[0]
     return prim
 
 
@@ -228,7 +248,20 @@ def _all_gather_abstract(x, axis_name, axis, tiled, axis_size):
     return ShapedArray(shape, x.dtype, x.weak_type)
 
 
-all_gather_p.def_lowering(_unbound_lowering("all_gather"))
+
+
+@all_gather_p.def_lowering
+def _all_gather_lowering(ctx, x, axis_name, axis, tiled, axis_size):
+    groups = _replica_groups(ctx, axis_name, "all_gather")
+    aval = ctx.avals_in[0]
+    if not tiled:
+        shape = list(aval.shape)
+        shape.insert(axis, 1)
+        x = stablehlo.reshape(_hlo.tensor_type(shape, aval.dtype), x)
+    out = _hlo.ir_type(ctx.avals_out[0])
+    return stablehlo.AllGatherOp([out], [x], axis, groups).results[0]
+
+
 all_gather_p.def_jvp(_linear_jvp(all_gather_p))
 
 
@@ -293,7 +326,16 @@ def all_gather(x, axis_name, *, axis=0, tiled=False):
 # --- axis_index ----------------------------------------------------------------------------------
 axis_index_p = Primitive("axis_index")
 axis_index_p.def_abstract_eval(lambda axis_name: ShapedArray((), dtypes.int32))
-axis_index_p.def_lowering(_unbound_lowering("axis_index"))
+
+
+@axis_index_p.def_lowering
+def _axis_index_lowering(ctx, axis_name):
+    _replica_groups(ctx, axis_name, "axis_index")
+    # pmap's program has one replica per member of its single device axis
+    rid = stablehlo.ReplicaIdOp().result
+    return stablehlo.convert(_hlo.tensor_type((), dtypes.int32), rid)
+
+
 axis_index_p.def_jvp(lambda primals, tangents, axis_name: (
     axis_index_p.bind(axis_name=axis_name),
     ad_util.Zero(ad_util.tangent_aval(ShapedArray((), dtypes.int32)))))
@@ -331,7 +373,17 @@ def _ppermute_abstract(x, axis_name, perm):
     return ShapedArray(x.shape, x.dtype, x.weak_type)
 
 
-ppermute_p.def_lowering(_unbound_lowering("ppermute"))
+
+
+@ppermute_p.def_lowering
+def _ppermute_lowering(ctx, x, axis_name, perm):
+    _replica_groups(ctx, axis_name, "ppermute")
+    if not perm:
+        return _hlo.zeros_like_aval(ctx.avals_out[0])
+    pairs = ir.DenseElementsAttr.get(np.array(perm, np.int64).reshape(len(perm), 2))
+    return stablehlo.CollectivePermuteOp(x, pairs).results[0]
+
+
 ppermute_p.def_jvp(_linear_jvp(ppermute_p))
 
 
@@ -383,3 +435,204 @@ def ppermute(x, axis_name, perm):
         raise ValueError(f"lax.ppermute: perm {perm} must be pairs of distinct sources and "
                          f"distinct destinations in [0, {size}) for axis {names[0]!r}")
     return _tree_apply(lambda v: ppermute_p.bind(v, axis_name=names, perm=perm), x)
+
+
+def _single_name(axis_name, fn):
+    names = _names(axis_name)
+    if len(names) != 1:
+        raise ValueError(f"lax.{fn}: one axis name expected, got {axis_name!r}")
+    return names, axis_size(names[0])
+
+
+# --- psum_scatter --------------------------------------------------------------------------------
+psum_scatter_p = Primitive("psum_scatter")
+
+
+@psum_scatter_p.def_abstract_eval
+def _psum_scatter_abstract(x, axis_name, scatter_dimension, tiled, axis_size):
+    d = scatter_dimension
+    if not 0 <= d < x.ndim:
+        raise TypeError(f"lax.psum_scatter: scatter_dimension {d} is out of range for "
+                        f"{x.str_short()}")
+    shape = list(x.shape)
+    if tiled:
+        if shape[d] % axis_size:
+            raise TypeError(f"lax.psum_scatter: dimension {d} of {x.str_short()} must be a "
+                            f"multiple of the axis size {axis_size} (tiled=True)")
+        shape[d] //= axis_size
+    else:
+        if shape[d] != axis_size:
+            raise TypeError(f"lax.psum_scatter: dimension {d} of {x.str_short()} must equal the "
+                            f"axis size {axis_size} (or pass tiled=True)")
+        del shape[d]
+    return ShapedArray(shape, x.dtype, x.weak_type)
+
+
+@psum_scatter_p.def_lowering
+def _psum_scatter_lowering(ctx, x, axis_name, scatter_dimension, tiled, axis_size):
+    groups = _replica_groups(ctx, axis_name, "psum_scatter")
+    aval = ctx.avals_in[0]
+    shape = list(aval.shape)
+    shape[scatter_dimension] //= axis_size
+    op = stablehlo.ReduceScatterOp(_hlo.tensor_type(shape, aval.dtype), x, scatter_dimension,
+                                   groups)
+    scalar = ShapedArray((), aval.dtype)
+    _hlo.scalar_region(op, [scalar, scalar], red._MONOID_HLO["sum"])
+    out = op.results[0]
+    if not tiled:
+        out = stablehlo.reshape(_hlo.ir_type(ctx.avals_out[0]), out)
+    return out
+
+
+psum_scatter_p.def_jvp(_linear_jvp(psum_scatter_p))
+
+
+def _psum_scatter_transpose(ct, x, axis_name, scatter_dimension, tiled, axis_size):
+    if ad_util.is_zero(ct):
+        return [ad_util.Zero(x.aval)]
+    return [all_gather_p.bind(ct, axis_name=axis_name, axis=scatter_dimension, tiled=tiled,
+                              axis_size=axis_size)]
+
+
+psum_scatter_p.def_transpose(_psum_scatter_transpose)
+
+
+def _psum_scatter_collective(axis, args, dims, axis_name, scatter_dimension, tiled, axis_size):
+    x, d = args[0], dims[0]
+    if d is _bu.not_mapped:
+        total = ew.mul(x, axis.size)
+    else:
+        total = red.reduce_sum(x, (d,))
+    if tiled:    # member k gets the k-th block of the scatter dimension
+        shape = list(aval_of(total).shape)
+        dim = scatter_dimension
+        total = reshape(total, shape[:dim] + [axis.size, shape[dim] // axis.size]
+                        + shape[dim + 1:])
+    return total, scatter_dimension
+
+
+def _psum_scatter_batch(args, dims, scatter_dimension, **params):
+    x = _bu.bdim_to_front(args[0], dims[0])
+    return psum_scatter_p.bind(x, scatter_dimension=scatter_dimension + 1, **params), 0
+
+
+psum_scatter_p.def_rule("collective", _psum_scatter_collective)
+psum_scatter_p.def_batch(_psum_scatter_batch)
+
+
+def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False):
+    """Sum ``x`` over the named axis and give member ``k`` the ``k``-th slice of the sum along
+    ``scatter_dimension`` (a block of it when ``tiled``): ``psum`` followed by a split.
+
+    Example:
+        >>> funcgrad.vmap(lambda v: lax.psum_scatter(v, "i"), axis_name="i")(jnp.ones((2, 2)))
+        Array([2., 2.], dtype=float32)
+    """
+    names, size = _single_name(axis_name, "psum_scatter")
+
+    def one(v):
+        ndim = aval_of(v).ndim
+        d = canonicalize_axis(scatter_dimension, ndim, "lax.psum_scatter")
+        return psum_scatter_p.bind(v, axis_name=names, scatter_dimension=d, tiled=bool(tiled),
+                                   axis_size=size)
+    return _tree_apply(one, x)
+
+
+# --- all_to_all ----------------------------------------------------------------------------------
+# The primitive is the tiled form (split ``split_axis`` into axis_size blocks, send block k to
+# member k, concatenate what arrives along ``concat_axis``); the untiled form reshapes around it.
+all_to_all_p = Primitive("all_to_all")
+
+
+@all_to_all_p.def_abstract_eval
+def _all_to_all_abstract(x, axis_name, split_axis, concat_axis, axis_size):
+    for a in (split_axis, concat_axis):
+        if not 0 <= a < x.ndim:
+            raise TypeError(f"lax.all_to_all: axis {a} is out of range for {x.str_short()}")
+    if x.shape[split_axis] % axis_size:
+        raise TypeError(f"lax.all_to_all: split_axis {split_axis} of {x.str_short()} must be a "
+                        f"multiple of the axis size {axis_size}")
+    shape = list(x.shape)
+    shape[split_axis] //= axis_size
+    shape[concat_axis] *= axis_size
+    return ShapedArray(shape, x.dtype, x.weak_type)
+
+
+@all_to_all_p.def_lowering
+def _all_to_all_lowering(ctx, x, axis_name, split_axis, concat_axis, axis_size):
+    groups = _replica_groups(ctx, axis_name, "all_to_all")
+    return stablehlo.AllToAllOp([x], split_axis, concat_axis, axis_size, groups,
+                                results=[_hlo.ir_type(ctx.avals_out[0])]).results[0]
+
+
+all_to_all_p.def_jvp(_linear_jvp(all_to_all_p))
+
+
+def _all_to_all_transpose(ct, x, axis_name, split_axis, concat_axis, axis_size):
+    if ad_util.is_zero(ct):
+        return [ad_util.Zero(x.aval)]
+    return [all_to_all_p.bind(ct, axis_name=axis_name, split_axis=concat_axis,
+                              concat_axis=split_axis, axis_size=axis_size)]
+
+
+all_to_all_p.def_transpose(_all_to_all_transpose)
+
+
+def _all_to_all_collective(axis, args, dims, axis_name, split_axis, concat_axis, axis_size):
+    n = axis.size
+    x = _bu.bdim_to_front(args[0], dims[0], n)          # (sender j, *shape)
+    shape = list(aval_of(x).shape[1:])
+    s, c = split_axis, concat_axis
+    blocks = shape[:s] + [n, shape[s] // n] + shape[s + 1:]
+    x = reshape(x, [n] + blocks)                         # (j, ..., receiver m, block, ...)
+    rest = [i + 1 for i in range(len(blocks)) if i != s]   # the block's own axes, in order
+    perm = [s + 1] + rest[:c] + [0] + rest[c:]
+    x = shapes.transpose(x, perm)                        # (m, ..., j, concat axis, ...)
+    out_shape = list(aval_of(x).shape)
+    merged = out_shape[:c + 1] + [out_shape[c + 1] * out_shape[c + 2]] + out_shape[c + 3:]
+    return reshape(x, merged), 0
+
+
+def _all_to_all_batch(args, dims, split_axis, concat_axis, **params):
+    x = _bu.bdim_to_front(args[0], dims[0])
+    return all_to_all_p.bind(x, split_axis=split_axis + 1, concat_axis=concat_axis + 1,
+                             **params), 0
+
+
+all_to_all_p.def_rule("collective", _all_to_all_collective)
+all_to_all_p.def_batch(_all_to_all_batch)
+
+
+def all_to_all(x, axis_name, split_axis, concat_axis, *, tiled=False):
+    """Member ``k`` receives the ``k``-th piece (along ``split_axis``) of every member's ``x``,
+    stacked along a new ``concat_axis`` of the result in member order (concatenated along
+    ``concat_axis`` when ``tiled``). Untiled, ``x.shape[split_axis]`` must equal the axis size.
+
+    Example:
+        >>> x = jnp.arange(4.0).reshape(2, 2)
+        >>> funcgrad.vmap(lambda v: lax.all_to_all(v, "i", 0, 0), axis_name="i")(x)
+        Array([[0., 2.],
+               [1., 3.]], dtype=float32)
+    """
+    names, size = _single_name(axis_name, "all_to_all")
+
+    def one(v):
+        aval = aval_of(v)
+        if tiled:
+            s = canonicalize_axis(split_axis, aval.ndim, "lax.all_to_all")
+            c = canonicalize_axis(concat_axis, aval.ndim, "lax.all_to_all")
+            return all_to_all_p.bind(v, axis_name=names, split_axis=s, concat_axis=c,
+                                     axis_size=size)
+        s = canonicalize_axis(split_axis, aval.ndim, "lax.all_to_all")
+        c = canonicalize_axis(concat_axis, aval.ndim, "lax.all_to_all")
+        if aval.shape[s] != size:
+            raise ValueError(f"lax.all_to_all: split_axis {s} of {aval.str_short()} must equal "
+                             f"the size {size} of axis {names[0]!r} (or pass tiled=True)")
+        q = c if c <= s else c + 1                      # where a unit axis goes for the result
+        shape = list(aval.shape)
+        shape.insert(q, 1)
+        st = s + 1 if q <= s else s
+        out = all_to_all_p.bind(reshape(v, shape), axis_name=names, split_axis=st,
+                                concat_axis=q, axis_size=size)
+        return squeeze(out, (st,))
+    return _tree_apply(one, x)

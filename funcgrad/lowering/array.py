@@ -278,12 +278,17 @@ def device_put(x, device=None):
         CpuDevice(id=0)
     """
     from funcgrad import tree_util
+    if isinstance(device, (list, tuple)):
+        from funcgrad.lowering import sharding   # a list of devices: replicated on each
+        return tree_util.tree_map(lambda leaf: sharding.replicate(leaf, device), x)
     return tree_util.tree_map(lambda leaf: _put_leaf(leaf, device), x)
 
 
 def _put_leaf(x, device):
     device = device or backend.default_device()
     if isinstance(x, Array):
+        if type(x) is not Array:      # a sharded Array: gathered onto the one device
+            return put_numpy(x._value(), device, x.aval)
         if x.device == device:
             return x
         return transfer(x, device)

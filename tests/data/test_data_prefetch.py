@@ -146,17 +146,20 @@ _MULTI_DEVICE_SCRIPT = textwrap.dedent("""
     batches = list(loader)
     assert len(batches) == 2
     for b, (x, y) in enumerate(batches):
-        assert isinstance(x, list) and len(x) == 4 and len(y) == 4
-        for i, (xs, ys) in enumerate(zip(x, y)):
-            assert type(xs) is funcgrad.Array and xs.device == devs[i], (type(xs), xs.device)
-            assert type(ys) is funcgrad.Array and ys.device == devs[i]
-            assert xs.shape == (2, 2) and ys.shape == (2,)
+        # one sharded Array per leaf: part i on device i, as pmap takes it (no copy there)
+        assert isinstance(x, funcgrad.Array) and x.shape == (4, 2, 2) and y.shape == (4, 2)
+        for i, (xs, ys) in enumerate(zip(x.addressable_shards, y.addressable_shards)):
+            assert xs.device == devs[i] and ys.device == devs[i]
             rows = 8 * b + 2 * i + np.arange(2)
-            assert np.asarray(ys).tolist() == rows.tolist()
-            assert np.asarray(xs).tolist() == np.asarray(ds.arrays[0][rows]).tolist()
+            assert np.asarray(ys.data)[0].tolist() == rows.tolist()
+            assert np.asarray(xs.data)[0].tolist() == np.asarray(ds.arrays[0][rows]).tolist()
+        step = funcgrad.pmap(lambda a, c: (a.sum() + c.sum()))
+        assert np.asarray(step(x, y)).tolist() == [float(np.asarray(x)[i].sum()
+                                                         + np.asarray(y)[i].sum())
+                                                   for i in range(4)]
     # "all" means every device; one device other than the default is honoured
     (x,) = next(iter(prefetch_to_device([(np.zeros((4, 1)),)], devices="all")))
-    assert [s.device for s in x] == devs
+    assert [s.device for s in x.addressable_shards] == devs
     (x, y), = list(DataLoader(ds, batch_size=16, device=devs[2]))
     assert type(x) is funcgrad.Array and x.device == devs[2] and x.shape == (16, 2)
     # 2 "processes" (ranks) of 2 devices each: every item lands on exactly one device per epoch
@@ -169,8 +172,8 @@ _MULTI_DEVICE_SCRIPT = textwrap.dedent("""
             loader = DataLoader(ds, batch_size=4, sampler=sampler, drop_last=True, device=local)
             loader.set_epoch(epoch)
             for _, y in loader:
-                for part in y:
-                    for v in np.asarray(part).tolist():
+                for part in y.addressable_shards:
+                    for v in np.asarray(part.data).ravel().tolist():
                         assert v not in placed, (v, placed)
                         placed[v] = part.device
         assert sorted(placed) == list(range(16)), sorted(placed)

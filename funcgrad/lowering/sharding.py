@@ -1,0 +1,290 @@
+"""Arrays split over several devices: shardings, the sharded ``Array`` and placing values.
+
+A ``MappedSharding`` says how an array lies over a list of devices: split evenly along one
+``axis`` (device ``i`` holds slice ``i``, of size 1 along that axis, as ``pmap`` makes them) or
+replicated (every device holds the whole value, ``axis=None``). It is one of jaxlib's C++
+``GSPMDSharding``s, so the runtime's ``ArrayImpl`` keeps one buffer per device under it and
+executables take and return such arrays without any Python per shard.
+
+``ShardedArray`` is the ``funcgrad.Array`` over such a buffer: NumPy conversion, printing and
+operations outside ``pmap`` gather the shards; ``pmap`` over the same devices uses the shards in
+place.
+
+Example:
+    >>> x = funcgrad.device_put_sharded([np.ones(3), np.zeros(3)], funcgrad.devices()[:2])
+    >>> x.sharding.axis, [s.device.id for s in x.addressable_shards]
+    (0, [0, 1])
+"""
+import numpy as np
+from jaxlib import _jax
+from jaxlib import xla_client as xc
+
+from funcgrad.core import dtypes
+from funcgrad.core.avals import ShapedArray
+from funcgrad.core.interpreters import Value
+from funcgrad.lowering import backend
+from funcgrad.lowering.array import (Array, _BufferAval, sharding_for, storage_dtype)
+
+
+class MappedSharding(_jax.GSPMDSharding):
+    """``devices`` holding an array split along ``axis`` (one slice each), or replicated when
+    ``axis`` is None. Use ``mapped_sharding(devices, ndim, axis)``, which caches them."""
+
+    @property
+    def axis(self):
+        return _axis_of(self)
+
+    @property
+    def _device_assignment(self):
+        return tuple(self._devices)
+
+    @property
+    def device_set(self):
+        return set(self._devices)
+
+    @property
+    def memory_kind(self):
+        return None
+
+    def _to_xla_hlo_sharding(self, ndim):
+        return self._hlo_sharding
+
+    def is_fully_replicated(self):
+        return _axis_of(self) is None
+
+    def is_fully_addressable(self):
+        return True
+
+    def shard_shape(self, shape):
+        axis = _axis_of(self)
+        if axis is None:
+            return tuple(shape)
+        return tuple(1 if i == axis else d for i, d in enumerate(shape))
+
+    def devices_indices_map(self, shape):
+        axis = _axis_of(self)
+        out = {}
+        for i, d in enumerate(self._devices):
+            index = [slice(None)] * len(shape)
+            if axis is not None:
+                index[axis] = slice(i, i + 1)
+            out[d] = tuple(index)
+        return out
+
+    def __repr__(self):
+        ids = [d.id for d in self._devices]
+        return f"MappedSharding(devices={ids}, axis={_axis_of(self)})"
+
+
+_axes = {}            # id(sharding) -> axis (C++ objects take no new attributes)
+_shardings = {}       # (device ids, ndim, axis) -> MappedSharding
+
+
+def _axis_of(sharding):
+    return _axes[id(sharding)]
+
+
+def mapped_sharding(devices, ndim, axis):
+    """The (cached) sharding of an ``ndim``-d array over ``devices`` split along ``axis`` (None:
+    replicated)."""
+    devices = tuple(devices)
+    key = (tuple(d.id for d in devices), devices[0].platform, ndim, axis)
+    s = _shardings.get(key)
+    if s is None:
+        if axis is None:
+            hlo = xc.HloSharding.replicate()
+        else:
+            op = xc.OpSharding()
+            op.type = xc.OpSharding.Type.OTHER
+            dims = [1] * ndim
+            dims[axis] = len(devices)
+            op.tile_assignment_dimensions = dims
+            op.tile_assignment_devices = list(range(len(devices)))
+            hlo = xc.HloSharding.from_proto(op)
+        s = MappedSharding(_jax.DeviceList(devices), hlo)
+        _axes[id(s)] = axis
+        _shardings[key] = s
+    return s
+
+
+class Shard:
+    """One device's piece of a sharded Array: ``device``, ``index`` (a tuple of slices into the
+    global array) and ``data`` (an Array on that device)."""
+
+    __slots__ = ("device", "index", "data")
+
+    def __init__(self, device, index, data):
+        self.device, self.index, self.data = device, index, data
+
+    def __repr__(self):
+        return f"Shard(device={self.device!r}, index={self.index}, data={self.data!r})"
+
+
+class ShardedArray(Array):
+    """A ``funcgrad.Array`` whose value lies over several devices (``pmap``'s outputs,
+    ``device_put_sharded``, ``device_put_replicated``).
+
+    Example:
+        >>> y = funcgrad.pmap(lambda v: v * 2)(np.arange(4.0))
+        >>> y.sharding.axis, len(y.addressable_shards), np.asarray(y)
+        (0, 4, array([0., 2., 4., 6.], dtype=float32))
+    """
+
+    __slots__ = ()
+
+    @property
+    def device(self):
+        raise ValueError(f"Array {self.aval.str_short()} lies on {len(self.devices())} devices "
+                         f"({self.sharding}); use .devices() or .addressable_shards")
+
+    def devices(self):
+        return set(self._buf._sharding._devices)
+
+    @property
+    def is_fully_replicated(self):
+        return self._buf._sharding.is_fully_replicated()
+
+    @property
+    def addressable_shards(self):
+        sharding = self._buf._sharding
+        shape = sharding.shard_shape(self.aval.shape)
+        aval = ShapedArray(shape, self.aval.dtype, self.aval.weak_type)
+        index = sharding.devices_indices_map(self.aval.shape)
+        out = []
+        for device, buf in zip(sharding._devices, self._buf._arrays):
+            own = _jax.ArrayImpl(_BufferAval(aval), sharding_for(device), [buf], True, True)
+            out.append(Shard(device, index[device], Array(aval, own)))
+        return out
+
+    def _value(self):
+        if self._buf.is_deleted():
+            raise RuntimeError(f"Array {self.aval.str_short()} was deleted (donated or deleted "
+                               f"explicitly); its value cannot be read")
+        if self.aval.dtype == dtypes.float0:
+            return np.zeros(self.aval.shape, dtypes.float0)
+        shards = self.addressable_shards
+        if self.is_fully_replicated:
+            return shards[0].data._value()
+        out = np.empty(self.aval.shape, storage_dtype(self.aval.dtype))
+        for s in shards:
+            out[s.index] = s.data._value()
+        return out
+
+
+def _device_list(devices, fn):
+    devices = list(devices) if devices is not None else backend.local_devices()
+    if not devices:
+        raise ValueError(f"{fn}: an empty list of devices")
+    if len(set(devices)) != len(devices):
+        raise ValueError(f"{fn}: devices {devices} repeat a device")
+    return devices
+
+
+def assemble(aval, sharding, shard_bufs):
+    """A ShardedArray of global ``aval`` from per-device buffers (no copy)."""
+    buf = _jax.ArrayImpl(_BufferAval(aval), sharding, list(shard_bufs), True, True)
+    return ShardedArray(aval, buf)
+
+
+def shard_value(x, devices, axis, fn="device_put_sharded"):
+    """``x`` (NumPy value, Array or ShardedArray) split along ``axis`` over ``devices`` (None:
+    replicated), reusing the buffers of a ShardedArray already laid out that way."""
+    devices = tuple(devices)
+    if isinstance(x, ShardedArray):
+        s = x._buf._sharding
+        if tuple(s._devices) == devices and _axis_of(s) == axis:
+            return x
+    if isinstance(x, Value) and not isinstance(x, Array):
+        raise TypeError(f"{fn}: cannot place a traced value {x.aval.str_short()} on devices "
+                        f"inside a transformation")
+    if isinstance(x, Array):
+        aval = x.aval
+        host = np.asarray(x)
+    else:
+        host = np.asarray(x)
+        if host.dtype == object:
+            raise TypeError(f"{fn}: cannot convert {type(x).__name__} holding Python objects "
+                            f"to an array")
+        aval = ShapedArray(host.shape, dtypes.canonicalize(host.dtype),
+                           isinstance(x, (int, float, complex)) and not isinstance(x, bool))
+    host = host.astype(storage_dtype(aval.dtype), copy=False)
+    n = len(devices)
+    if axis is None:
+        pieces = [host] * n
+    else:
+        if aval.ndim <= axis or aval.shape[axis] != n:
+            raise ValueError(f"{fn}: axis {axis} of an argument of shape {aval.shape} must have "
+                             f"one entry per device ({n} devices)")
+        pieces = [np.ascontiguousarray(p) for p in np.split(host, n, axis=axis)]
+    sharding = mapped_sharding(devices, aval.ndim, axis)
+    if aval.dtype.itemsize == 8:
+        backend.keep_64bit_transfers()
+    buf = _jax.batched_device_put(_BufferAval(aval), sharding, pieces, list(devices), True,
+                                  False)
+    return ShardedArray(aval, buf)
+
+
+def device_put_sharded(shards, devices=None):
+    """Stack ``shards`` (a list, one value or pytree per device) into one Array split along a
+    new leading axis over ``devices`` (default: every local device). Arrays already on their
+    device stay there (a reshape on that device, no trip through the host).
+
+    Example:
+        >>> x = funcgrad.device_put_sharded([np.ones(2), np.zeros(2)], funcgrad.devices()[:2])
+        >>> x.shape
+        (2, 2)
+    """
+    from funcgrad import tree_util
+    devices = _device_list(devices, "device_put_sharded")
+    if len(shards) != len(devices):
+        raise ValueError(f"device_put_sharded: {len(shards)} shards for {len(devices)} devices; "
+                         f"give one per device")
+    return tree_util.tree_map(lambda *xs: _stack_leaf(xs, devices), *shards)
+
+
+def _stack_leaf(xs, devices):
+    if all(type(x) is Array for x in xs) and all(
+            x.device == d for x, d in zip(xs, devices)) and len({x.aval for x in xs}) == 1:
+        one = xs[0].aval
+        aval = ShapedArray((len(xs),) + one.shape, one.dtype, one.weak_type)
+        sharding = mapped_sharding(devices, aval.ndim, 0)
+        piece = ShapedArray((1,) + one.shape, one.dtype, one.weak_type)
+        bufs = [_reshaped(x, piece) for x in xs]
+        return assemble(aval, sharding, bufs)
+    hosts = [np.asarray(x) for x in xs]
+    shapes = {h.shape for h in hosts}
+    if len(shapes) != 1:
+        raise ValueError(f"device_put_sharded: shards must have one shape, got "
+                         f"{[h.shape for h in hosts]}")
+    return shard_value(np.stack(hosts), devices, 0)
+
+
+def _reshaped(x, piece):
+    from funcgrad.core import interpreters
+    from funcgrad.lax.shapes import reshape
+    with interpreters.using(interpreters.root()):
+        return reshape(x, piece.shape)._buf
+
+
+def device_put_replicated(x, devices=None):
+    """``x`` (a value or pytree) copied to every one of ``devices``, as one replicated Array per
+    leaf whose leading axis is the device axis (``pmap`` splits it back).
+
+    Example:
+        >>> funcgrad.device_put_replicated(np.ones(3), funcgrad.devices()[:2]).shape
+        (2, 3)
+    """
+    from funcgrad import tree_util
+    devices = _device_list(devices, "device_put_replicated")
+    return tree_util.tree_map(
+        lambda leaf: shard_value(np.stack([np.asarray(leaf)] * len(devices)), devices, 0,
+                                 "device_put_replicated"), x)
+
+
+def replicate(x, devices):
+    """``x`` on every one of ``devices``, with the same (unstacked) shape: replicated."""
+    return shard_value(x, devices, None, "device_put")
+
+
+__all__ = ["MappedSharding", "ShardedArray", "Shard", "mapped_sharding", "shard_value",
+           "assemble", "device_put_sharded", "device_put_replicated", "replicate"]

@@ -1,0 +1,338 @@
+"""``pmap``: map a function over an axis with one slice per device, as one XLA program.
+
+``pmap(f)(x)`` stages ``f`` once for one device's slice (the mapped axis removed), lowers it
+with the axis name bound to the devices (collectives become StableHLO collectives) and compiles
+it for ``num_replicas = len(devices)`` (``funcgrad.lowering.spmd``); each call then splits the
+arguments over the devices (an Array already split that way is used in place) and runs the
+program once on all of them. Outputs are sharded ``funcgrad.Array``s.
+
+Called under another transformation (``grad``, ``jit``, ``vmap``) ``pmap`` computes the same
+values as ``vmap`` with the same axis name (see docs/parallel.md).
+
+Example:
+    >>> import funcgrad, funcgrad.numpy as jnp
+    >>> f = funcgrad.pmap(lambda x: x / funcgrad.lax.psum(x, "i"), axis_name="i")
+    >>> f(jnp.arange(1.0, 5.0))         # with FUNCGRAD_CPU_DEVICES=4
+    Array([0.1, 0.2, 0.3, 0.4], dtype=float32)
+"""
+import functools
+
+from funcgrad import tree_util
+from funcgrad.core import interpreters
+from funcgrad.core.avals import ShapedArray
+from funcgrad.core.batching import AxisData
+from funcgrad.core.interpreters import Interpreter, Tracer
+from funcgrad.core.staging import trace_to_jaxpr
+from funcgrad.core.values import aval_of, is_arraylike
+from funcgrad.lax.shapes import expand_dims, squeeze
+from funcgrad.lowering import backend
+from funcgrad.lowering.sharding import ShardedArray, shard_value
+from funcgrad.lowering.spmd import ReplicatedExecutable
+from funcgrad.transforms.batching import _arg_names, _check_axes_spec, _leaf_axes, _leaf_labels
+from funcgrad.transforms.batching import vmap
+
+
+class _DeviceAxis(Interpreter):
+    """Binds pmap's axis name while its function is staged: collectives find the axis size here
+    (``lax.axis_size``); every primitive goes on to the staging interpreter below."""
+
+    def __init__(self, parent, name, size):
+        self.parent = parent
+        self.axis = AxisData(name, size)
+        self.debug_name = "pmap"
+
+    def process_primitive(self, prim, args, params):
+        return self.forward_to_parent(prim, args, params)
+
+
+class _AnonymousAxis:
+    def __repr__(self):
+        return "<pmap axis>"
+
+
+class PmapFunction:
+    """What ``pmap`` returns: call it like the function; compiled programs are cached per
+    (argument structure, shapes and dtypes, static arguments, devices)."""
+
+    def __init__(self, fun, axis_name, in_axes, out_axes, static_argnums, devices, backend_name,
+                 axis_size, donate_argnums):
+        self.fun = fun
+        self.axis_name = axis_name if axis_name is not None else _AnonymousAxis()
+        self.in_axes, self.out_axes = in_axes, out_axes
+        self.static_argnums = tuple(static_argnums)
+        self.devices = list(devices) if devices is not None else None
+        self.backend = backend_name
+        self.axis_size = axis_size
+        self.donate_argnums = tuple(donate_argnums)
+        self.name = getattr(fun, "__name__", type(fun).__name__)
+        self._cache = {}
+        # (treedef, (aval key, sharding) per leaf) -> (executable, out tree, const buffers) for
+        # calls whose arguments are all ShardedArrays already laid out as the program takes them
+        self._fast = {}
+        functools.update_wrapper(self, fun)
+
+    # --- argument handling ----------------------------------------------------------------
+    def _split_static(self, args):
+        n = len(args)
+        static = sorted({i % n for i in self.static_argnums if -n <= i < n})
+        dyn = [a for i, a in enumerate(args) if i not in static]
+        return static, tuple(args[i] for i in static), dyn
+
+    def _leaf_in_axes(self, dyn_args, static_idx, kwargs):
+        # in_axes may name every positional argument (static ones included) or only the others
+        in_axes = self.in_axes
+        if isinstance(in_axes, list):
+            in_axes = tuple(in_axes)
+        if isinstance(in_axes, tuple):
+            if static_idx and len(in_axes) == len(dyn_args) + len(static_idx):
+                in_axes = tuple(ax for i, ax in enumerate(in_axes) if i not in static_idx)
+            if len(in_axes) != len(dyn_args):
+                raise ValueError(f"pmap({self.name}): in_axes has {len(in_axes)} entries but "
+                                 f"the function was called with {len(dyn_args)} mapped "
+                                 f"positional arguments")
+            per_arg = in_axes
+        else:
+            per_arg = (in_axes,) * len(dyn_args)
+        axes = []
+        for i, (arg, spec) in enumerate(zip(dyn_args, per_arg)):
+            axes.extend(_leaf_axes(spec, arg, f"in_axes[{i}]"))
+        axes.extend([0] * len(tree_util.tree_leaves(kwargs)))
+        return axes
+
+    def _devices_for(self, size):
+        available = backend.local_devices(self.backend)
+        if self.devices is not None:
+            devices = self.devices
+        else:
+            if size > len(available):
+                raise ValueError(
+                    f"pmap({self.name}): the mapped axis has size {size} but only "
+                    f"{len(available)} device(s) exist ({available}); set "
+                    f"FUNCGRAD_CPU_DEVICES={size} (host CPU devices) before funcgrad starts, "
+                    f"or map over at most {len(available)} entries")
+            devices = available[:size]
+        if len(devices) != size:
+            raise ValueError(f"pmap({self.name}): the mapped axis has size {size} but "
+                             f"devices= names {len(devices)} device(s)")
+        return tuple(devices)
+
+    # --- call -------------------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        if not kwargs and not self.static_argnums:
+            leaves, treedef = tree_util.tree_flatten(args)
+            fast_key = _fast_key(treedef, leaves)
+            if fast_key is not None:
+                entry = self._fast.get(fast_key)
+                if entry is not None:
+                    exe, out_tree, const_bufs = entry
+                    return out_tree.unflatten(exe(const_bufs + [x._buf for x in leaves]))
+        return self._call(args, kwargs)
+
+    def _call(self, args, kwargs):
+        static_idx, static_vals, dyn = self._split_static(args)
+        leaves, treedef = tree_util.tree_flatten((tuple(dyn), kwargs))
+        axes = self._leaf_in_axes(dyn, static_idx, kwargs)
+        def labels():   # argument names with pytree paths, for error messages only
+            names = _arg_names(self.fun, len(args))
+            out = []
+            for k, arg in zip([i for i in range(len(args)) if i not in static_idx], dyn):
+                out.extend(_leaf_labels(names[k], arg))
+            return out + _leaf_labels("kwargs", kwargs)
+
+        sizes, canon = [], []
+        for k, (leaf, d) in enumerate(zip(leaves, axes)):
+            if not is_arraylike(leaf):
+                raise TypeError(f"pmap({self.name}): argument {labels()[k]} of type "
+                                f"{type(leaf).__name__} is not an array; pass non-array "
+                                f"arguments through static_broadcasted_argnums")
+            if d is None:
+                canon.append(None)
+                continue
+            aval = aval_of(leaf)
+            if not -aval.ndim <= d < aval.ndim:
+                raise ValueError(f"pmap({self.name}): in_axes {d} is out of range for argument "
+                                 f"{labels()[k]} of shape {aval.shape}")
+            canon.append(d % aval.ndim)
+            sizes.append((k, d % aval.ndim, aval.shape[d]))
+        if self.axis_size is not None:
+            size = self.axis_size
+        elif sizes:
+            size = sizes[0][2]
+        else:
+            raise ValueError(f"pmap({self.name}): no argument is mapped (all in_axes are None) "
+                             f"and no axis_size was given")
+        bad = [(k, d, s) for k, d, s in sizes if s != size]
+        if bad:
+            labs = labels()
+            detail = ", ".join(f"{labs[k]} has shape {aval_of(leaves[k]).shape} (size {s} along "
+                               f"axis {d})" for k, d, s in sizes)
+            raise ValueError(f"pmap({self.name}): every mapped axis must have the same size, one "
+                             f"entry per device: {detail}")
+        if any(isinstance(leaf, Tracer) for leaf in leaves):
+            return self._as_vmap(args, kwargs, static_idx, size)
+        devices = self._devices_for(size)
+        if self.devices is not None and size != len(devices):
+            raise ValueError(f"pmap({self.name}): mapped axis size {size} differs from the "
+                             f"{len(devices)} devices given")
+        avals = tuple(aval_of(leaf) for leaf in leaves)
+        key = (treedef, avals, tuple(canon), _hashable(static_vals), devices)
+        entry = self._cache.get(key)
+        if entry is None:
+            entry = self._cache[key] = self._compile(treedef, avals, canon, static_idx,
+                                                     static_vals, devices)
+        exe, out_tree, consts = entry
+        const_bufs = [c._buf for c in consts]
+        bufs = list(const_bufs)
+        for leaf, d in zip(leaves, canon):
+            bufs.append(shard_value(leaf, devices, d, f"pmap({self.name})")._buf)
+        if not kwargs and not static_idx:
+            flat, tree = tree_util.tree_flatten(args)
+            fast_key = _fast_key(tree, flat)
+            if fast_key is not None and all(
+                    x._buf._sharding is s for x, s in zip(flat, exe.in_shardings[len(consts):])):
+                self._fast[fast_key] = (exe, out_tree, const_bufs)
+        return out_tree.unflatten(exe(bufs))
+
+    def _as_vmap(self, args, kwargs, static_idx, size):
+        # Under grad / jit / vmap: the same values, computed by vmap with the same axis name.
+        def with_static(*dyn, **kw):
+            it = iter(dyn)
+            full = [args[i] if i in static_idx else next(it) for i in range(len(args))]
+            return self.fun(*full, **kw)
+        dyn = [a for i, a in enumerate(args) if i not in static_idx]
+        in_axes = self.in_axes
+        if isinstance(in_axes, (tuple, list)) and len(in_axes) == len(args):
+            in_axes = tuple(ax for i, ax in enumerate(in_axes) if i not in static_idx)
+        return vmap(with_static, in_axes=in_axes, out_axes=self.out_axes, axis_size=size,
+                    axis_name=self.axis_name)(*dyn, **kwargs)
+
+    def _compile(self, treedef, avals, canon, static_idx, static_vals, devices):
+        n = len(devices)
+        in_avals = []
+        for a, d in zip(avals, canon):
+            if d is None:
+                in_avals.append(ShapedArray(a.shape, a.dtype, a.weak_type))
+            else:
+                shape = list(a.shape)
+                shape[d] = 1
+                in_avals.append(ShapedArray(tuple(shape), a.dtype, a.weak_type))
+        found = {}
+        fun, out_axes_spec = self.fun, self.out_axes
+
+        def per_device(*shards):
+            vals = [s if d is None else squeeze(s, (d,)) for s, d in zip(shards, canon)]
+            dyn, kwargs = treedef.unflatten(vals)
+            it = iter(dyn)
+            full = [static_vals[static_idx.index(i)] if i in static_idx else next(it)
+                    for i in range(len(dyn) + len(static_idx))]
+            out = fun(*full, **kwargs)
+            out_leaves, out_tree = tree_util.tree_flatten(out)
+            out_axes = _leaf_axes(out_axes_spec, out, "out_axes")
+            res = []
+            for i, (o, ax) in enumerate(zip(out_leaves, out_axes)):
+                if not is_arraylike(o):
+                    raise TypeError(f"pmap({self.name}): output {i} of type "
+                                    f"{type(o).__name__} is not an array")
+                if ax is not None:
+                    rank = aval_of(o).ndim + 1
+                    if not -rank <= ax < rank:
+                        raise ValueError(f"pmap({self.name}): out_axes {ax} is out of range "
+                                         f"for output {i} of rank {rank}")
+                    ax %= rank
+                    o = expand_dims(o, (ax,))
+                res.append(o)
+                out_axes[i] = ax
+            found["tree"], found["axes"] = out_tree, out_axes
+            return res
+
+        frame = _DeviceAxis(interpreters.current(), self.axis_name, n)
+        with interpreters.using(frame):
+            closed, _ = trace_to_jaxpr(per_device, in_avals, debug_name=self.name)
+        consts = [shard_value(c, devices, None, f"pmap({self.name})") for c in closed.consts]
+        in_axes = [None] * len(consts) + list(canon)
+        n_dyn = len(avals)
+        donated = [False] * n_dyn
+        if self.donate_argnums:
+            donated = _donated_leaves(self.donate_argnums, static_idx, treedef, n_dyn)
+        exe = ReplicatedExecutable(closed, devices, in_axes, found["axes"],
+                                   ((self.axis_name, n),), name=f"pmap_{self.name}",
+                                   donated=donated)
+        return exe, found["tree"], consts
+
+
+def _fast_key(treedef, leaves):
+    key = [treedef]
+    for x in leaves:
+        if type(x) is not ShardedArray:
+            return None
+        key.append(x.aval.key)
+        key.append(x._buf._sharding)
+    return tuple(key)
+
+
+def _donated_leaves(donate_argnums, static_idx, treedef, n_leaves):
+    # one flag per flat leaf of the dynamic positional arguments (keywords are never donated)
+    dyn_args, kwargs = treedef.unflatten([False] * n_leaves)
+    flags = []
+    positions = [i for i in range(len(dyn_args) + len(static_idx)) if i not in static_idx]
+    for pos, arg in zip(positions, dyn_args):
+        flags.extend([pos in donate_argnums] * len(tree_util.tree_leaves(arg)))
+    flags.extend([False] * len(tree_util.tree_leaves(kwargs)))
+    return flags
+
+
+def _hashable(values):
+    try:
+        hash(values)
+        return values
+    except TypeError:
+        return tuple(id(v) for v in values)
+
+
+def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),
+         devices=None, backend=None, axis_size=None, donate_argnums=()):
+    """Map ``fun`` over an axis of its arguments with one slice per device, compiled once to a
+    single XLA program over the devices. ``in_axes``/``out_axes`` as in ``vmap`` (None:
+    broadcast an argument / return a replicated output); collectives (``lax.psum(x,
+    axis_name)``...) inside ``fun`` communicate across the devices.
+
+    Example:
+        >>> step = funcgrad.pmap(lambda x: lax.pmean(x, "d"), axis_name="d")
+        >>> step(np.arange(4.0))                    # on 4 devices
+        Array([1.5, 1.5, 1.5, 1.5], dtype=float32)
+    """
+    if fun is None:
+        return functools.partial(pmap, axis_name=axis_name, in_axes=in_axes, out_axes=out_axes,
+                                 static_broadcasted_argnums=static_broadcasted_argnums,
+                                 devices=devices, backend=backend, axis_size=axis_size,
+                                 donate_argnums=donate_argnums)
+    if not callable(fun):
+        raise TypeError(f"pmap: expected a callable, got {fun!r}")
+    if isinstance(static_broadcasted_argnums, int):
+        static_broadcasted_argnums = (static_broadcasted_argnums,)
+    if isinstance(donate_argnums, int):
+        donate_argnums = (donate_argnums,)
+    _check_axes_spec(in_axes if not isinstance(in_axes, list) else tuple(in_axes), "in_axes")
+    _check_axes_spec(out_axes, "out_axes")
+    return PmapFunction(fun, axis_name, in_axes, out_axes, static_broadcasted_argnums, devices,
+                        backend, axis_size, donate_argnums)
+
+
+def local_device_count(backend_name=None):
+    """The number of devices this process drives (``FUNCGRAD_CPU_DEVICES`` host devices on the
+    CPU). Example: ``funcgrad.local_device_count()`` -> 4."""
+    return len(backend.local_devices(backend_name))
+
+
+def process_index():
+    """This process's index among the processes of a multi-process run (0: one process)."""
+    return 0
+
+
+def process_count():
+    """The number of processes in the run (1: multi-process runs are not supported yet)."""
+    return 1
+
+
+__all__ = ["pmap", "PmapFunction", "local_device_count", "process_index", "process_count",
+           "ShardedArray"]
