@@ -15,6 +15,8 @@ Example:
     >>> x.sharding.axis, [s.device.id for s in x.addressable_shards]
     (0, [0, 1])
 """
+import contextlib
+
 import numpy as np
 from jaxlib import _jax
 from jaxlib import xla_client as xc
@@ -217,10 +219,9 @@ def shard_value(x, devices, axis, fn="device_put_sharded"):
                              f"one entry per device ({n} devices)")
         pieces = [np.ascontiguousarray(p) for p in np.split(host, n, axis=axis)]
     sharding = mapped_sharding(devices, aval.ndim, axis)
-    if aval.dtype.itemsize == 8:
-        backend.keep_64bit_transfers()
-    buf = _jax.batched_device_put(_BufferAval(aval), sharding, pieces, list(devices), True,
-                                  False)
+    with backend.wide_transfers() if aval.dtype.itemsize == 8 else contextlib.nullcontext():
+        buf = _jax.batched_device_put(_BufferAval(aval), sharding, pieces, list(devices), True,
+                                      False)
     return ShardedArray(aval, buf)
 
 

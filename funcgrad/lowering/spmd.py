@@ -18,7 +18,8 @@ from jaxlib import xla_client as xc
 from funcgrad.core.avals import ShapedArray
 from funcgrad.lowering import backend, mlir
 from funcgrad.lowering.array import _BufferAval
-from funcgrad.lowering.executable import _option_overrides, _result_handler
+from funcgrad.lowering.executable import _option_overrides
+from funcgrad.lowering.jaxlib_compat import array_result_handler as _result_handler
 from funcgrad.lowering.sharding import ShardedArray, mapped_sharding
 
 _last = [None]     # the outputs of the latest multi-device launch (see the module docstring)
