@@ -14,6 +14,8 @@ import pytest
 import funcgrad
 import funcgrad.numpy as xp
 from funcgrad import random as r
+from funcgrad.core import dtypes
+from funcgrad.lowering.jaxlib_compat import JAXLIB_VERSION
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from stream_cases import (CASES, QUICK, SEED_VALUES, SEEDS, VMAP_CASES,  # noqa: E402
@@ -32,10 +34,25 @@ def part(request):
         yield request.param
 
 
+# The streams were stored with jaxlib 0.10.2. Bits and integers match under any jaxlib; floats
+# computed through transcendental functions (the log and pow of gamma's rejection loop) match
+# bit for bit under that jaxlib and to a few ulp under another, whose XLA may round them
+# differently (jaxlib 0.12.0.1: one float64 gamma sample 1 ulp away).
+STREAMS_JAXLIB = "0.10.2"
+
+
 def _same(got, want, what):
     got = np.asarray(got)
     assert got.dtype == want.dtype and got.shape == want.shape, \
         f"{what}: {got.dtype}{got.shape} vs JAX's {want.dtype}{want.shape}"
+    if JAXLIB_VERSION != STREAMS_JAXLIB and want.dtype.kind in "fc":
+        eps = float(dtypes.finfo(want.dtype).eps)
+        np.testing.assert_allclose(got.astype(np.complex128 if want.dtype.kind == "c"
+                                              else np.float64),
+                                   want.astype(np.complex128 if want.dtype.kind == "c"
+                                               else np.float64),
+                                   rtol=8 * eps, atol=0, equal_nan=True, err_msg=what)
+        return
     if not np.array_equal(got, want, equal_nan=True):
         bad = np.flatnonzero(~((got == want) | (np.isnan(got) & np.isnan(want))).ravel())
         raise AssertionError(f"{what}: {bad.size} of {got.size} elements differ from JAX's, "
