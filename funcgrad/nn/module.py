@@ -284,8 +284,8 @@ class Module:
             ...     def __init__(self):
             ...         super().__init__()
             ...         self.register_buffer("count", jnp.zeros(()))
-            >>> Counter().state_dict()
-            OrderedDict([('count', Array(0., dtype=float32))])
+            >>> dict(Counter().state_dict())
+            {'count': Array(0., dtype=float32)}
         """
         self._check_init("buffers")
         if "." in name or not name:

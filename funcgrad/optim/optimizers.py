@@ -138,7 +138,7 @@ class AdamW(Adam):
         >>> w = nn.Parameter(jnp.array([1.0, -2.0]))
         >>> opt = optim.AdamW([w], lr=0.1, weight_decay=0.5)
         >>> opt.step([jnp.array([0.5, -0.5])])       # the gradients of the parameters, in order
-        >>> w.data
+        >>> w.data.round(4)
         Array([ 0.85, -1.8 ], dtype=float32)
     """
 
