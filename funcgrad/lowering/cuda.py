@@ -29,6 +29,18 @@ from funcgrad.lowering import platforms, plugins
 PLUGIN_PACKAGES = ("jax_cuda13_plugin", "jax_cuda12_plugin")
 
 
+def plugin_module(name):
+    """(module, failures): submodule ``name`` of the first CUDA plugin package that has it, or
+    (None, ["<package>.<name>: <why>", ...])."""
+    failures = []
+    for package in PLUGIN_PACKAGES:
+        try:
+            return importlib.import_module(f"{package}.{name}"), failures
+        except ImportError as exc:
+            failures.append(f"{package}.{name}: {exc}")
+    return None, failures
+
+
 class CudaPlatform(platforms.Platform):
     name = "cuda"
     aliases = ("gpu",)
@@ -68,13 +80,8 @@ class CudaPlatform(platforms.Platform):
         if self.c_api is None:
             raise RuntimeError(f"cannot register custom call {target!r}: the CUDA PJRT plugin "
                                "was loaded outside funcgrad, so its C API handle is unknown")
-        failures = []
-        for package in PLUGIN_PACKAGES:
-            try:
-                ext = importlib.import_module(package + ".cuda_plugin_extension")
-            except ImportError as exc:
-                failures.append(f"{package}: {exc}")
-                continue
+        ext, failures = plugin_module("cuda_plugin_extension")
+        if ext is not None:
             ext.register_custom_call_target(self.c_api, target, handler, "CUDA", api_version)
             return
         raise RuntimeError(f"cannot register custom call {target!r}: no CUDA plugin extension "
@@ -100,13 +107,8 @@ class CusolverKernels:
     def _load(self):
         if self._handlers is not None:
             return self._handlers
-        reasons = []
-        for package in PLUGIN_PACKAGES:
-            try:
-                module = importlib.import_module(package + "._solver")
-            except ImportError as exc:
-                reasons.append(f"{package}._solver: {exc}")
-                continue
+        module, reasons = plugin_module("_solver")
+        if module is not None:
             self._handlers = dict(module.registrations())
             self._origin = module.__name__
             return self._handlers
