@@ -159,11 +159,17 @@ class autocast:
     ``scan``; gradients with respect to float32 parameters are float32.
 
     Example:
+        >>> x, w = jnp.ones((2, 3)), jnp.ones((3, 4))
         >>> with funcgrad.autocast("cpu"):
         ...     y = x @ w                      # bfloat16
         ...     loss = jnp.sum(y)              # float32
-        >>> @funcgrad.autocast("cuda", dtype=jnp.bfloat16)
-        ... def forward(params, x): ...
+        >>> y.dtype, loss.dtype
+        (dtype(bfloat16), dtype('float32'))
+        >>> @funcgrad.autocast("cpu", dtype=jnp.float16)
+        ... def forward(w, x):
+        ...     return x @ w
+        >>> forward(w, x).dtype
+        dtype('float16')
     """
 
     def __init__(self, device_type, dtype=None, enabled=True):

@@ -87,7 +87,7 @@ class GradScaler:
         """The current scale as a Python float (1.0 when disabled; an array while traced).
 
         Example:
-            >>> GradScaler("cpu", init_scale=8.0).get_scale()
+            >>> funcgrad.amp.GradScaler("cpu", init_scale=8.0).get_scale()
             8.0
         """
         if not self._enabled:
@@ -110,7 +110,7 @@ class GradScaler:
         ``_growth_tracker`` (empty when disabled).
 
         Example:
-            >>> GradScaler("cpu").state_dict()["scale"]
+            >>> funcgrad.amp.GradScaler("cpu").state_dict()["scale"]
             65536.0
         """
         if not self._enabled:
@@ -124,7 +124,11 @@ class GradScaler:
         """Restore what ``state_dict()`` (this class's or PyTorch's) returned.
 
         Example:
-            >>> scaler.load_state_dict(torch_scaler.state_dict())
+            >>> scaler = funcgrad.amp.GradScaler("cpu")
+            >>> scaler.load_state_dict({"scale": 1024.0, "growth_factor": 2.0,   # torch's keys
+            ...     "backoff_factor": 0.5, "growth_interval": 2000, "_growth_tracker": 7})
+            >>> scaler.get_scale()
+            1024.0
         """
         if not self._enabled:
             raise RuntimeError("GradScaler.load_state_dict: this scaler is disabled")
@@ -146,7 +150,9 @@ class GradScaler:
         """``outputs`` (an array or a pytree of them) times the scale, in their own dtype.
 
         Example:
-            >>> scaler.scale(loss)
+            >>> scaler = funcgrad.amp.GradScaler("cpu", init_scale=4.0)
+            >>> scaler.scale(jnp.float32(1.5))
+            Array(6., dtype=float32)
         """
         if not self._enabled:
             return outputs
@@ -161,7 +167,9 @@ class GradScaler:
         and ``update``). Call it before clipping gradients.
 
         Example:
-            >>> grads = scaler.unscale(grads)
+            >>> scaler = funcgrad.amp.GradScaler("cpu", init_scale=4.0)
+            >>> scaler.unscale([jnp.array([8.0, 2.0])])
+            [Array([2. , 0.5], dtype=float32)]
         """
         if not self._enabled:
             return grads
@@ -187,7 +195,12 @@ class GradScaler:
         update runs and a select keeps the old parameters and optimizer state.
 
         Example:
-            >>> scaler.step(opt, grads)
+            >>> w = nn.Parameter(jnp.array([1.0, 2.0]))
+            >>> opt = optim.SGD([w], lr=0.5)
+            >>> scaler = funcgrad.amp.GradScaler("cpu", init_scale=2.0)
+            >>> scaler.step(opt, [jnp.array([2.0, jnp.inf])])   # inf: the step is skipped
+            >>> w.data
+            Array([1., 2.], dtype=float32)
         """
         if not self._enabled:
             return optimizer.step(grads)
@@ -205,7 +218,11 @@ class GradScaler:
         after an overflow and grown after ``growth_interval`` clean steps.
 
         Example:
+            >>> scaler = funcgrad.amp.GradScaler("cpu", init_scale=8.0)
+            >>> _ = scaler.unscale([jnp.array([jnp.nan])])      # an overflow: back off
             >>> scaler.update()
+            >>> scaler.get_scale()
+            4.0
         """
         if not self._enabled:
             return

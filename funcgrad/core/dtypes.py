@@ -47,7 +47,12 @@ def check_user_dtype(dtype, fname):
     and ``complex`` mean the default types and never warn.
 
     Example:
-        >>> dtypes.check_user_dtype(np.float64, "zeros")     # float32 and a warning, x64 off
+        >>> import warnings
+        >>> from funcgrad.core import dtypes
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")       # x64 off: float32 and a UserWarning
+        ...     dtypes.check_user_dtype(np.float64, "zeros")
+        dtype('float32')
     """
     out = canonicalize(dtype)
     if out.itemsize != np.dtype(dtype).itemsize and not (

@@ -163,7 +163,11 @@ def current_policy():
     """The bind policy in force here (an ``autocast`` state), or None.
 
     Example:
+        >>> from funcgrad.core.primitive import current_policy
         >>> current_policy() is None
+        True
+        >>> with funcgrad.amp.autocast("cpu", dtype=jnp.bfloat16):
+        ...     print(current_policy() is not None)
         True
     """
     return _policy.get() if policies_open[0] else None
@@ -174,8 +178,11 @@ def policy_scope(policy):
     """Make ``policy`` (None: no policy) the bind policy inside the ``with`` block.
 
     Example:
-        >>> with policy_scope(None):
-        ...     pass
+        >>> from funcgrad.core.primitive import current_policy, policy_scope
+        >>> with funcgrad.amp.autocast("cpu", dtype=jnp.bfloat16):
+        ...     with policy_scope(None):      # the backward pass of autocast code runs so
+        ...         print(current_policy())
+        None
     """
     if policy is None and not policies_open[0]:
         yield

@@ -54,8 +54,8 @@ def reraise_host_error(runtime_error):
     compiled program) reports one; otherwise return. The original is chained to it.
 
     Example:
-        >>> except Exception as exc:
-        ...     callbacks.reraise_host_error(exc); raise
+        >>> from funcgrad.lax import callbacks
+        >>> callbacks.reraise_host_error(RuntimeError("no callback failed"))   # returns: nothing to re-raise
     """
     with _host_errors_lock:
         if not _host_errors:
