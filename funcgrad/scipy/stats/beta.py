@@ -7,7 +7,7 @@ Example:
 """
 import funcgrad.numpy as jnp
 from funcgrad.scipy import special
-from funcgrad.scipy.stats._util import outside_support_nan, promote, standardize
+from funcgrad.scipy.stats._util import on_standard, outside_support_nan, promote, standardize
 
 
 def logpdf(x, a, b, loc=0, scale=1):
@@ -30,15 +30,13 @@ def pdf(x, a, b, loc=0, scale=1):
 def cdf(x, a, b, loc=0, scale=1):
     """The CDF, the regularized incomplete beta function. Example: ``beta.cdf(0.3, 2.0, 5.0)``."""
     x, a, b, loc, scale = promote(x, a, b, loc, scale)
-    z, _, scale = standardize(x, loc, scale)
-    return outside_support_nan(special.betainc(a, b, jnp.clip(z, 0.0, 1.0)), scale)
+    return on_standard(lambda z: special.betainc(a, b, jnp.clip(z, 0.0, 1.0)), x, loc, scale)
 
 
 def sf(x, a, b, loc=0, scale=1):
     """The survival function. Example: ``beta.sf(0.3, 2.0, 5.0)``."""
     x, a, b, loc, scale = promote(x, a, b, loc, scale)
-    z, _, scale = standardize(x, loc, scale)
-    return outside_support_nan(special.betainc(b, a, jnp.clip(1.0 - z, 0.0, 1.0)), scale)
+    return on_standard(lambda z: special.betainc(b, a, jnp.clip(1.0 - z, 0.0, 1.0)), x, loc, scale)
 
 
 def logcdf(x, a, b, loc=0, scale=1):

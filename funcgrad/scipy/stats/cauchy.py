@@ -8,8 +8,7 @@ Example:
 import math
 
 import funcgrad.numpy as jnp
-from funcgrad.scipy.stats._util import outside_support_nan, promote, standardize
-
+from funcgrad.scipy.stats._util import on_standard, outside_support_nan, quantile, standardize
 
 def logpdf(x, loc=0, scale=1):
     """The log density. Example: ``cauchy.logpdf(x)``."""
@@ -24,14 +23,12 @@ def pdf(x, loc=0, scale=1):
 
 def cdf(x, loc=0, scale=1):
     """The CDF ``1/2 + arctan(z) / pi``. Example: ``cauchy.cdf(1.0)``."""
-    z, _, scale = standardize(x, loc, scale)
-    return outside_support_nan(0.5 + jnp.arctan(z) / math.pi, scale)
+    return on_standard(lambda z: 0.5 + jnp.arctan(z) / math.pi, x, loc, scale)
 
 
 def sf(x, loc=0, scale=1):
     """The survival function. Example: ``cauchy.sf(1.0)``."""
-    z, _, scale = standardize(x, loc, scale)
-    return outside_support_nan(0.5 - jnp.arctan(z) / math.pi, scale)
+    return on_standard(lambda z: 0.5 - jnp.arctan(z) / math.pi, x, loc, scale)
 
 
 def logcdf(x, loc=0, scale=1):
@@ -46,11 +43,9 @@ def logsf(x, loc=0, scale=1):
 
 def ppf(q, loc=0, scale=1):
     """The quantile function ``tan(pi (q - 1/2))``. Example: ``cauchy.ppf(0.75)``."""
-    q, loc, scale = promote(q, loc, scale)
-    return outside_support_nan(jnp.tan(math.pi * (q - 0.5)) * scale + loc, scale)
+    return quantile(lambda q: jnp.tan(math.pi * (q - 0.5)), q, loc, scale)
 
 
 def isf(q, loc=0, scale=1):
     """The inverse survival function. Example: ``cauchy.isf(0.25)``."""
-    q, loc, scale = promote(q, loc, scale)
-    return outside_support_nan(jnp.tan(math.pi * (0.5 - q)) * scale + loc, scale)
+    return quantile(lambda q: jnp.tan(math.pi * (0.5 - q)), q, loc, scale)

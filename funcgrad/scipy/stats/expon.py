@@ -6,7 +6,7 @@ Example:
     Array(-1., dtype=float32)
 """
 import funcgrad.numpy as jnp
-from funcgrad.scipy.stats._util import outside_support_nan, promote, standardize
+from funcgrad.scipy.stats._util import on_standard, outside_support_nan, promote, standardize
 
 
 def logpdf(x, loc=0, scale=1):
@@ -22,8 +22,7 @@ def pdf(x, loc=0, scale=1):
 
 def cdf(x, loc=0, scale=1):
     """The CDF ``1 - exp(-z)``. Example: ``expon.cdf(1.0)``."""
-    z, _, scale = standardize(x, loc, scale)
-    return outside_support_nan(-jnp.expm1(-jnp.maximum(z, 0.0)), scale)
+    return on_standard(lambda z: -jnp.expm1(-jnp.maximum(z, 0.0)), x, loc, scale)
 
 
 def logcdf(x, loc=0, scale=1):
@@ -38,8 +37,7 @@ def sf(x, loc=0, scale=1):
 
 def logsf(x, loc=0, scale=1):
     """The log survival function ``-z``. Example: ``expon.logsf(1.0)``."""
-    z, _, scale = standardize(x, loc, scale)
-    return outside_support_nan(-jnp.maximum(z, 0.0), scale)
+    return on_standard(lambda z: -jnp.maximum(z, 0.0), x, loc, scale)
 
 
 def ppf(q, loc=0, scale=1):

@@ -7,7 +7,7 @@ Example:
 """
 import funcgrad.numpy as jnp
 from funcgrad.scipy import special
-from funcgrad.scipy.stats._util import outside_support_nan, promote, standardize
+from funcgrad.scipy.stats._util import on_standard, outside_support_nan, promote, standardize
 
 
 def logpdf(x, a, loc=0, scale=1):
@@ -28,15 +28,13 @@ def pdf(x, a, loc=0, scale=1):
 def cdf(x, a, loc=0, scale=1):
     """The CDF, the regularized lower incomplete gamma function. Example: ``gamma.cdf(1.0, 2.0)``."""
     x, a, loc, scale = promote(x, a, loc, scale)
-    z, _, scale = standardize(x, loc, scale)
-    return outside_support_nan(special.gammainc(a, jnp.maximum(z, 0.0)), scale)
+    return on_standard(lambda z: special.gammainc(a, jnp.maximum(z, 0.0)), x, loc, scale)
 
 
 def sf(x, a, loc=0, scale=1):
     """The survival function. Example: ``gamma.sf(1.0, 2.0)``."""
     x, a, loc, scale = promote(x, a, loc, scale)
-    z, _, scale = standardize(x, loc, scale)
-    return outside_support_nan(special.gammaincc(a, jnp.maximum(z, 0.0)), scale)
+    return on_standard(lambda z: special.gammaincc(a, jnp.maximum(z, 0.0)), x, loc, scale)
 
 
 def logcdf(x, a, loc=0, scale=1):

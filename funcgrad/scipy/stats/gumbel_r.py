@@ -6,13 +6,11 @@ Example:
     Array(-1.1065307, dtype=float32)
 """
 import funcgrad.numpy as jnp
-from funcgrad.scipy.stats._util import outside_support_nan, promote, standardize
-
+from funcgrad.scipy.stats._util import log_density, on_standard, quantile
 
 def logpdf(x, loc=0, scale=1):
     """The log density ``-z - exp(-z)``. Example: ``gumbel_r.logpdf(x)``."""
-    z, log_scale, scale = standardize(x, loc, scale)
-    return outside_support_nan(-z - jnp.exp(-z) - log_scale, scale)
+    return log_density(lambda z: -z - jnp.exp(-z), x, loc, scale)
 
 
 def pdf(x, loc=0, scale=1):
@@ -22,8 +20,7 @@ def pdf(x, loc=0, scale=1):
 
 def logcdf(x, loc=0, scale=1):
     """The log CDF ``-exp(-z)``. Example: ``gumbel_r.logcdf(0.5)``."""
-    z, _, scale = standardize(x, loc, scale)
-    return outside_support_nan(-jnp.exp(-z), scale)
+    return on_standard(lambda z: -jnp.exp(-z), x, loc, scale)
 
 
 def cdf(x, loc=0, scale=1):
@@ -43,5 +40,4 @@ def logsf(x, loc=0, scale=1):
 
 def ppf(q, loc=0, scale=1):
     """The quantile function ``-log(-log(q))``. Example: ``gumbel_r.ppf(0.5)``."""
-    q, loc, scale = promote(q, loc, scale)
-    return outside_support_nan(-jnp.log(-jnp.log(q)) * scale + loc, scale)
+    return quantile(lambda q: -jnp.log(-jnp.log(q)), q, loc, scale)

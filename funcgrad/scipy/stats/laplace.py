@@ -8,13 +8,12 @@ Example:
 import math
 
 import funcgrad.numpy as jnp
-from funcgrad.scipy.stats._util import outside_support_nan, standardize
+from funcgrad.scipy.stats._util import log_density, outside_support_nan, standardize
 
 
 def logpdf(x, loc=0, scale=1):
     """The log density ``-|z| - log(2 scale)``. Example: ``laplace.logpdf(x)``."""
-    z, log_scale, scale = standardize(x, loc, scale)
-    return outside_support_nan(-jnp.abs(z) - math.log(2.0) - log_scale, scale)
+    return log_density(lambda z: -jnp.abs(z) - math.log(2.0), x, loc, scale)
 
 
 def pdf(x, loc=0, scale=1):

@@ -7,8 +7,7 @@ Example:
 """
 import funcgrad.numpy as jnp
 from funcgrad.scipy import special
-from funcgrad.scipy.stats._util import outside_support_nan, promote, standardize
-
+from funcgrad.scipy.stats._util import on_standard, outside_support_nan, quantile, standardize
 
 def logpdf(x, loc=0, scale=1):
     """The log density. Example: ``logistic.logpdf(x)``."""
@@ -24,23 +23,19 @@ def pdf(x, loc=0, scale=1):
 
 def cdf(x, loc=0, scale=1):
     """The CDF, the logistic sigmoid. Example: ``logistic.cdf(1.0)``."""
-    z, _, scale = standardize(x, loc, scale)
-    return outside_support_nan(special.expit(z), scale)
+    return on_standard(special.expit, x, loc, scale)
 
 
 def sf(x, loc=0, scale=1):
     """The survival function. Example: ``logistic.sf(1.0)``."""
-    z, _, scale = standardize(x, loc, scale)
-    return outside_support_nan(special.expit(-z), scale)
+    return on_standard(lambda z: special.expit(-z), x, loc, scale)
 
 
 def ppf(q, loc=0, scale=1):
     """The quantile function ``logit(q)``. Example: ``logistic.ppf(0.9)``."""
-    q, loc, scale = promote(q, loc, scale)
-    return outside_support_nan(special.logit(q) * scale + loc, scale)
+    return quantile(special.logit, q, loc, scale)
 
 
 def isf(q, loc=0, scale=1):
     """The inverse survival function. Example: ``logistic.isf(0.1)``."""
-    q, loc, scale = promote(q, loc, scale)
-    return outside_support_nan(-special.logit(q) * scale + loc, scale)
+    return quantile(lambda q: -special.logit(q), q, loc, scale)

@@ -6,7 +6,7 @@ Example:
     Array(-1.6739764, dtype=float32)
 """
 import funcgrad.numpy as jnp
-from funcgrad.scipy.stats._util import outside_support_nan, promote, standardize
+from funcgrad.scipy.stats._util import (on_standard, outside_support_nan, promote, standardize)
 
 
 def logpdf(x, b, loc=0, scale=1):
@@ -27,8 +27,7 @@ def pdf(x, b, loc=0, scale=1):
 def logsf(x, b, loc=0, scale=1):
     """The log survival function ``-b log(z)``. Example: ``pareto.logsf(2.0, 3.0)``."""
     x, b, loc, scale = promote(x, b, loc, scale)
-    z, _, scale = standardize(x, loc, scale)
-    return outside_support_nan(-b * jnp.log(jnp.maximum(z, 1.0)), scale)
+    return on_standard(lambda z: -b * jnp.log(jnp.maximum(z, 1.0)), x, loc, scale)
 
 
 def sf(x, b, loc=0, scale=1):

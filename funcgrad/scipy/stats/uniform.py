@@ -6,7 +6,7 @@ Example:
     Array(1., dtype=float32)
 """
 import funcgrad.numpy as jnp
-from funcgrad.scipy.stats._util import outside_support_nan, promote, standardize
+from funcgrad.scipy.stats._util import (on_standard, outside_support_nan, promote, standardize)
 
 
 def logpdf(x, loc=0, scale=1):
@@ -22,8 +22,7 @@ def pdf(x, loc=0, scale=1):
 
 def cdf(x, loc=0, scale=1):
     """The CDF. Example: ``uniform.cdf(0.25)``."""
-    z, _, scale = standardize(x, loc, scale)
-    return outside_support_nan(jnp.clip(z, 0.0, 1.0), scale)
+    return on_standard(lambda z: jnp.clip(z, 0.0, 1.0), x, loc, scale)
 
 
 def ppf(q, loc=0, scale=1):
