@@ -19,6 +19,8 @@ def element_type(dtype):
         return ir.IntegerType.get_signless(1)
     if dtype == dtypes.bfloat16:
         return ir.BF16Type.get()
+    if dtype.name == "float8_e4m3fn":   # quantization's fp8 format (an ml_dtypes dtype)
+        return ir.Float8E4M3FNType.get()
     kind, bits = dtype.kind, dtype.itemsize * 8
     if kind == "i":
         return ir.IntegerType.get_signless(bits)

@@ -1,0 +1,407 @@
+"""The Jaxpr-to-Jaxpr rewrite behind ``funcgrad.quantize``.
+
+``f`` is traced to a Jaxpr (``core.staging``) and its equations are evaluated again under the
+current interpreter, so the rewritten program is whatever that interpreter makes of it: a
+Jaxpr under ``jit``/``make_jaxpr``, values eagerly, tangents under ``grad``, batches under
+``vmap``. Selected ``dot_general``/``conv_general_dilated`` equations become integer
+products (or fake-quantized float ones); every other equation is bound unchanged, and
+higher-order equations (scan, cond, while, jit, remat, custom_jvp/vjp) get their bodies
+rewritten the same way through ``core.jaxpr.map_subjaxprs``.
+
+A product's operands are named by role: the *weight* (quantized per tensor, channel or block)
+and the *activation* (per row dynamically, or with a calibrated static range). Scales are
+kept in the operand's layout (size 1 on the reduced axes) and moved to the output's layout
+for the rescale, so any ``dot_general`` dimension numbers and convolution layouts work.
+"""
+import functools
+import itertools
+
+import numpy as np
+
+from funcgrad import lax, tree_util
+from funcgrad import numpy as jnp
+from funcgrad.core.dce import dce_closed_jaxpr
+from funcgrad.core.interpreters import Tracer
+from funcgrad.core.jaxpr import ClosedJaxpr, Literal, map_subjaxprs, subjaxprs
+from funcgrad.core.staging import trace_to_jaxpr
+from funcgrad.lax.convolution import conv_general_dilated_p
+from funcgrad.lax.dot import dot_general_p
+from funcgrad.quantize import schemes
+from funcgrad.quantize.config import ProductInfo, QuantizeConfig
+from funcgrad.transforms.custom_derivatives import custom_jvp
+from funcgrad.transforms.eval_shape import abstractify
+
+PRODUCTS = (dot_general_p, conv_general_dilated_p)
+FLOATS = {"float16", "bfloat16", "float32", "float64"}
+
+
+def quantize(f, config=None, **changes):
+    """``f`` with its matrix products and convolutions quantized as ``config`` (a
+    ``QuantizeConfig``; keyword ``changes`` replace its fields) says. The result is an
+    ordinary function: ``jit``, ``vmap``, ``grad`` (with ``mode="fake"``) and ``make_jaxpr``
+    apply to it in any order. Its arguments must be arrays or pytrees of arrays (bind other
+    arguments with ``functools.partial``).
+
+    Example:
+        >>> w = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
+        >>> f = lambda x: jnp.tanh(x @ w)
+        >>> qf = funcgrad.quantize(f, funcgrad.quantize.QuantizeConfig())
+        >>> x = jnp.ones((2, 4))
+        >>> np.round(np.asarray(qf(x)), 2)
+        array([[-0.62,  0.  ,  0.62],
+               [-0.62,  0.  ,  0.62]], dtype=float32)
+        >>> [e.prim.name for e in funcgrad.make_jaxpr(qf)(x).eqns if e.prim.name == "dot_general"]
+        ['dot_general']
+        >>> "i8[2,4]" in str(funcgrad.make_jaxpr(qf)(x))
+        True
+    """
+    if not callable(f):
+        raise TypeError(f"funcgrad.quantize: expected a function, got {type(f).__name__}")
+    if config is None:
+        config = QuantizeConfig()
+    if not isinstance(config, QuantizeConfig):
+        raise TypeError(f"funcgrad.quantize: config must be a QuantizeConfig, got "
+                        f"{type(config).__name__}")
+    if changes:
+        config = config.replace(**changes)
+
+    @functools.wraps(f)
+    def quantized(*args, **kwargs):
+        closed, flags, leaves, out_tree = trace(f, args, kwargs, config.weight_argnums,
+                                                "funcgrad.quantize")
+        outs = Rewriter(config).run(closed.jaxpr, closed.consts, leaves, flags, ())
+        return tree_util.tree_unflatten(out_tree, outs)
+    return quantized
+
+
+def trace(f, args, kwargs, weight_argnums, where):
+    """(ClosedJaxpr of ``f``, weight flag per input leaf, input leaves, output treedef)."""
+    leaves, in_tree = tree_util.tree_flatten((args, kwargs))
+    flags = []
+    for i, a in enumerate(args):
+        flags += [i in weight_argnums] * len(tree_util.tree_leaves(a))
+    flags += [False] * (len(leaves) - len(flags))
+    try:
+        avals = [abstractify(x) for x in leaves]
+    except TypeError as e:
+        raise TypeError(f"{where}: the arguments of {getattr(f, '__name__', f)!r} must be "
+                        f"arrays or pytrees of arrays ({e}); bind other arguments with "
+                        f"functools.partial") from None
+    out_tree = []
+
+    def flat(*xs):
+        a, kw = tree_util.tree_unflatten(in_tree, xs)
+        outs, tree = tree_util.tree_flatten(f(*a, **kw))
+        out_tree.append(tree)
+        return outs
+    closed, _ = trace_to_jaxpr(flat, avals, debug_name=getattr(f, "__name__", None))
+    closed, _ = dce_closed_jaxpr(closed)
+    return closed, flags, leaves, out_tree[0]
+
+
+def quantize_jaxpr(closed, config, weight_flags=None):
+    """The rewritten ClosedJaxpr of ``closed`` (same inputs and outputs); ``weight_flags``
+    marks which inputs hold weights (none by default).
+
+    Example:
+        >>> from funcgrad.quantize import quantize_jaxpr, QuantizeConfig
+        >>> w = np.ones((3, 2), np.float32)
+        >>> closed = funcgrad.make_jaxpr(lambda x: x @ w)(jnp.ones((4, 3)))
+        >>> new = quantize_jaxpr(closed, QuantizeConfig(activation="none"))
+        >>> [str(v.aval.dtype) for v in new.jaxpr.constvars]
+        ['int8', 'float32', 'float32']
+    """
+    flags = list(weight_flags) if weight_flags is not None else [False] * len(closed.in_avals)
+    rw = Rewriter(config)
+    new, _ = trace_to_jaxpr(lambda *a: rw.run(closed.jaxpr, closed.consts, a, flags, ()),
+                            closed.in_avals)
+    return new
+
+
+def has_products(jaxpr):
+    """Whether ``jaxpr`` (or a body it carries) holds a dot_general or convolution."""
+    return any(e.prim in PRODUCTS or any(has_products(j) for j in subjaxprs(e))
+               for e in jaxpr.eqns)
+
+
+# --- straight-through fake quantization --------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def fake_quant_fn(fmt_name):
+    """``fq(x, scale, zero_point)``: x rounded to ``fmt``'s grid, with a straight-through
+    derivative (1 where x is inside the representable range, 0 where it was clipped)."""
+    fmt = schemes.get_format(fmt_name)
+
+    @custom_jvp
+    def fq(x, scale, zero_point):
+        return schemes.fake_quantize(x, scale, zero_point, fmt, jnp).astype(x.dtype)
+
+    @fq.defjvp
+    def fq_jvp(primals, tangents):
+        x, scale, zero_point = primals
+        y = x / scale + zero_point
+        inside = (y >= fmt.qmin - 0.5) & (y <= fmt.qmax + 0.5)
+        t = tangents[0]
+        return fq(x, scale, zero_point), jnp.where(inside, t, jnp.zeros_like(t))
+    return fq
+
+
+def _concrete(*xs):
+    return not any(isinstance(x, Tracer) for x in xs)
+
+
+# --- the geometry of one product: which axes scales reduce over, where they land ---------------
+class Geometry:
+    """Axes of a product's operands: the reduced axes of per-channel / per-row scales, and how
+    a scale in an operand's layout maps to the output's layout."""
+
+    def __init__(self, prim, params, lhs_shape, rhs_shape):
+        self.prim, self.params = prim, params
+        self.shapes = (tuple(lhs_shape), tuple(rhs_shape))
+
+    @property
+    def is_dot(self):
+        return self.prim is dot_general_p
+
+    def row_axes(self, side):
+        """Axes a per-row (activation) or per-channel (weight) scale reduces over."""
+        ndim = len(self.shapes[side])
+        if self.is_dot:
+            return tuple(self.params["dimension_numbers"][0][side])
+        lhs_spec, rhs_spec, _ = self.params["dimension_numbers"]
+        if side == 0 and self.params["batch_group_count"] != 1:
+            return tuple(range(ndim))
+        keep = lhs_spec[0] if side == 0 else rhs_spec[0]
+        return tuple(d for d in range(ndim) if d != keep)
+
+    def to_out(self, s, side, xp):
+        """Scale ``s`` (operand layout, size 1 on reduced axes) in the output's layout."""
+        ndim = len(self.shapes[side])
+        s = xp.reshape(s, (1,) * ndim) if np.size(s) == 1 else s
+        if self.is_dot:
+            (lc, rc), (lb, rb) = self.params["dimension_numbers"]
+            contract, batch = (lc, lb) if side == 0 else (rc, rb)
+            other = self.shapes[1 - side]
+            other_free = len(other) - len(contract) - len(batch)
+            free = [d for d in range(ndim) if d not in contract and d not in batch]
+            s = xp.transpose(s, tuple(batch) + tuple(free) + tuple(contract))
+            b, f = s.shape[:len(batch)], s.shape[len(batch):len(batch) + len(free)]
+            shape = b + f + (1,) * other_free if side == 0 else b + (1,) * other_free + f
+            return xp.reshape(s, shape)
+        lhs_spec, rhs_spec, out_spec = self.params["dimension_numbers"]
+        axis_in, axis_out = (lhs_spec[0], out_spec[0]) if side == 0 else (rhs_spec[0],
+                                                                           out_spec[1])
+        shape = [1] * ndim
+        shape[axis_out] = s.shape[axis_in]
+        return xp.reshape(s, tuple(shape))
+
+
+def _blocked(geom, block):
+    """Geometry and reshapers for a dot_general whose one contracted axis is split into
+    (n_blocks, block): the blocks become a leading batch axis of the product."""
+    (lc, rc), (lb, rb) = geom.params["dimension_numbers"]
+    if len(lc) != 1:
+        raise ValueError(f"funcgrad.quantize: per_block scales need a dot_general with one "
+                         f"contracted axis; this one contracts {len(lc)} "
+                         f"(operands {geom.shapes[0]} and {geom.shapes[1]})")
+    k = geom.shapes[0][lc[0]]
+    if k % block:
+        raise ValueError(f"funcgrad.quantize: block_size {block} does not divide the "
+                         f"contracted size {k} of the product of {geom.shapes[0]} and "
+                         f"{geom.shapes[1]}")
+    cs = (lc[0], rc[0])
+
+    def split_shape(side):
+        s, c = geom.shapes[side], cs[side]
+        return s[:c] + (k // block, block) + s[c + 1:]
+
+    def shift(dims, c):
+        return tuple(d + (d > c) for d in dims)
+    dnums = (((cs[0] + 1,), (cs[1] + 1,)),
+             ((cs[0],) + shift(lb, cs[0]), (cs[1],) + shift(rb, cs[1])))
+    params = dict(geom.params, dimension_numbers=dnums)
+    new = Geometry(dot_general_p, params, split_shape(0), split_shape(1))
+    return new, split_shape, cs
+
+
+class Rewriter:
+    """Evaluates a Jaxpr under the current interpreter with its products quantized.
+
+    ``observe(path, activation)``, when given, is called for each selected product instead of
+    quantizing it (calibration) and the product stays in float."""
+
+    def __init__(self, config, observe=None):
+        self.config, self.observe = config, observe
+
+    def run(self, jaxpr, consts, args, flags, path):
+        env, weight = {}, {}
+
+        def read(a):
+            return a.val if isinstance(a, Literal) else env[a]
+
+        def is_weight(a):
+            return True if isinstance(a, Literal) else weight[a]
+        for v, c in zip(jaxpr.constvars, consts):
+            env[v], weight[v] = c, True
+        for v, a, fl in zip(jaxpr.invars, args, flags):
+            env[v], weight[v] = a, fl
+        for i, eqn in enumerate(jaxpr.eqns):
+            ins = [read(a) for a in eqn.invars]
+            fl = [is_weight(a) for a in eqn.invars]
+            here = path + (i,)
+            info = self.select(eqn, fl, here) if eqn.prim in PRODUCTS else None
+            if info is not None:
+                outs = [self.product(eqn, ins, info)]
+            else:
+                if eqn.prim not in PRODUCTS and any(has_products(j) for j in subjaxprs(eqn)):
+                    eqn = self.rewrite_bodies(eqn, fl, here)
+                outs = eqn.prim.bind(*ins, **eqn.params)
+                if not eqn.prim.multiple_results:
+                    outs = [outs]
+            for v, o in zip(eqn.outvars, outs):
+                env[v], weight[v] = o, all(fl)
+        return [read(v) for v in jaxpr.outvars]
+
+    def rewrite_bodies(self, eqn, flags, path):
+        count = itertools.count()
+
+        def body(sub):
+            k = next(count)
+            closed = sub if isinstance(sub, ClosedJaxpr) else ClosedJaxpr(sub, [])
+            if not has_products(closed.jaxpr) or (not isinstance(sub, ClosedJaxpr)
+                                                  and sub.constvars):
+                return sub
+            n = len(closed.jaxpr.invars)
+            # operands map onto a body's inputs from the end (cond's index and a while
+            # loop's condition operands come first)
+            sub_flags = list(flags[-n:]) if n <= len(flags) else [False] * n
+            new, _ = trace_to_jaxpr(
+                lambda *a: self.run(closed.jaxpr, closed.consts, a, sub_flags, path + (k,)),
+                closed.in_avals)
+            return new if isinstance(sub, ClosedJaxpr) else new.jaxpr
+        return map_subjaxprs(eqn, body)
+
+    def select(self, eqn, flags, path):
+        cfg = self.config
+        if eqn.outvars[0].aval.dtype.name not in FLOATS:
+            return None
+        if eqn.prim is conv_general_dilated_p and not cfg.convolutions:
+            return None
+        lhs, rhs = (a.aval for a in eqn.invars)
+        weight_index = 0 if eqn.prim is dot_general_p and flags[0] and not flags[1] else 1
+        info = ProductInfo(eqn.prim.name, path, tuple(lhs.shape), tuple(rhs.shape),
+                           lhs.dtype, weight_index, dict(eqn.params))
+        if info.weight_size < cfg.min_weight_size:
+            return None
+        if cfg.select is not None and not cfg.select(info):
+            return None
+        return info
+
+    # --- one product ---------------------------------------------------------------------------
+    def product(self, eqn, ins, info):
+        cfg = self.config
+        wi = info.weight_index
+        ai = 1 - wi
+        if self.observe is not None:
+            self.observe(info, ins[ai])
+            return eqn.prim.bind(*ins, **eqn.params)
+        geom = Geometry(eqn.prim, eqn.params, info.lhs_shape, info.rhs_shape)
+        out_dtype = eqn.outvars[0].aval.dtype
+        wf = cfg.weight_format
+        block = cfg.block_size if cfg.granularity == "per_block" else None
+        if block is not None and eqn.prim is not dot_general_p:
+            raise ValueError(f"funcgrad.quantize: per_block scales apply to dot_general only, "
+                             f"not to the convolution of {info.lhs_shape} and "
+                             f"{info.rhs_shape}; select it out or use per_channel")
+        pgeom, split_shape, _ = _blocked(geom, block) if block else (geom, None, None)
+        w = ins[wi]
+        xp = np if _concrete(w) else jnp
+        w_in = xp.reshape(xp.asarray(w) if xp is np else w, split_shape(wi)) if block else \
+            (np.asarray(w) if xp is np else w)
+        if cfg.granularity == "per_tensor":
+            axes = tuple(range(len(pgeom.shapes[wi])))
+        elif block:
+            axes = (pgeom.params["dimension_numbers"][0][wi][0],)
+        else:
+            axes = geom.row_axes(wi)
+        w_stat = w_in if xp is np else lax.stop_gradient(w_in)
+        lo, hi = schemes.reduced_range(w_stat, axes, xp)
+        sw, zw = schemes.qparams(lo, hi, wf, cfg.symmetric, xp, narrow=True)
+        act = ins[ai]
+
+        if cfg.mode == "fake":
+            wq = fake_quant_fn(wf.name)(w_in.astype(np.float32) if xp is jnp else
+                                        jnp.asarray(w_in, dtype=np.float32), sw,
+                                        zw.astype(np.float32))
+            wq = jnp.reshape(wq, geom.shapes[wi]).astype(out_dtype)
+            if cfg.activation != "none":
+                sa, za = self.activation_qparams(act, geom, ai, info, jnp)
+                act = fake_quant_fn(cfg.activation_format.name)(
+                    act, sa, jnp.asarray(za, dtype=np.float32)).astype(act.dtype)
+            ops = [None, None]
+            ops[wi], ops[ai] = wq, act
+            return eqn.prim.bind(*ops, **eqn.params)
+
+        qw = schemes.quantize(w_in, sw, zw, wf, xp)
+        if cfg.activation == "none":
+            wd = schemes.dequantize(jnp.asarray(qw), sw, zw, jnp)
+            ops = [None, None]
+            ops[wi], ops[ai] = jnp.reshape(wd, geom.shapes[wi]).astype(act.dtype), act
+            return eqn.prim.bind(*ops, **eqn.params)
+
+        af = cfg.activation_format
+        act_in = jnp.reshape(act, split_shape(ai)) if block else act
+        sa, za = self.activation_qparams(act_in, pgeom, ai, info, jnp)
+        qa = schemes.quantize(act_in, sa, za, af, jnp)
+        acc = np.float32 if wf.is_float else np.int32
+        params = dict(pgeom.params, preferred_element_type=np.dtype(acc), precision=None)
+
+        def prod(a_op, w_op):
+            ops = [None, None]
+            ops[ai], ops[wi] = a_op, w_op
+            return eqn.prim.bind(*ops, **params)
+        out = prod(qa, qw)
+        if not wf.is_float:
+            a_affine, w_affine = not cfg.activation_symmetric, not cfg.symmetric
+            if a_affine:
+                za_full = jnp.broadcast_to(za, qa.shape).astype(qa.dtype)
+                out = out - prod(za_full, qw)
+            if w_affine:
+                zw_full = (np.broadcast_to(zw, qw.shape) if xp is np else
+                           jnp.broadcast_to(zw, qw.shape)).astype(qw.dtype)
+                out = out - prod(qa, zw_full)
+            if a_affine and w_affine:
+                out = out + prod(za_full, zw_full)
+        scale = pgeom.to_out(sw, wi, xp)
+        res = out.astype(np.float32) * pgeom.to_out(sa, ai, jnp) * scale
+        if block:
+            res = jnp.sum(res, axis=0)
+        return res.astype(out_dtype)
+
+    def activation_qparams(self, act, geom, side, info, xp):
+        """(scale, zero_point) of an activation: its rows' ranges now, or the static range."""
+        cfg = self.config
+        af = cfg.activation_format
+        if cfg.activation == "dynamic":
+            lo, hi = schemes.reduced_range(lax.stop_gradient(act), geom.row_axes(side), xp)
+            return schemes.qparams(lo, hi, af, cfg.activation_symmetric, xp, narrow=True)
+        ranges = cfg.static_ranges
+        if ranges is None:
+            raise ValueError("funcgrad.quantize: activation='static' needs static_ranges; run "
+                             "funcgrad.quantize.calibrate(f, batches) and pass its result as "
+                             "QuantizeConfig(static_ranges=...)")
+        lo, hi = ranges.range_of(info.path, "funcgrad.quantize")
+        lo, hi = np.asarray(lo, np.float32), np.asarray(hi, np.float32)
+        if lo.ndim:
+            ndim = len(geom.shapes[side])
+            reduced = set(geom.row_axes(side))
+            axis = ranges.axis_of(info.path)
+            if axis in reduced or axis is None or axis >= ndim:
+                raise ValueError(f"funcgrad.quantize: the static range of the product at path "
+                                 f"{info.path} is per channel along axis {axis}, which the "
+                                 f"product of {info.lhs_shape} and {info.rhs_shape} contracts "
+                                 f"(a scale there cannot be factored out); calibrate with a "
+                                 f"per-tensor observer")
+            shape = [1] * ndim
+            shape[axis] = lo.size
+            lo, hi = lo.reshape(shape), hi.reshape(shape)
+        return schemes.qparams(lo, hi, af, cfg.activation_symmetric, np, narrow=True)
