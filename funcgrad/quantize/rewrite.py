@@ -326,12 +326,14 @@ class Rewriter:
         w_stat = w_in if xp is np else lax.stop_gradient(w_in)
         lo, hi = schemes.reduced_range(w_stat, axes, xp)
         sw, zw = schemes.qparams(lo, hi, wf, cfg.symmetric, xp, narrow=True)
+        if cfg.symmetric:
+            zw = 0
         act = ins[ai]
 
         if cfg.mode == "fake":
             wq = fake_quant_fn(wf.name)(w_in.astype(np.float32) if xp is jnp else
                                         jnp.asarray(w_in, dtype=np.float32), sw,
-                                        zw.astype(np.float32))
+                                        jnp.asarray(zw, dtype=np.float32))
             wq = jnp.reshape(wq, geom.shapes[wi]).astype(out_dtype)
             if cfg.activation != "none":
                 sa, za = self.activation_qparams(act, geom, ai, info, jnp)
@@ -383,7 +385,8 @@ class Rewriter:
         af = cfg.activation_format
         if cfg.activation == "dynamic":
             lo, hi = schemes.reduced_range(lax.stop_gradient(act), geom.row_axes(side), xp)
-            return schemes.qparams(lo, hi, af, cfg.activation_symmetric, xp, narrow=True)
+            scale, zp = schemes.qparams(lo, hi, af, cfg.activation_symmetric, xp, narrow=True)
+            return scale, 0 if cfg.activation_symmetric else zp
         ranges = cfg.static_ranges
         if ranges is None:
             raise ValueError("funcgrad.quantize: activation='static' needs static_ranges; run "
@@ -404,4 +407,5 @@ class Rewriter:
             shape = [1] * ndim
             shape[axis] = lo.size
             lo, hi = lo.reshape(shape), hi.reshape(shape)
-        return schemes.qparams(lo, hi, af, cfg.activation_symmetric, np, narrow=True)
+        scale, zp = schemes.qparams(lo, hi, af, cfg.activation_symmetric, np, narrow=True)
+        return scale, 0 if cfg.activation_symmetric else zp

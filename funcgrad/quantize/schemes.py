@@ -136,7 +136,10 @@ def quantize(x, scale, zero_point, fmt, xp=np):
         return xp.clip(y, fmt.qmin, fmt.qmax).astype(fmt.storage)
     # float32 cannot hold int32's maximum: clip to the largest float32 below it
     qmax = fmt.qmax if fmt.storage.itemsize < 4 else float(np.nextafter(np.float32(2 ** 31), 0))
-    return xp.clip(xp.round(y) + zero_point, fmt.qmin, qmax).astype(fmt.storage)
+    y = xp.round(y)
+    if not _is_zero(zero_point):
+        y = y + zero_point
+    return xp.clip(y, fmt.qmin, qmax).astype(fmt.storage)
 
 
 def dequantize(q, scale, zero_point, xp=np):
@@ -147,8 +150,15 @@ def dequantize(q, scale, zero_point, xp=np):
         >>> dequantize(np.array([-3, 0, 7], np.int8), 0.5, 1)
         array([-2. , -0.5,  3. ], dtype=float32)
     """
-    return ((q.astype(np.float32) - xp.asarray(zero_point, dtype=np.float32))
-            * xp.asarray(scale, dtype=np.float32)).astype(np.float32)
+    q = q.astype(np.float32)
+    if not _is_zero(zero_point):
+        q = q - xp.asarray(zero_point, dtype=np.float32)
+    return (q * xp.asarray(scale, dtype=np.float32)).astype(np.float32)
+
+
+def _is_zero(zero_point):
+    """A zero point known to be 0 when traced (a Python 0): adding it is skipped."""
+    return isinstance(zero_point, (int, float)) and zero_point == 0
 
 
 def fake_quantize(x, scale, zero_point, fmt, xp=np):
