@@ -6,12 +6,14 @@ int8 (weights quantized once per channel, activations per row at run time): func
 ``torch.ao.quantization.quantize_dynamic`` (when torch is installed; its default x86 engine,
 fbgemm). Also funcgrad's weight-only int8 (dequantize into a float product).
 
-Each number is the median over ``--repeats`` runs of the mean time of ``--calls`` calls (ms).
+Each number is the median over ``--repeats`` rounds of the mean time of ``--calls`` calls (ms);
+the variants alternate within each round, so the load of a shared machine falls on all alike.
 Rows (2) LSTM LM and (3) LeNet of issue 22 come with ``funcgrad.quantization``.
 
 Run: python bench/quantize.py [--repeats 7] [--calls 50] [--threads N]
 """
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -26,20 +28,16 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
 
-def median_ms(fn, sync, repeats, calls):
-    for _ in range(3):
-        sync(fn())
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            out = fn()
-        sync(out)
-        times.append((time.perf_counter() - t0) / calls * 1e3)
-    return statistics.median(times)
+def time_ms(fn, sync, calls):
+    """Mean time of ``calls`` calls of ``fn`` (ms), synchronized at the end."""
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        out = fn()
+    sync(out)
+    return (time.perf_counter() - t0) / calls * 1e3
 
 
-def funcgrad_rows(x, w, b, repeats, calls):
+def funcgrad_variants(x, w, b):
     import funcgrad
     import funcgrad.numpy as jnp
     from funcgrad.quantize import QuantizeConfig
@@ -47,24 +45,21 @@ def funcgrad_rows(x, w, b, repeats, calls):
     def linear(x):
         return x @ w.T + b
     xs = jnp.asarray(x)
-    ref = x @ w.T + b
-    rows = {}
+    sync = lambda o: o.block_until_ready()
+    out = {}
     for name, fn in (("float32", funcgrad.jit(linear)),
                      ("dynamic int8", funcgrad.jit(funcgrad.quantize(linear, QuantizeConfig()))),
                      ("weight-only int8", funcgrad.jit(funcgrad.quantize(
                          linear, QuantizeConfig(activation="none"))))):
-        err = float(np.abs(np.asarray(fn(xs)) - ref).max())
-        rows[name] = (median_ms(lambda: fn(xs), lambda o: o.block_until_ready(), repeats, calls),
-                      err)
-    return rows
+        out[name] = (functools.partial(fn, xs), sync, lambda fn=fn: np.asarray(fn(xs)))
+    return out
 
 
-def torch_rows(x, w, b, repeats, calls):
+def torch_variants(x, w, b):
     try:
         import torch
     except ImportError:
         return {}
-    torch.manual_seed(0)
     lin = torch.nn.Linear(w.shape[1], w.shape[0])
     with torch.no_grad():
         lin.weight.copy_(torch.from_numpy(w))
@@ -74,13 +69,26 @@ def torch_rows(x, w, b, repeats, calls):
         qlin = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(lin), {torch.nn.Linear},
                                                       dtype=torch.qint8)
     xt = torch.from_numpy(x)
-    ref = x @ w.T + b
-    rows = {}
-    with torch.inference_mode():
-        for name, m in (("float32", lin), ("dynamic int8", qlin)):
-            err = float(np.abs(m(xt).numpy() - ref).max())
-            rows[name] = (median_ms(lambda: m(xt), lambda o: None, repeats, calls), err)
-    return rows
+
+    def call(m):
+        with torch.inference_mode():
+            return m(xt)
+    return {name: (functools.partial(call, m), lambda o: None,
+                   lambda m=m: call(m).numpy())
+            for name, m in (("float32", lin), ("dynamic int8", qlin))}
+
+
+def measure(variants, repeats, calls):
+    """Median (over ``repeats`` rounds, every variant once per round, interleaved so that the
+    machine's load falls on all alike) of each variant's mean call time."""
+    for fn, sync, _ in variants.values():
+        for _ in range(3):
+            sync(fn())
+    times = {key: [] for key in variants}
+    for _ in range(repeats):
+        for key, (fn, sync, _) in variants.items():
+            times[key].append(time_ms(fn, sync, calls))
+    return {key: statistics.median(t) for key, t in times.items()}
 
 
 def main():
@@ -96,10 +104,19 @@ def main():
     if args.threads:
         import torch
         torch.set_num_threads(args.threads)
-    fg = funcgrad_rows(x, w, b, args.repeats, args.calls)
-    tc = torch_rows(x, w, b, args.repeats, args.calls)
+    ref = x @ w.T + b
+    variants = {("funcgrad", k): v for k, v in funcgrad_variants(x, w, b).items()}
+    variants.update({("torch", k): v for k, v in torch_variants(x, w, b).items()})
+    ms = measure(variants, args.repeats, args.calls)
+    err = {key: float(np.abs(v[2]() - ref).max()) for key, v in variants.items()}
+    fg = {k: (ms[f, k], err[f, k]) for f, k in ms if f == "funcgrad"}
+    tc = {k: (ms[f, k], err[f, k]) for f, k in ms if f == "torch"}
     print("(1) Linear 16x1024 @ 1024x1024, CPU; ms per call (median of "
           f"{args.repeats} x {args.calls} calls), max |error| against NumPy float32")
+    if tc:
+        import torch
+        print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, quantized engine "
+              f"{torch.backends.quantized.engine}; {os.cpu_count()} CPUs")
     print(f"{'variant':<18} {'funcgrad ms':>12} {'error':>9} {'torch ms':>10} {'error':>9}")
     for name in ("float32", "dynamic int8", "weight-only int8"):
         f_ms, f_err = fg[name]
