@@ -277,3 +277,13 @@ def test_module_is_callable_and_exports():
     assert callable(funcgrad.quantize)
     assert funcgrad.quantize.Config is QuantizeConfig
     assert callable(funcgrad.quantize.calibrate)
+
+
+def test_int_mode_derivative_is_the_float_products():
+    # the rounding has no useful derivative; the int product differentiates as the float one
+    f = lambda x: jnp.sum(funcgrad.quantize(lambda x: x @ W)(x) * 2.0)
+    np.testing.assert_allclose(np.asarray(funcgrad.grad(f)(X)), 2.0 * np.ones((4, 8)) @ W.T,
+                               rtol=1e-5)
+    g = lambda w: jnp.sum(funcgrad.quantize(lambda w, x: x @ w)(w, X))
+    np.testing.assert_allclose(np.asarray(funcgrad.jit(funcgrad.grad(g))(W)),
+                               X.T @ np.ones((4, 8)), rtol=1e-5)
