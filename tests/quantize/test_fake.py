@@ -92,3 +92,20 @@ def test_grad_composes_with_jit_and_vmap_in_several_orders():
     rows = np.stack([np.asarray(funcgrad.grad(q)(W, X[i:i + 1])) for i in range(5)])
     np.testing.assert_allclose(per, rows, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(per.sum(0), g, rtol=1e-4, atol=1e-5)
+
+
+def test_pmap_composition_on_the_local_devices():
+    from funcgrad import lax
+    n = funcgrad.local_device_count()
+    xs = np.stack([X] * n)
+    loss = lambda w, x: jnp.sum(jnp.tanh(x @ w) ** 2)
+    q = funcgrad.quantize(loss, FAKE)
+    step = funcgrad.pmap(lambda w, x: lax.pmean(funcgrad.grad(q)(w, x), "d"), axis_name="d",
+                         in_axes=(None, 0))
+    np.testing.assert_allclose(np.asarray(step(W, xs))[0], np.asarray(funcgrad.grad(q)(W, X)),
+                               rtol=1e-5, atol=1e-6)
+    qint = funcgrad.quantize(lambda x: x @ W)
+    np.testing.assert_allclose(np.asarray(funcgrad.pmap(qint)(xs))[0], np.asarray(qint(X)),
+                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(funcgrad.quantize(funcgrad.pmap(lambda x: x @ W))(xs))[0],
+                               np.asarray(qint(X)), rtol=1e-6, atol=1e-6)
