@@ -287,3 +287,25 @@ def test_int_mode_derivative_is_the_float_products():
     g = lambda w: jnp.sum(funcgrad.quantize(lambda w, x: x @ w)(w, X))
     np.testing.assert_allclose(np.asarray(funcgrad.jit(funcgrad.grad(g))(W)),
                                X.T @ np.ones((4, 8)), rtol=1e-5)
+
+
+def test_int4_per_block_weight_only_like_torchaos_int4_config():
+    cfg = QuantizeConfig(weight_dtype="int4", granularity="per_block", block_size=8,
+                         activation="none")
+    got = np.asarray(funcgrad.quantize(lambda x: x @ W, cfg)(X))
+    blocks = W.reshape(2, 8, 8)                 # (block, within block, output channel)
+    qw, sw = ref.sym_quant(blocks, (1,), qmax=7)
+    w_deq = (qw * sw).reshape(16, 8)
+    np.testing.assert_allclose(got, X.astype(np.float64) @ w_deq, rtol=1e-5, atol=1e-5)
+    closed = funcgrad.make_jaxpr(funcgrad.quantize(lambda x: x @ W, cfg))(X)
+    assert [str(v.aval.dtype) for v in closed.jaxpr.constvars][:1] == ["int8"]
+    assert all(-8 <= v <= 7 for v in np.asarray(closed.consts[0]).ravel())
+
+
+def test_weight_only_convolution():
+    x = RNG.normal(size=(1, 2, 6, 6)).astype(np.float32)
+    k = RNG.normal(size=(4, 2, 3, 3)).astype(np.float32)
+    f = lambda x: lax.conv_general_dilated(x, k, (1, 1), "VALID")
+    got = np.asarray(funcgrad.quantize(f, activation="none")(x))
+    qk, sk = ref.sym_quant(k, (1, 2, 3))
+    np.testing.assert_allclose(got, ref.conv2d_nchw(x, qk * sk, 0), rtol=1e-5, atol=1e-4)
