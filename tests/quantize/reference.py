@@ -35,3 +35,19 @@ def conv2d_nchw(x, k, pad):
     kh, kw = k.shape[2:]
     win = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(2, 3))
     return np.einsum("nchwij,ocij->nohw", win, np.asarray(k, np.float64))
+
+
+def dot_general(a, b, dnums):
+    """NumPy dot_general (batch, lhs free, rhs free) in float64, by einsum."""
+    (lc, rc), (lb, rb) = dnums
+    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    la = [None] * a.ndim
+    lbb = [None] * b.ndim
+    for i, j in list(zip(lc, rc)) + list(zip(lb, rb)):
+        la[i] = lbb[j] = next(letters)
+    la = [c or next(letters) for c in la]
+    lbb = [c or next(letters) for c in lbb]
+    out = [la[i] for i in lb] + [c for i, c in enumerate(la) if i not in lc and i not in lb] + \
+        [c for i, c in enumerate(lbb) if i not in rc and i not in rb]
+    return np.einsum(f"{''.join(la)},{''.join(lbb)}->{''.join(out)}",
+                     np.asarray(a, np.float64), np.asarray(b, np.float64))

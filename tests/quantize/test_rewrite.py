@@ -309,3 +309,22 @@ def test_weight_only_convolution():
     got = np.asarray(funcgrad.quantize(f, activation="none")(x))
     qk, sk = ref.sym_quant(k, (1, 2, 3))
     np.testing.assert_allclose(got, ref.conv2d_nchw(x, qk * sk, 0), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("lhs_shape,rhs_shape,dnums", [
+    ((3, 4, 5), (5, 4, 6), (((1, 2), (1, 0)), ((), ()))),      # two contracted axes
+    ((2, 5, 3), (6, 5, 2), (((1,), (1,)), ((0,), (2,)))),      # batch axes in odd places
+    ((5, 3), (6, 5), (((0,), (1,)), ((), ()))),                # x.T @ w.T
+    ((4, 2, 5), (5, 3, 7), (((2,), (0,)), ((), ()))),          # several free axes
+])
+def test_any_dimension_numbers(lhs_shape, rhs_shape, dnums):
+    rng = np.random.default_rng(7)
+    a = rng.normal(size=lhs_shape).astype(np.float32)
+    b = rng.normal(size=rhs_shape).astype(np.float32)
+    (lc, rc), _ = dnums
+    got = np.asarray(funcgrad.jit(funcgrad.quantize(lambda a, b: lax.dot_general(a, b, dnums)))(
+        a, b))
+    qa, sa = ref.sym_quant(a, lc)
+    qb, sb = ref.sym_quant(b, rc)
+    want = ref.dot_general(qa * sa, qb * sb, dnums)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
