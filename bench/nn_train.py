@@ -17,7 +17,10 @@ With ``--gpu`` the training steps run on the GPU for every framework (funcgrad a
 their CUDA plugins, PyTorch on ``cuda``); the one-thread PyTorch variant and the dispatch
 measurement are skipped. Without it everything stays on the CPU, GPU or not.
 
-Run: python bench/nn_train.py [--rounds 5] [--steps 30] [--gpu]
+With ``--eager`` the same training steps run without ``jit`` (funcgrad and JAX; PyTorch is
+eager anyway): what a user's first PyTorch-style loop costs.
+
+Run: python bench/nn_train.py [--rounds 5] [--steps 30] [--gpu] [--eager]
 """
 import argparse
 import json
@@ -98,7 +101,7 @@ def median_step_ms(step, steps, rounds=5, warmup=3):
 
 
 # --- one framework per process ------------------------------------------------------------------
-def run_funcgrad(case, steps):
+def run_funcgrad(case, steps, jit=True):
     import funcgrad
     import funcgrad.nn as nn
     import funcgrad.nn.functional as F
@@ -110,11 +113,12 @@ def run_funcgrad(case, steps):
     def loss(out, y):
         return F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
 
-    @funcgrad.jit
     def train_step(m, o, x, y):
         value, grads = funcgrad.value_and_grad(lambda mm: loss(mm(x), y))(m)
         o.step(grads)
         return value
+    if jit:
+        train_step = funcgrad.jit(train_step)
     x, y = (funcgrad.numpy.asarray(a) for a in data(case))
     return median_step_ms(lambda: train_step(model, opt, x, y).block_until_ready(), steps)
 
@@ -140,7 +144,7 @@ def run_torch(case, steps, threads):
     return median_step_ms(train_step, steps)
 
 
-def run_jax(case, steps):
+def run_jax(case, steps, jit=True):
     """The same models written the way a JAX user would (jax.lax conv/scan, pytrees of arrays)."""
     import jax
     import jax.numpy as jnp
@@ -201,12 +205,13 @@ def run_jax(case, steps):
         logp = jax.nn.log_softmax(out.reshape(-1, out.shape[-1]))
         return -jnp.mean(jnp.take_along_axis(logp, y.reshape(-1, 1), 1))
 
-    @jax.jit
     def train_step(p, m, x, y):
         value, g = jax.value_and_grad(loss)(p, x, y)
         m = jax.tree_util.tree_map(lambda mm, gg: 0.9 * mm + gg, m, g)
         p = jax.tree_util.tree_map(lambda pp, mm: pp - 0.01 * mm, p, m)
         return p, m, value
+    if jit:
+        train_step = jax.jit(train_step)
     state = [params, jax.tree_util.tree_map(jnp.zeros_like, params)]
     x, y = (jnp.asarray(a) for a in data(case))
 
@@ -342,9 +347,14 @@ FRAMEWORKS = {
     "jax": lambda case, steps: run_jax(case, steps),
     "flax-nnx": lambda case, steps: run_flax(case, steps),
     "equinox": lambda case, steps: run_equinox(case, steps),
+    # --eager: the same steps without jit, as a PyTorch user writes them first
+    "funcgrad-eager": lambda case, steps: run_funcgrad(case, steps, jit=False),
+    "jax-eager": lambda case, steps: run_jax(case, steps, jit=False),
 }
 REQUIRES = {"torch": "torch", "torch-1thread": "torch", "jax": "jax", "flax-nnx": "flax",
-            "equinox": "equinox"}
+            "equinox": "equinox", "jax-eager": "jax"}
+EAGER_ONLY = ("funcgrad-eager", "jax-eager")
+JIT_ONLY = ("funcgrad", "jax", "flax-nnx", "equinox")
 
 
 def available(name):
@@ -468,6 +478,8 @@ def main():
     ap.add_argument("--worker", nargs=2, metavar=("FRAMEWORK", "CASE"))
     ap.add_argument("--dispatch", metavar="FRAMEWORK")
     ap.add_argument("--gpu", action="store_true", help="train on the GPU (every framework)")
+    ap.add_argument("--eager", action="store_true",
+                    help="the training steps without jit (funcgrad, JAX) vs PyTorch eager")
     args = ap.parse_args()
     if args.dispatch:
         print(json.dumps(DISPATCH[args.dispatch]()))
@@ -476,7 +488,9 @@ def main():
         framework, case = args.worker
         print(json.dumps({"ms": FRAMEWORKS[framework](case, args.steps)}))
         return
-    names = [n for n in FRAMEWORKS if available(n) and not (args.gpu and n == "torch-1thread")]
+    base = "funcgrad-eager" if args.eager else "funcgrad"
+    names = [n for n in FRAMEWORKS if available(n) and not (args.gpu and n == "torch-1thread")
+             and n not in (JIT_ONLY if args.eager else EAGER_ONLY)]
     cases = {"lenet": "LeNet train step (batch 64)", "lstm": "LSTM LM train step (32x35)"}
     results = {(c, n): [] for c in cases for n in names}
     for _ in range(args.rounds):
@@ -484,20 +498,20 @@ def main():
             for name in names:
                 results[case, name].append(in_subprocess(name, case, args.steps))
     med = {k: statistics.median(v) for k, v in results.items()}
-    others = [n for n in names if n != "funcgrad"]
+    others = [n for n in names if n != base]
     print(f"median of {args.rounds} processes per framework, each the median of 5 x "
-          f"{args.steps} steps (ms per step; ratio = funcgrad / other)")
-    print("| benchmark | funcgrad | " + " | ".join(others) + " | "
+          f"{args.steps} steps (ms per step; ratio = {base} / other)")
+    print(f"| benchmark | {base} | " + " | ".join(others) + " | "
           + " | ".join(f"vs {n}" for n in others) + " |")
     print("| --- " * (2 + 2 * len(others)) + "|")
     for case, title in cases.items():
-        fg = med[case, "funcgrad"]
+        fg = med[case, base]
         print(f"| {title} | {fg:.2f} | " + " | ".join(f"{med[case, n]:.2f}" for n in others)
               + " | " + " | ".join(f"{fg / med[case, n]:.2f}x" for n in others) + " |")
     missing = [n for n in FRAMEWORKS if not available(n)]
     if missing:
         print(f"(not installed, so not measured: {', '.join(missing)})")
-    if args.gpu:
+    if args.gpu or args.eager:
         return
     print()
     print("| jitted call taking a 3-Linear model vs the same jit over a list of its arrays "

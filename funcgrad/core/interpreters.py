@@ -43,6 +43,33 @@ def is_eager():
     return interp is None or interp is _root
 
 
+def nothing_staged():
+    """Whether primitives applied here run now on device arrays: either eagerly, or through
+    transformations that compute alongside the values (``jvp``, ``vmap``, the known forward
+    pass of ``grad``/``linearize``) rather than staging a program for later (``jit``,
+    ``make_jaxpr``, control-flow bodies). Library functions use it to run as one compiled call
+    under an eager ``grad``, where the user's own code still runs op by op.
+
+    Example:
+        >>> import funcgrad
+        >>> from funcgrad.core import interpreters
+        >>> funcgrad.grad(lambda x: print(interpreters.nothing_staged()) or x)(1.0)
+        True
+        Array(1., dtype=float32)
+        >>> funcgrad.jit(lambda x: print(interpreters.nothing_staged()) or x)(1.0)
+        False
+        Array(1., dtype=float32, weak_type=True)
+    """
+    if not entered[0]:
+        return True
+    interp = _current.get(None)
+    while interp is not None and interp is not _root:
+        if interp.stages:
+            return False
+        interp = interp.parent
+    return True
+
+
 def to_device(value):
     """``value`` (a NumPy array or Python scalar) as a concrete array on the default device:
     the root (eager) interpreter's ``device_put``. For rules that make values on the host (host
@@ -82,6 +109,7 @@ class Interpreter:
     """
 
     parent = None
+    stages = False     # True for interpreters that record a program to run later (jit's)
     debug_name = None
 
     def process_primitive(self, prim, args, params):

@@ -26,6 +26,7 @@ class StagingInterpreter(Interpreter):
     def __init__(self, parent, forward_known=False, debug_name=None):
         self.parent = parent
         self.forward_known = forward_known
+        self.stages = not forward_known
         self.debug_name = debug_name
         self.eqns = []
         self.constvars = {}   # id(value) -> (var, value)

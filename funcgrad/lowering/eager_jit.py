@@ -73,7 +73,7 @@ def jit_when_eager(fun, static=()):
 
     @functools.wraps(fun)
     def wrapper(*args, **kwargs):
-        if not interpreters.is_eager():
+        if not interpreters.nothing_staged():
             return fun(*args, **kwargs)
         try:
             bound = sig.bind(*args, **kwargs)

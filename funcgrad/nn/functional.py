@@ -1759,6 +1759,13 @@ def prelu(input, weight):
 # (shapes, dtypes, options) and run as one executable: F.cross_entropy on (64, 100) logits takes
 # about 25 us instead of 800 us of per-primitive dispatches. Every non-array option is static.
 _EAGER_STATIC = {
+    "linear": (),
+    "conv1d": ("stride", "padding", "dilation", "groups"),
+    "conv2d": ("stride", "padding", "dilation", "groups"),
+    "conv3d": ("stride", "padding", "dilation", "groups"),
+    "max_pool1d": ("kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"),
+    "max_pool2d": ("kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"),
+    "max_pool3d": ("kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"),
     "softmax": ("dim", "dtype"), "log_softmax": ("dim", "dtype"),
     "nll_loss": ("ignore_index", "reduction"),
     "cross_entropy": ("ignore_index", "reduction", "label_smoothing"),

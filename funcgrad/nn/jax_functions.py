@@ -328,6 +328,8 @@ _EAGER_STATIC = {
     "softmax": ("axis", "initial"), "log_softmax": ("axis", "initial"),
     "logsumexp": ("axis", "keepdims", "return_sign"), "gelu": ("approximate",),
     "standardize": ("axis", "epsilon"),
+    "relu": (), "relu6": (), "leaky_relu": ("negative_slope",), "elu": ("alpha",), "selu": (),
+    "silu": (), "hard_tanh": (), "mish": (),
 }
 
 jit_when_eager_in(globals(), _EAGER_STATIC)
