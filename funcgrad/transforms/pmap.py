@@ -6,8 +6,9 @@ it for ``num_replicas = len(devices)`` (``funcgrad.lowering.spmd``); each call t
 arguments over the devices (an Array already split that way is used in place) and runs the
 program once on all of them. Outputs are sharded ``funcgrad.Array``s.
 
-Called under another transformation (``grad``, ``jit``, ``vmap``) ``pmap`` computes the same
-values as ``vmap`` with the same axis name (see docs/parallel.md).
+Called under another transformation (``grad``, ``jvp``, ``vmap``, ``jit``) ``pmap`` binds the
+``pmap`` primitive (``funcgrad.lowering.pmap_primitive``), whose rules keep the transformed
+computation a program over the same devices (see docs/parallel.md).
 
 Example:
     >>> import funcgrad, funcgrad.numpy as jnp
@@ -20,29 +21,14 @@ import functools
 from funcgrad import tree_util
 from funcgrad.core import interpreters
 from funcgrad.core.avals import ShapedArray
-from funcgrad.core.batching import AxisData
-from funcgrad.core.interpreters import Interpreter, Tracer
+from funcgrad.core.interpreters import Tracer
 from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.core.values import aval_of, is_arraylike
-from funcgrad.lax.shapes import expand_dims, squeeze
 from funcgrad.lowering import backend
+from funcgrad.lowering.pmap_primitive import (as_operands, bound_axis, executable_for, pmap_p,
+                                              resolve_devices)
 from funcgrad.lowering.sharding import ShardedArray, shard_value
-from funcgrad.lowering.spmd import ReplicatedExecutable
 from funcgrad.transforms.batching import _arg_names, _check_axes_spec, _leaf_axes, _leaf_labels
-from funcgrad.transforms.batching import vmap
-
-
-class _DeviceAxis(Interpreter):
-    """Binds pmap's axis name while its function is staged: collectives find the axis size here
-    (``lax.axis_size``); every primitive goes on to the staging interpreter below."""
-
-    def __init__(self, parent, name, size):
-        self.parent = parent
-        self.axis = AxisData(name, size)
-        self.debug_name = "pmap"
-
-    def process_primitive(self, prim, args, params):
-        return self.forward_to_parent(prim, args, params)
 
 
 class _AnonymousAxis:
@@ -65,7 +51,8 @@ class PmapFunction:
         self.axis_size = axis_size
         self.donate_argnums = tuple(donate_argnums)
         self.name = getattr(fun, "__name__", type(fun).__name__)
-        self._cache = {}
+        self._traces = {}   # (treedef, avals, in_axes, static args, size) -> staged body
+        self._cache = {}    # (that key, devices) -> (executable, out tree, const buffers)
         # (treedef, (aval key, sharding) per leaf) -> (executable, out tree, const buffers) for
         # calls whose arguments are all ShardedArrays already laid out as the program takes them
         self._fast = {}
@@ -98,23 +85,6 @@ class PmapFunction:
             axes.extend(_leaf_axes(spec, arg, f"in_axes[{i}]"))
         axes.extend([0] * len(tree_util.tree_leaves(kwargs)))
         return axes
-
-    def _devices_for(self, size):
-        available = backend.local_devices(self.backend)
-        if self.devices is not None:
-            devices = self.devices
-        else:
-            if size > len(available):
-                raise ValueError(
-                    f"pmap({self.name}): the mapped axis has size {size} but only "
-                    f"{len(available)} device(s) exist ({available}); set "
-                    f"FUNCGRAD_CPU_DEVICES={size} (host CPU devices) before funcgrad starts, "
-                    f"or map over at most {len(available)} entries")
-            devices = available[:size]
-        if len(devices) != size:
-            raise ValueError(f"pmap({self.name}): the mapped axis has size {size} but "
-                             f"devices= names {len(devices)} device(s)")
-        return tuple(devices)
 
     # --- call -------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
@@ -168,59 +138,60 @@ class PmapFunction:
                                f"axis {d})" for k, d, s in sizes)
             raise ValueError(f"pmap({self.name}): every mapped axis must have the same size, one "
                              f"entry per device: {detail}")
-        if any(isinstance(leaf, Tracer) for leaf in leaves):
-            return self._as_vmap(args, kwargs, static_idx, size)
-        devices = self._devices_for(size)
-        if self.devices is not None and size != len(devices):
-            raise ValueError(f"pmap({self.name}): mapped axis size {size} differs from the "
-                             f"{len(devices)} devices given")
-        avals = tuple(aval_of(leaf) for leaf in leaves)
-        key = (treedef, avals, tuple(canon), _hashable(static_vals), devices)
+        tkey = (treedef, tuple(aval_of(leaf) for leaf in leaves), tuple(canon),
+                _hashable(static_vals), size)
+        traced = self._traces.get(tkey)
+        if traced is None:
+            traced = self._trace(treedef, tkey[1], canon, static_idx, static_vals, size)
+            if not any(isinstance(c, Tracer) for c in traced[1]):
+                self._traces[tkey] = traced      # not cached: it closed over another's tracers
+        body, consts, out_tree, out_axes = traced
+        in_axes = (None,) * len(consts) + tuple(canon)
+        if not interpreters.is_eager() or any(isinstance(x, Tracer) for x in leaves):
+            # under another transformation: one pmap equation it transforms
+            outs = pmap_p.bind(*consts, *leaves, jaxpr=body, axis_name=self.axis_name,
+                               axis_size=size, devices=self.devices, in_axes=in_axes,
+                               out_axes=out_axes, name=self.name,
+                               donated=(False,) * len(in_axes))
+            return out_tree.unflatten(outs)
+        devices = resolve_devices(self.devices, size, self.name)
+        key = (tkey, devices)
         entry = self._cache.get(key)
         if entry is None:
-            entry = self._cache[key] = self._compile(treedef, avals, canon, static_idx,
-                                                     static_vals, devices)
-        exe, out_tree, consts = entry
-        const_bufs = [c._buf for c in consts]
+            donated = (False,) * len(consts) + tuple(self._donated(static_idx, treedef, leaves))
+            exe, const_arrays = executable_for(body, devices, in_axes, out_axes,
+                                               self.axis_name, self.name, donated)
+            const_bufs = [c._buf for c in const_arrays] + [
+                shard_value(c, devices, None, f"pmap({self.name})")._buf for c in consts]
+            entry = self._cache[key] = (exe, out_tree, const_bufs)
+        exe, out_tree, const_bufs = entry
         bufs = list(const_bufs)
         for leaf, d in zip(leaves, canon):
             bufs.append(shard_value(leaf, devices, d, f"pmap({self.name})")._buf)
         if not kwargs and not static_idx:
             flat, tree = tree_util.tree_flatten(args)
             fast_key = _fast_key(tree, flat)
+            n_lead = len(bufs) - len(leaves)
             if fast_key is not None and all(
-                    x._buf._sharding is s for x, s in zip(flat, exe.in_shardings[len(consts):])):
+                    x._buf._sharding is s for x, s in zip(flat, exe.in_shardings[n_lead:])):
                 self._fast[fast_key] = (exe, out_tree, const_bufs)
         return out_tree.unflatten(exe(bufs))
 
-    def _as_vmap(self, args, kwargs, static_idx, size):
-        # Under grad / jit / vmap: the same values, computed by vmap with the same axis name.
-        def with_static(*dyn, **kw):
-            it = iter(dyn)
-            full = [args[i] if i in static_idx else next(it) for i in range(len(args))]
-            return self.fun(*full, **kw)
-        dyn = [a for i, a in enumerate(args) if i not in static_idx]
-        in_axes = self.in_axes
-        if isinstance(in_axes, (tuple, list)) and len(in_axes) == len(args):
-            in_axes = tuple(ax for i, ax in enumerate(in_axes) if i not in static_idx)
-        return vmap(with_static, in_axes=in_axes, out_axes=self.out_axes, axis_size=size,
-                    axis_name=self.axis_name)(*dyn, **kwargs)
+    def _donated(self, static_idx, treedef, leaves):
+        if not self.donate_argnums:
+            return [False] * len(leaves)
+        return _donated_leaves(self.donate_argnums, static_idx, treedef, len(leaves))
 
-    def _compile(self, treedef, avals, canon, static_idx, static_vals, devices):
-        n = len(devices)
-        in_avals = []
-        for a, d in zip(avals, canon):
-            if d is None:
-                in_avals.append(ShapedArray(a.shape, a.dtype, a.weak_type))
-            else:
-                shape = list(a.shape)
-                shape[d] = 1
-                in_avals.append(ShapedArray(tuple(shape), a.dtype, a.weak_type))
+    def _trace(self, treedef, avals, canon, static_idx, static_vals, n):
+        """Stage ``fun`` for one device's slice: (body without consts, consts, output tree,
+        out_axes per output leaf)."""
+        in_avals = [a if d is None else ShapedArray(a.shape[:d] + a.shape[d + 1:], a.dtype,
+                                                    a.weak_type)
+                    for a, d in zip(avals, canon)]
         found = {}
         fun, out_axes_spec = self.fun, self.out_axes
 
-        def per_device(*shards):
-            vals = [s if d is None else squeeze(s, (d,)) for s, d in zip(shards, canon)]
+        def per_device(*vals):
             dyn, kwargs = treedef.unflatten(vals)
             it = iter(dyn)
             full = [static_vals[static_idx.index(i)] if i in static_idx else next(it)
@@ -228,7 +199,6 @@ class PmapFunction:
             out = fun(*full, **kwargs)
             out_leaves, out_tree = tree_util.tree_flatten(out)
             out_axes = _leaf_axes(out_axes_spec, out, "out_axes")
-            res = []
             for i, (o, ax) in enumerate(zip(out_leaves, out_axes)):
                 if not is_arraylike(o):
                     raise TypeError(f"pmap({self.name}): output {i} of type "
@@ -238,26 +208,14 @@ class PmapFunction:
                     if not -rank <= ax < rank:
                         raise ValueError(f"pmap({self.name}): out_axes {ax} is out of range "
                                          f"for output {i} of rank {rank}")
-                    ax %= rank
-                    o = expand_dims(o, (ax,))
-                res.append(o)
-                out_axes[i] = ax
-            found["tree"], found["axes"] = out_tree, out_axes
-            return res
+                    out_axes[i] = ax % rank
+            found["tree"], found["axes"] = out_tree, tuple(out_axes)
+            return out_leaves
 
-        frame = _DeviceAxis(interpreters.current(), self.axis_name, n)
-        with interpreters.using(frame):
+        with bound_axis(self.axis_name, n):
             closed, _ = trace_to_jaxpr(per_device, in_avals, debug_name=self.name)
-        consts = [shard_value(c, devices, None, f"pmap({self.name})") for c in closed.consts]
-        in_axes = [None] * len(consts) + list(canon)
-        n_dyn = len(avals)
-        donated = [False] * n_dyn
-        if self.donate_argnums:
-            donated = _donated_leaves(self.donate_argnums, static_idx, treedef, n_dyn)
-        exe = ReplicatedExecutable(closed, devices, in_axes, found["axes"],
-                                   ((self.axis_name, n),), name=f"pmap_{self.name}",
-                                   donated=donated)
-        return exe, found["tree"], consts
+        body, consts = as_operands(closed)
+        return body, consts, found["tree"], found["axes"]
 
 
 def _fast_key(treedef, leaves):
