@@ -1,4 +1,4 @@
-"""Runs ``pmap_cases.py`` on 4 host CPU devices in a subprocess (the device count is fixed when
+"""Runs ``pmap_cases.py`` and ``pmap_transform_cases.py`` on 4 host CPU devices in a subprocess (the device count is fixed when
 funcgrad makes its client), and the single-device checks of pmap here."""
 import os
 import subprocess
@@ -17,7 +17,8 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 def test_pmap_cases_on_four_host_devices():
     env = dict(os.environ, FUNCGRAD_CPU_DEVICES="4", FUNCGRAD_PLATFORM="cpu", PYTHONPATH=REPO)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p",
-                           "no:cacheprovider", os.path.join(HERE, "pmap_cases.py")],
+                           "no:cacheprovider", os.path.join(HERE, "pmap_cases.py"),
+                           os.path.join(HERE, "pmap_transform_cases.py")],
                           env=env, cwd=REPO, capture_output=True, text=True, timeout=540)
     tail = (proc.stdout + proc.stderr)[-4000:]
     assert proc.returncode == 0, tail
