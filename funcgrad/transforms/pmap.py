@@ -19,7 +19,7 @@ Example:
 import functools
 
 from funcgrad import tree_util
-from funcgrad.core import interpreters
+from funcgrad.core import interpreters, mutable_state
 from funcgrad.core.avals import ShapedArray
 from funcgrad.core.interpreters import Tracer
 from funcgrad.core.staging import trace_to_jaxpr
@@ -94,8 +94,9 @@ class PmapFunction:
             if fast_key is not None:
                 entry = self._fast.get(fast_key)
                 if entry is not None:
-                    exe, out_tree, const_bufs = entry
-                    return out_tree.unflatten(exe(const_bufs + [x._buf for x in leaves]))
+                    exe, out_tree, const_bufs, writeback = entry
+                    return _finish(exe(const_bufs + [x._buf for x in leaves]), out_tree,
+                                   writeback)
         return self._call(args, kwargs)
 
     def _call(self, args, kwargs):
@@ -145,7 +146,7 @@ class PmapFunction:
             traced = self._trace(treedef, tkey[1], canon, static_idx, static_vals, size)
             if not any(isinstance(c, Tracer) for c in traced[1]):
                 self._traces[tkey] = traced      # not cached: it closed over another's tracers
-        body, consts, out_tree, out_axes = traced
+        body, consts, out_tree, out_axes, writeback = traced
         in_axes = (None,) * len(consts) + tuple(canon)
         if not interpreters.is_eager() or any(isinstance(x, Tracer) for x in leaves):
             # under another transformation: one pmap equation it transforms
@@ -153,7 +154,7 @@ class PmapFunction:
                                axis_size=size, devices=self.devices, in_axes=in_axes,
                                out_axes=out_axes, name=self.name,
                                donated=(False,) * len(in_axes))
-            return out_tree.unflatten(outs)
+            return _finish(outs, out_tree, writeback)
         devices = resolve_devices(self.devices, size, self.name)
         key = (tkey, devices)
         entry = self._cache.get(key)
@@ -163,8 +164,8 @@ class PmapFunction:
                                                self.axis_name, self.name, donated)
             const_bufs = [c._buf for c in const_arrays] + [
                 shard_value(c, devices, None, f"pmap({self.name})")._buf for c in consts]
-            entry = self._cache[key] = (exe, out_tree, const_bufs)
-        exe, out_tree, const_bufs = entry
+            entry = self._cache[key] = (exe, out_tree, const_bufs, writeback)
+        exe, out_tree, const_bufs, writeback = entry
         bufs = list(const_bufs)
         for leaf, d in zip(leaves, canon):
             bufs.append(shard_value(leaf, devices, d, f"pmap({self.name})")._buf)
@@ -174,8 +175,8 @@ class PmapFunction:
             n_lead = len(bufs) - len(leaves)
             if fast_key is not None and all(
                     x._buf._sharding is s for x, s in zip(flat, exe.in_shardings[n_lead:])):
-                self._fast[fast_key] = (exe, out_tree, const_bufs)
-        return out_tree.unflatten(exe(bufs))
+                self._fast[fast_key] = entry
+        return _finish(exe(bufs), out_tree, writeback)
 
     def _donated(self, static_idx, treedef, leaves):
         if not self.donate_argnums:
@@ -184,7 +185,9 @@ class PmapFunction:
 
     def _trace(self, treedef, avals, canon, static_idx, static_vals, n):
         """Stage ``fun`` for one device's slice: (body without consts, consts, output tree,
-        out_axes per output leaf)."""
+        out_axes per output leaf, writeback). Object state that ``fun`` writes (BatchNorm
+        statistics of a module argument) leaves as extra, replicated outputs: device 0's value
+        is written back (the same on every device when computed with collectives)."""
         in_avals = [a if d is None else ShapedArray(a.shape[:d] + a.shape[d + 1:], a.dtype,
                                                     a.weak_type)
                     for a, d in zip(avals, canon)]
@@ -196,7 +199,9 @@ class PmapFunction:
             it = iter(dyn)
             full = [static_vals[static_idx.index(i)] if i in static_idx else next(it)
                     for i in range(len(dyn) + len(static_idx))]
-            out = fun(*full, **kwargs)
+            log = mutable_state.StateLog()
+            with mutable_state.collecting(log):
+                out = fun(*full, **kwargs)
             out_leaves, out_tree = tree_util.tree_flatten(out)
             out_axes = _leaf_axes(out_axes_spec, out, "out_axes")
             for i, (o, ax) in enumerate(zip(out_leaves, out_axes)):
@@ -209,13 +214,25 @@ class PmapFunction:
                         raise ValueError(f"pmap({self.name}): out_axes {ax} is out of range "
                                          f"for output {i} of rank {rank}")
                     out_axes[i] = ax % rank
-            found["tree"], found["axes"] = out_tree, tuple(out_axes)
-            return out_leaves
+            writes = log.entries()
+            found["tree"], found["axes"] = out_tree, tuple(out_axes) + (None,) * len(writes)
+            found["writeback"] = tuple((target, key, setter) for target, key, _, setter in writes)
+            return out_leaves + [value for _, _, value, _ in writes]
 
         with bound_axis(self.axis_name, n):
             closed, _ = trace_to_jaxpr(per_device, in_avals, debug_name=self.name)
         body, consts = as_operands(closed)
-        return body, consts, found["tree"], found["axes"]
+        return body, consts, found["tree"], found["axes"], found["writeback"]
+
+
+def _finish(outs, out_tree, writeback):
+    """The function's outputs; the trailing state outputs go to their objects."""
+    if writeback:
+        n = len(outs) - len(writeback)
+        for (target, key, setter), value in zip(writeback, outs[n:]):
+            mutable_state.write(target, key, value, setter)
+        outs = outs[:n]
+    return out_tree.unflatten(outs)
 
 
 def _fast_key(treedef, leaves):

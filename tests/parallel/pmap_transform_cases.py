@@ -230,3 +230,65 @@ def test_module_state_in_a_grad_of_pmap_and_closed_over_tracers():
     g = float(funcgrad.grad(total)(jnp.float32(s)))
     want = float((x * np.exp(x * s) * x.sum(0)).sum())
     np.testing.assert_allclose(g, want, rtol=1e-5)
+
+
+def _bn_models(axis_name):
+    from funcgrad import nn
+    models = []
+    for name in (axis_name, None):
+        funcgrad.manual_seed(0)
+        models.append(nn.Sequential(nn.Linear(3, 6), nn.BatchNorm1d(6, axis_name=name),
+                                    nn.Tanh(), nn.Linear(6, 2)))
+    return models
+
+
+def _bn_loss(m, xb, tb):
+    from funcgrad.nn import functional as F
+    return F.mse_loss(m(xb), tb)
+
+
+def _bn_step():
+    return funcgrad.pmap(
+        lambda m, xb, tb: lax.pmean(funcgrad.value_and_grad(_bn_loss)(m, xb, tb), "d"),
+        axis_name="d", in_axes=(None, 0, 0), out_axes=None)
+
+
+def test_sync_batchnorm_in_a_pmapped_step_equals_the_full_batch_step():
+    synced, single = _bn_models("d")
+    x, t = rand(N * 5, 3, seed=11), rand(N * 5, 2, seed=12)
+    step = _bn_step()
+    for k in range(2):      # the second step starts from the written-back statistics
+        loss, grads = step(synced, x.reshape(N, 5, 3) + k, t.reshape(N, 5, 2))
+        full_loss, full_grads = funcgrad.value_and_grad(_bn_loss)(
+            single, jnp.asarray(x + k), jnp.asarray(t))
+        np.testing.assert_allclose(float(loss), float(full_loss), rtol=1e-5)
+        for g, fg in zip(funcgrad.tree_util.tree_leaves(grads),
+                         funcgrad.tree_util.tree_leaves(full_grads)):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(fg), rtol=1e-4, atol=1e-6)
+        bn, ref = synced[1], single[1]
+        for name in ("running_mean", "running_var", "num_batches_tracked"):
+            np.testing.assert_allclose(np.asarray(getattr(bn, name)),
+                                       np.asarray(getattr(ref, name)), rtol=1e-5, atol=1e-7)
+    assert float(synced[1].num_batches_tracked) == 2
+    assert synced[1].running_mean.is_fully_replicated     # one copy per device, all equal
+    synced.eval()
+    single.eval()
+    np.testing.assert_allclose(np.asarray(synced(jnp.asarray(x))),
+                               np.asarray(single(jnp.asarray(x))), rtol=1e-5, atol=1e-6)
+
+
+def test_batchnorm_without_axis_name_writes_back_device_zero_statistics():
+    local, single = _bn_models(None)
+    x, t = rand(N * 5, 3, seed=13), rand(N * 5, 2, seed=14)
+    _bn_step()(local, x.reshape(N, 5, 3), t.reshape(N, 5, 2))
+    _bn_loss(single, jnp.asarray(x[:5]), jnp.asarray(t[:5]))     # device 0's batch alone
+    np.testing.assert_allclose(np.asarray(local[1].running_mean),
+                               np.asarray(single[1].running_mean), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(np.asarray(local[1].running_var),
+                               np.asarray(single[1].running_var), rtol=1e-5, atol=1e-7)
+
+
+def test_sync_batchnorm_needs_the_axis():
+    from funcgrad import nn
+    with pytest.raises(NameError, match="'d'"):
+        nn.BatchNorm1d(2, axis_name="d")(jnp.ones((4, 2)))
