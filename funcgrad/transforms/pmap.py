@@ -12,9 +12,11 @@ computation a program over the same devices (see docs/parallel.md).
 
 Example:
     >>> import funcgrad, funcgrad.numpy as jnp
+    >>> n = funcgrad.local_device_count()     # 4 with FUNCGRAD_CPU_DEVICES=4
     >>> f = funcgrad.pmap(lambda x: x / funcgrad.lax.psum(x, "i"), axis_name="i")
-    >>> f(jnp.arange(1.0, 5.0))         # with FUNCGRAD_CPU_DEVICES=4
-    Array([0.1, 0.2, 0.3, 0.4], dtype=float32)
+    >>> y = f(jnp.arange(1.0, n + 1))           # one entry per device
+    >>> float(y.sum()), y.shape == (n,), len(y.addressable_shards) == n
+    (1.0, True, True)
 """
 import functools
 
@@ -272,9 +274,13 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
     axis_name)``...) inside ``fun`` communicate across the devices.
 
     Example:
-        >>> step = funcgrad.pmap(lambda x: lax.pmean(x, "d"), axis_name="d")
-        >>> step(np.arange(4.0))                    # on 4 devices
-        Array([1.5, 1.5, 1.5, 1.5], dtype=float32)
+        >>> n = funcgrad.local_device_count()
+        >>> step = funcgrad.pmap(lambda x: x - lax.pmean(x, "d"), axis_name="d")
+        >>> float(step(np.arange(float(n))).sum())      # the mean over the devices is removed
+        0.0
+        >>> grads = funcgrad.grad(lambda x: step(x * x).sum())(jnp.ones(n))   # a pmap too
+        >>> float(grads.sum())
+        0.0
     """
     if fun is None:
         return functools.partial(pmap, axis_name=axis_name, in_axes=in_axes, out_axes=out_axes,
@@ -295,17 +301,32 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
 
 def local_device_count(backend_name=None):
     """The number of devices this process drives (``FUNCGRAD_CPU_DEVICES`` host devices on the
-    CPU). Example: ``funcgrad.local_device_count()`` -> 4."""
+    CPU).
+
+    Example:
+        >>> funcgrad.local_device_count() == len(funcgrad.local_devices())
+        True
+    """
     return len(backend.local_devices(backend_name))
 
 
 def process_index():
-    """This process's index among the processes of a multi-process run (0: one process)."""
+    """This process's index among the processes of a multi-process run (0: one process).
+
+    Example:
+        >>> funcgrad.process_index()
+        0
+    """
     return 0
 
 
 def process_count():
-    """The number of processes in the run (1: multi-process runs are not supported yet)."""
+    """The number of processes in the run (1: multi-process runs are not supported yet).
+
+    Example:
+        >>> funcgrad.process_count()
+        1
+    """
     return 1
 
 

@@ -1,5 +1,6 @@
-"""Runs ``pmap_cases.py`` and ``pmap_transform_cases.py`` on 4 host CPU devices in a subprocess (the device count is fixed when
-funcgrad makes its client), and the single-device checks of pmap here."""
+"""Runs ``pmap_cases.py`` and ``pmap_transform_cases.py`` on 4 host CPU devices in a subprocess
+(the device count is fixed when funcgrad makes its client), and the single-device checks of
+pmap here."""
 import os
 import subprocess
 import sys
