@@ -48,7 +48,7 @@ class PmapFunction:
         self.axis_name = axis_name if axis_name is not None else _AnonymousAxis()
         self.in_axes, self.out_axes = in_axes, out_axes
         self.static_argnums = tuple(static_argnums)
-        self.devices = list(devices) if devices is not None else None
+        self.devices = tuple(devices) if devices is not None else None
         self.backend = backend_name
         self.axis_size = axis_size
         self.donate_argnums = tuple(donate_argnums)

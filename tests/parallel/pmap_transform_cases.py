@@ -292,3 +292,29 @@ def test_sync_batchnorm_needs_the_axis():
     from funcgrad import nn
     with pytest.raises(NameError, match="'d'"):
         nn.BatchNorm1d(2, axis_name="d")(jnp.ones((4, 2)))
+
+
+def test_callbacks_and_random_keys_in_a_pmap_under_grad():
+    seen = []
+    keys = funcgrad.random.split(funcgrad.random.PRNGKey(3), N)
+    x = rand(N, 3, seed=15)
+
+    def body(k, a):
+        noise = funcgrad.random.normal(k, a.shape)
+        funcgrad.debug.callback(lambda v: seen.append(np.asarray(v).tolist()), a)
+        return jnp.sum(jnp.sin(a) * noise)
+
+    devs = funcgrad.local_devices()[::-1]              # devices= in another order
+    pm = funcgrad.pmap(body, devices=devs)
+    g = funcgrad.grad(lambda v: jnp.sum(pm(keys, v)))(jnp.asarray(x))
+    noise = np.asarray(funcgrad.vmap(lambda k: funcgrad.random.normal(k, (3,)))(keys))
+    np.testing.assert_allclose(np.asarray(g), np.cos(x) * noise, rtol=1e-5, atol=1e-6)
+    assert sorted(seen) == sorted(x.tolist())          # each device once, with its own slice
+    assert [s.device for s in g.addressable_shards] == devs
+
+
+def test_multi_axis_gather_error_says_what_to_do():
+    f = funcgrad.pmap(funcgrad.vmap(lambda v: lax.all_gather(v, ("i", "j")), axis_name="j"),
+                      axis_name="i")
+    with pytest.raises(ValueError, match="all_gather.*one axis at a time"):
+        f(rand(N, 2))
