@@ -318,3 +318,31 @@ def test_multi_axis_gather_error_says_what_to_do():
                       axis_name="i")
     with pytest.raises(ValueError, match="all_gather.*one axis at a time"):
         f(rand(N, 2))
+
+
+def test_higher_order_derivatives_of_pmap():
+    x = rand(N, 3, seed=16)
+    body = (lambda a: jnp.sin(a) * lax.psum(a * a, "i"))
+    total = (lambda mapper: lambda v: jnp.sum(mapper(body, axis_name="i")(v)))
+    for transform in (funcgrad.hessian, lambda f: funcgrad.jacfwd(funcgrad.grad(f))):
+        got = transform(total(funcgrad.pmap))(jnp.asarray(x))
+        want = transform(total(funcgrad.vmap))(jnp.asarray(x))
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+    got = funcgrad.jacrev(funcgrad.pmap(body, axis_name="i"))(jnp.asarray(x))
+    want = funcgrad.jacfwd(funcgrad.vmap(body, axis_name="i"))(jnp.asarray(x))
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+
+
+def test_jit_of_a_pmapped_step_writes_module_state_back():
+    synced, single = _bn_models("d")
+    step = funcgrad.pmap(lambda m, xb: lax.pmean(jnp.sum(m(xb) ** 2), "d"), axis_name="d",
+                         in_axes=(None, 0), out_axes=None)
+    jitted = funcgrad.jit(lambda m, xb: step(m, xb) * 2)
+    xb = rand(N, 5, 3, seed=17)
+    for _ in range(2):
+        loss = jitted(synced, xb)
+        want = 2 * jnp.sum(single(jnp.asarray(xb.reshape(-1, 3))) ** 2) / N
+        np.testing.assert_allclose(float(loss), float(want), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(synced[1].running_mean),
+                               np.asarray(single[1].running_mean), rtol=1e-5, atol=1e-7)
+    assert float(synced[1].num_batches_tracked) == 2
