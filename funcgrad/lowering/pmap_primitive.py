@@ -94,10 +94,11 @@ def unmapped_aval(aval, axis, size):
     return ShapedArray(tuple(shape), aval.dtype, aval.weak_type)
 
 
-def resolve_devices(devices, size, name):
-    """The devices a pmap of ``size`` members runs on (``devices`` None: the first local ones)."""
+def resolve_devices(devices, size, name, backend_name=None):
+    """The devices a pmap of ``size`` members runs on (``devices`` None: the first local ones of
+    ``backend_name``, default the default backend)."""
     if devices is None:
-        available = backend.local_devices()
+        available = backend.local_devices(backend_name)
         if size > len(available):
             raise ValueError(
                 f"pmap({name}): the mapped axis has size {size} but only {len(available)} "

@@ -150,14 +150,17 @@ class PmapFunction:
                 self._traces[tkey] = traced      # not cached: it closed over another's tracers
         body, consts, out_tree, out_axes, writeback = traced
         in_axes = (None,) * len(consts) + tuple(canon)
+        devices = self.devices
+        if devices is None and self.backend is not None:
+            devices = resolve_devices(None, size, self.name, self.backend)
         if not interpreters.is_eager() or any(isinstance(x, Tracer) for x in leaves):
             # under another transformation: one pmap equation it transforms
             outs = pmap_p.bind(*consts, *leaves, jaxpr=body, axis_name=self.axis_name,
-                               axis_size=size, devices=self.devices, in_axes=in_axes,
+                               axis_size=size, devices=devices, in_axes=in_axes,
                                out_axes=out_axes, name=self.name,
                                donated=(False,) * len(in_axes))
             return _finish(outs, out_tree, writeback)
-        devices = resolve_devices(self.devices, size, self.name)
+        devices = resolve_devices(devices, size, self.name)
         key = (tkey, devices)
         entry = self._cache.get(key)
         if entry is None:
