@@ -167,6 +167,12 @@ class _Pieces:
         steps.reverse()
         self.steps = steps
 
+    def hlo_modules(self):
+        """The HLO modules of the single-device pieces, in order (each pmap's own program is
+        made when it first runs)."""
+        return [m for exe, ins, _ in self.steps if ins is not None
+                for m in exe.loaded.hlo_modules()]
+
     def execute_sharded(self, bufs):
         env = {v: Array(v.aval, b) for v, b in zip(self.in_vars, bufs)}
 

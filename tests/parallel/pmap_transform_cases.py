@@ -141,6 +141,9 @@ def test_jit_of_pmap_runs_the_pmap_as_its_own_program():
     np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-4, atol=1e-6)
     closed = funcgrad.make_jaxpr(step)(jnp.asarray(x), jnp.asarray(w))
     assert spmd.runs_in_pieces(closed.eqns[0].params["jaxpr"])
+    compiled = step.lower(jnp.asarray(x), jnp.asarray(w)).compile()
+    pieces = compiled.loaded.hlo_modules()
+    assert len(pieces) == 2      # the code before the pmap and the code after it
 
 
 def test_pmap_inside_a_loop_under_jit_and_pmap_of_pmap_compute_vmap_values():
