@@ -314,3 +314,18 @@ def test_jit_of_a_pmapped_step_writes_module_state_back():
     np.testing.assert_allclose(np.asarray(synced[1].running_mean),
                                np.asarray(single[1].running_mean), rtol=1e-5, atol=1e-7)
     assert float(synced[1].num_batches_tracked) == 2
+
+
+def test_pmap_under_checkpoint_jit_and_vmap_of_grad():
+    x = rand(N, 3, seed=18)
+    body = (lambda a: jnp.sin(a) * lax.psum(a * a, "i"))
+    pm, vm = funcgrad.pmap(body, axis_name="i"), funcgrad.vmap(body, axis_name="i")
+    want = funcgrad.grad(lambda v: vm(v).sum())(jnp.asarray(x))
+    for wrap in (funcgrad.checkpoint, funcgrad.jit):
+        got = funcgrad.grad(wrap(lambda v: pm(v).sum()))(jnp.asarray(x))
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-6)
+    xs = jnp.stack([jnp.asarray(x), 2 * jnp.asarray(x)])
+    got = funcgrad.vmap(funcgrad.grad(lambda v: pm(v).sum()))(xs)
+    np.testing.assert_allclose(np.asarray(got)[0], np.asarray(want), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(got)[1], np.asarray(
+        funcgrad.grad(lambda v: vm(v).sum())(2 * jnp.asarray(x))), rtol=1e-5, atol=1e-5)
