@@ -58,6 +58,13 @@ def test_data_parallel_example_matches_one_device_run(tmp_path):
     assert len(lines) == 4, proc.stdout
     worst = float(proc.stdout.strip().splitlines()[-1].split(":")[-1])
     assert worst <= 1e-5, proc.stdout
+    # with a synced BatchNorm: losses and running statistics equal the 1-device run's
+    proc = subprocess.run([sys.executable, script, "--check", "--check-steps", "2", "--sync-bn"],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "running statistics: largest difference" in proc.stdout, proc.stdout
+    worst = float(proc.stdout.strip().splitlines()[-1].split(":")[-1])
+    assert worst <= 1e-5, proc.stdout
     proc = subprocess.run([sys.executable, script, "--epochs", "1", "--n-train", "256"],
                           env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
