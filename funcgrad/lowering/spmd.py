@@ -147,7 +147,7 @@ class _Pieces:
                 groups[-1][1].append(eqn)
         needed = {v for v in jaxpr.outvars if type(v) is Var}
         steps = []
-        for alone, eqns in reversed(groups):
+        for index, (alone, eqns) in reversed(list(enumerate(groups))):
             if alone:
                 steps.append((eqns[0], None, None))
                 needed.update(v for v in eqns[0].invars if type(v) is Var)
@@ -161,7 +161,7 @@ class _Pieces:
                         seen.add(v)
                         ins.append(v)
             piece = ClosedJaxpr(Jaxpr([], ins, eqns, outs), [])
-            steps.append((compile_closed_jaxpr(piece, device, f"{name}_part{len(groups)}"),
+            steps.append((compile_closed_jaxpr(piece, device, f"{name}_part{index}"),
                           ins, outs))
             needed.update(ins)
         steps.reverse()

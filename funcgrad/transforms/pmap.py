@@ -54,9 +54,10 @@ class PmapFunction:
         self.donate_argnums = tuple(donate_argnums)
         self.name = getattr(fun, "__name__", type(fun).__name__)
         self._traces = {}   # (treedef, avals, in_axes, static args, size) -> staged body
-        self._cache = {}    # (that key, devices) -> (executable, out tree, const buffers)
-        # (treedef, (aval key, sharding) per leaf) -> (executable, out tree, const buffers) for
-        # calls whose arguments are all ShardedArrays already laid out as the program takes them
+        # (that key, devices) -> (executable, out tree, const buffers, state writeback)
+        self._cache = {}
+        # (treedef, (aval key, sharding) per leaf) -> the same entry, for eager calls whose
+        # arguments are all ShardedArrays already laid out as the program takes them
         self._fast = {}
         functools.update_wrapper(self, fun)
 
@@ -90,7 +91,7 @@ class PmapFunction:
 
     # --- call -------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        if not kwargs and not self.static_argnums:
+        if not kwargs and not self.static_argnums and interpreters.is_eager():
             leaves, treedef = tree_util.tree_flatten(args)
             fast_key = _fast_key(treedef, leaves)
             if fast_key is not None:
