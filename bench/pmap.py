@@ -1,7 +1,10 @@
 """pmap on 4 host CPU devices: funcgrad vs JAX side by side in one run.
 
 (1) dispatch of a tiny pmapped function (one call, result awaited), (2) a data-parallel MLP
-training step (per-device gradients, ``pmean`` over the devices, SGD update). Both use
+training step (per-device gradients, ``pmean`` over the devices, SGD update), (3) the gradient
+of a pmapped loss taken outside the pmap (``grad(lambda p: pmap(loss)(p, x, y).sum())``: the
+backward pass is a second program over the devices; neither library compiles the whole
+gradient, so tracing is part of each call). All use
 ``FUNCGRAD_CPU_DEVICES=4`` and ``XLA_FLAGS=--xla_force_host_platform_device_count=4``. With 4
 devices on 2 cores only the ratio means anything. Each number is the median over rounds that
 alternate between the two libraries.
@@ -45,13 +48,18 @@ def mlp_params(rng, sizes):
              np.zeros(b, np.float32)) for a, b in zip(sizes[:-1], sizes[1:])]
 
 
-def make_step(lib, lax, grad, pmap):
+def make_loss(lib):
     def loss(params, x, y):
         h = x
         for w, b in params[:-1]:
             h = lib.tanh(h @ w + b)
         w, b = params[-1]
         return lib.mean((h @ w + b - y) ** 2)
+    return loss
+
+
+def make_step(lib, lax, grad, pmap):
+    loss = make_loss(lib)
 
     def step(params, x, y):
         g = lax.pmean(grad(loss)(params, x, y), "d")
@@ -104,9 +112,25 @@ def main():
         loss.block_until_ready()
     train = per_call_us({"funcgrad": run_fg, "jax": run_jx}, max(number // 5, 10), repeat)
 
+    def grad_of_pmap(lib, grad, pmap):
+        per_device = pmap(make_loss(lib), in_axes=(None, 0, 0))
+        return grad(lambda p, x, y: per_device(p, x, y).sum())
+    g_fg = grad_of_pmap(fnp, funcgrad.grad, funcgrad.pmap)
+    g_jx = grad_of_pmap(jjnp, jax.grad, jax.pmap)
+    for a, b in zip(funcgrad.tree_util.tree_leaves(g_fg(p_fg, bx_fg, by_fg)),
+                    jax.tree_util.tree_leaves(g_jx(p_jx, bx_jx, by_jx))):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-3, atol=1e-5)
+    outer = per_call_us(
+        {"funcgrad": lambda: funcgrad.tree_util.tree_leaves(
+            g_fg(p_fg, bx_fg, by_fg))[0].block_until_ready(),
+         "jax": lambda: jax.tree_util.tree_leaves(
+             g_jx(p_jx, bx_jx, by_jx))[0].block_until_ready()},
+        max(number // 10, 5), repeat)
+
     print(f"pmap on {N} host CPU devices (wall time per call, median of {repeat} rounds)")
     print(f"{'case':<36}{'funcgrad us':>14}{'jax us':>12}{'ratio':>8}")
-    for name, t in (("tiny pmapped function", tiny), ("MLP data-parallel train step", train)):
+    for name, t in (("tiny pmapped function", tiny), ("MLP data-parallel train step", train),
+                    ("grad of a pmapped MLP loss", outer)):
         print(f"{name:<36}{t['funcgrad']:>14.1f}{t['jax']:>12.1f}"
               f"{t['funcgrad'] / t['jax']:>8.2f}")
 

@@ -9,10 +9,13 @@ CPU devices. ``--check`` runs a few steps both ways and compares the per-step lo
 
     python examples/data_parallel.py --epochs 1
     python examples/data_parallel.py --check
+    python examples/data_parallel.py --check --sync-bn
 
-This LeNet has no BatchNorm or Dropout: inside pmap their batch statistics and random masks
-would be per device (funcgrad's BatchNorm has no cross-device ``axis_name`` yet), and the
-per-step losses would then differ from the 1-device run.
+``--sync-bn`` adds a BatchNorm after each convolution with ``axis_name="batch"`` (PyTorch's
+``SyncBatchNorm``): the batch statistics are taken over all devices, so the data-parallel run
+still equals the 1-device run (whose BatchNorm sees the full batch), and the running
+statistics written back after each step are the same too. Without ``axis_name`` each device
+would normalize with its own quarter of the batch.
 """
 import argparse
 import os
@@ -33,17 +36,20 @@ import checkpointing  # noqa: E402
 
 
 class LeNet(nn.Module):
-    def __init__(self, num_classes=10):
+    def __init__(self, num_classes=10, batch_norm=False, axis_name=None):
         super().__init__()
         self.conv1 = nn.Conv2d(1, 6, 5, padding=2)
         self.conv2 = nn.Conv2d(6, 16, 5)
+        norm = (lambda c: nn.BatchNorm2d(c, axis_name=axis_name)) if batch_norm else (
+            lambda c: nn.Identity())
+        self.bn1, self.bn2 = norm(6), norm(16)
         self.fc1 = nn.Linear(16 * 5 * 5, 120)
         self.fc2 = nn.Linear(120, 84)
         self.fc3 = nn.Linear(84, num_classes)
 
     def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 2)
+        x = F.max_pool2d(F.relu(self.bn2(self.conv2(x))), 2)
         x = x.reshape(x.shape[0], -1)
         return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
 
@@ -59,17 +65,18 @@ parallel_grads = funcgrad.pmap(
 single_grads = funcgrad.jit(funcgrad.value_and_grad(loss_fn))
 
 
-def make(seed, lr):
+def make(seed, lr, batch_norm=False, axis_name=None):
     funcgrad.manual_seed(seed)
-    model = LeNet()
+    model = LeNet(batch_norm=batch_norm, axis_name=axis_name)
     return model, optim.SGD(model.parameters(), lr=lr, momentum=0.9)
 
 
-def check(train, batch_size, steps, lr):
-    """Per-step losses of the data-parallel run and the 1-device run on the full batches."""
+def check(train, batch_size, steps, lr, batch_norm=False):
+    """Per-step losses of the data-parallel run and the 1-device run on the full batches (and,
+    with BatchNorm, the largest difference of the running statistics, as a last line)."""
     devices = funcgrad.local_devices()
-    par, par_opt = make(0, lr)
-    one, one_opt = make(0, lr)
+    par, par_opt = make(0, lr, batch_norm, "batch")
+    one, one_opt = make(0, lr, batch_norm)
     sharded = DataLoader(train, batch_size=batch_size, drop_last=True, device=devices)
     full = DataLoader(train, batch_size=batch_size, drop_last=True)
     worst = 0.0
@@ -85,6 +92,12 @@ def check(train, batch_size, steps, lr):
         worst = max(worst, diff)
         print(f"step {step}: loss {float(loss_p):.6f} on {len(devices)} devices, "
               f"{float(loss_1):.6f} on 1 (|diff| {diff:.1e})")
+    if batch_norm:
+        stats = max(float(np.abs(np.asarray(getattr(bp, k)) - np.asarray(getattr(b1, k))).max())
+                    for bp, b1 in ((par.bn1, one.bn1), (par.bn2, one.bn2))
+                    for k in ("running_mean", "running_var"))
+        print(f"running statistics: largest difference {stats:.1e}")
+        worst = max(worst, stats)
     return worst
 
 
@@ -98,6 +111,8 @@ def main(argv=None):
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--check", action="store_true", help="compare with the 1-device run")
     ap.add_argument("--check-steps", type=int, default=5)
+    ap.add_argument("--sync-bn", action="store_true",
+                    help="BatchNorm after each convolution, statistics over all devices")
     args = ap.parse_args(argv)
 
     train = datasets.Synthetic(n=args.n_train, shape=(1, 28, 28), num_classes=10, seed=0,
@@ -107,12 +122,12 @@ def main(argv=None):
         raise SystemExit(f"--batch-size {args.batch_size} must be a multiple of the "
                          f"{len(devices)} devices")
     if args.check:
-        worst = check(train, args.batch_size, args.check_steps, args.lr)
+        worst = check(train, args.batch_size, args.check_steps, args.lr, args.sync_bn)
         print(f"largest per-step loss difference: {worst:.2e}")
         return worst
     print(f"training LeNet on {len(devices)} devices, {args.batch_size // len(devices)} "
           f"images per device per step")
-    model, opt = make(0, args.lr)
+    model, opt = make(0, args.lr, args.sync_bn, "batch")
     start = checkpointing.resume(model, opt, args.checkpoint) if args.resume else 0
     loader = DataLoader(train, batch_size=args.batch_size, shuffle=True, drop_last=True,
                         device=devices)

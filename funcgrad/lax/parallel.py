@@ -48,6 +48,15 @@ def _names(axis_name):
     return (axis_name,)
 
 
+def _single_name(axis_name, fn):
+    names = _names(axis_name)
+    if len(names) != 1:
+        raise ValueError(f"lax.{fn}: one axis name expected, got {axis_name!r}: {fn} over "
+                         f"several axes at once (a pmap axis and a vmap axis together) is not "
+                         f"supported; apply it to one axis at a time, e.g. nest two calls")
+    return names, axis_size(names[0])
+
+
 def axis_size(axis_name):
     """The size of the named axis ``axis_name`` bound by an enclosing ``vmap`` (or pmap).
 
@@ -311,10 +320,7 @@ def all_gather(x, axis_name, *, axis=0, tiled=False):
         >>> funcgrad.vmap(lambda v: lax.all_gather(v, "i"), axis_name="i")(jnp.arange(3.0))[0]
         Array([0., 1., 2.], dtype=float32)
     """
-    names = _names(axis_name)
-    if len(names) != 1:
-        raise ValueError(f"lax.all_gather: one axis name expected, got {axis_name!r}")
-    size = axis_size(names[0])
+    names, size = _single_name(axis_name, "all_gather")
 
     def one(v):
         ndim = aval_of(v).ndim
@@ -357,10 +363,7 @@ def axis_index(axis_name):
         >>> funcgrad.vmap(lambda v: lax.axis_index("i"), axis_name="i")(jnp.zeros(3))
         Array([0, 1, 2], dtype=int32)
     """
-    names = _names(axis_name)
-    if len(names) != 1:
-        raise ValueError(f"lax.axis_index: one axis name expected, got {axis_name!r}")
-    axis_size(names[0])
+    names, _ = _single_name(axis_name, "axis_index")
     return axis_index_p.bind(axis_name=names)
 
 
@@ -424,10 +427,7 @@ def ppermute(x, axis_name, perm):
         >>> funcgrad.vmap(lambda v: lax.ppermute(v, "i", shift), axis_name="i")(jnp.arange(4.0))
         Array([3., 0., 1., 2.], dtype=float32)
     """
-    names = _names(axis_name)
-    if len(names) != 1:
-        raise ValueError(f"lax.ppermute: one axis name expected, got {axis_name!r}")
-    size = axis_size(names[0])
+    names, size = _single_name(axis_name, "ppermute")
     perm = tuple((int(s), int(d)) for s, d in perm)
     srcs, dsts = [s for s, _ in perm], [d for _, d in perm]
     if len(set(srcs)) != len(srcs) or len(set(dsts)) != len(dsts) or any(
@@ -435,13 +435,6 @@ def ppermute(x, axis_name, perm):
         raise ValueError(f"lax.ppermute: perm {perm} must be pairs of distinct sources and "
                          f"distinct destinations in [0, {size}) for axis {names[0]!r}")
     return _tree_apply(lambda v: ppermute_p.bind(v, axis_name=names, perm=perm), x)
-
-
-def _single_name(axis_name, fn):
-    names = _names(axis_name)
-    if len(names) != 1:
-        raise ValueError(f"lax.{fn}: one axis name expected, got {axis_name!r}")
-    return names, axis_size(names[0])
 
 
 # --- psum_scatter --------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from funcgrad.core.primitive import Primitive, current_policy, policies_open
 from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.core.values import aval_of
 from funcgrad.lax.callbacks import reraise_host_error
-from funcgrad.lowering import backend, mlir
+from funcgrad.lowering import backend, mlir, spmd
 from funcgrad.config import config
 from funcgrad.lowering import array as _array_mod
 from funcgrad.lowering.array import Array, sharding_for
@@ -53,7 +53,8 @@ def _executable_for(closed, device, name, donated):
         per_device = _compiled_jaxprs[closed] = {}
     exe = per_device.get((device, donated))
     if exe is None:
-        exe = per_device[(device, donated)] = compile_closed_jaxpr(closed, device, name, donated)
+        compile_ = spmd.split_program if spmd.runs_in_pieces(closed) else compile_closed_jaxpr
+        exe = per_device[(device, donated)] = compile_(closed, device, name, donated)
     return exe
 
 

@@ -11,9 +11,12 @@ operations outside ``pmap`` gather the shards; ``pmap`` over the same devices us
 place.
 
 Example:
-    >>> x = funcgrad.device_put_sharded([np.ones(3), np.zeros(3)], funcgrad.devices()[:2])
-    >>> x.sharding.axis, [s.device.id for s in x.addressable_shards]
-    (0, [0, 1])
+    >>> devs = funcgrad.local_devices()
+    >>> x = funcgrad.device_put_sharded([np.full(3, i) for i in range(len(devs))], devs)
+    >>> x.sharding.axis, [s.device for s in x.addressable_shards] == devs
+    (0, True)
+    >>> x.addressable_shards[0].index, x.addressable_shards[0].data
+    ((slice(0, 1, None), slice(None, None, None)), Array([[0, 0, 0]], dtype=int32))
 """
 import contextlib
 
@@ -127,9 +130,12 @@ class ShardedArray(Array):
     ``device_put_sharded``, ``device_put_replicated``).
 
     Example:
-        >>> y = funcgrad.pmap(lambda v: v * 2)(np.arange(4.0))
-        >>> y.sharding.axis, len(y.addressable_shards), np.asarray(y)
-        (0, 4, array([0., 2., 4., 6.], dtype=float32))
+        >>> n = funcgrad.local_device_count()
+        >>> y = funcgrad.pmap(lambda v: v * 2)(np.arange(float(n)))
+        >>> y.sharding.axis, len(y.addressable_shards) == n, y.is_fully_replicated
+        (0, True, False)
+        >>> np.array_equal(np.asarray(y), 2 * np.arange(n))
+        True
     """
 
     __slots__ = ()
@@ -231,9 +237,10 @@ def device_put_sharded(shards, devices=None):
     device stay there (a reshape on that device, no trip through the host).
 
     Example:
-        >>> x = funcgrad.device_put_sharded([np.ones(2), np.zeros(2)], funcgrad.devices()[:2])
-        >>> x.shape
-        (2, 2)
+        >>> devs = funcgrad.local_devices()
+        >>> x = funcgrad.device_put_sharded([np.ones(2)] * len(devs), devs)
+        >>> x.shape == (len(devs), 2), x.sharding.axis
+        (True, 0)
     """
     from funcgrad import tree_util
     devices = _device_list(devices, "device_put_sharded")
@@ -272,8 +279,9 @@ def device_put_replicated(x, devices=None):
     leaf whose leading axis is the device axis (``pmap`` splits it back).
 
     Example:
-        >>> funcgrad.device_put_replicated(np.ones(3), funcgrad.devices()[:2]).shape
-        (2, 3)
+        >>> devs = funcgrad.local_devices()
+        >>> funcgrad.device_put_replicated(np.ones(3), devs).shape == (len(devs), 3)
+        True
     """
     from funcgrad import tree_util
     devices = _device_list(devices, "device_put_replicated")

@@ -10,15 +10,22 @@ XLA:CPU runs each replica as a task of one thread pool; a replica that waits in 
 holds its thread, so several multi-device launches in flight at once can leave no thread for
 the replicas they wait for. The executable therefore waits for its previous launch before the
 next one (``_last``): launches stay asynchronous with respect to Python, one deep.
+
+A jitted function whose Jaxpr holds a ``pmap`` equation at its top level (or a nested ``jit``
+holding one) is compiled in pieces (``split_program``): the runs of equations between them as
+single-device programs, each ``pmap`` as its own program over its devices.
 """
 import numpy as np
 from jaxlib import _jax
 from jaxlib import xla_client as xc
 
 from funcgrad.core.avals import ShapedArray
+from funcgrad.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, Var
+from funcgrad.core.primitive import rule_table
 from funcgrad.lowering import backend, mlir
-from funcgrad.lowering.array import _BufferAval
-from funcgrad.lowering.executable import _option_overrides
+from funcgrad.lowering.array import Array, _BufferAval
+from funcgrad.lowering.executable import (Executable, _option_overrides, compile_closed_jaxpr,
+                                          to_buffer)
 from funcgrad.lowering.jaxlib_compat import array_result_handler as _result_handler
 from funcgrad.lowering.sharding import ShardedArray, mapped_sharding
 
@@ -92,3 +99,101 @@ class ReplicatedExecutable:
     def as_text(self):
         """The optimized HLO that XLA compiled."""
         return self.loaded.hlo_modules()[0].to_string()
+
+
+# --- jitted functions that hold pmaps: compiled in pieces --------------------------------------
+# prim -> rule(eqn) -> bool: whether the equation must run as its own program when it appears at
+# the top level of a jitted function (``pmap``; ``jit`` when its body holds such an equation)
+own_program_rules = rule_table("own_program")
+
+
+def runs_in_pieces(closed):
+    """Whether a jitted ``closed`` holds, at its top level, an equation that runs as its own
+    (multi-device) program."""
+    for eqn in closed.jaxpr.eqns:
+        rule = own_program_rules.get(eqn.prim)
+        if rule is not None and rule(eqn):
+            return True
+    return False
+
+
+class _Outputs:
+    """What ``execute_sharded`` returns, for a program run in pieces."""
+
+    __slots__ = ("bufs",)
+
+    def __init__(self, bufs):
+        self.bufs = bufs
+
+    def consume_with_handlers(self, handlers):
+        return self.bufs
+
+
+class _Pieces:
+    """Stands in for a loaded executable: runs a Jaxpr as single-device programs (the runs of
+    equations between the ones that run alone) and those equations (pmaps, by their impl)."""
+
+    def __init__(self, closed, device, name):
+        jaxpr = closed.jaxpr
+        self.device, self.jaxpr = device, jaxpr
+        self.in_vars = list(jaxpr.constvars) + list(jaxpr.invars)
+        groups = []                 # [alone?, [eqns]]
+        for eqn in jaxpr.eqns:
+            rule = own_program_rules.get(eqn.prim)
+            alone = rule is not None and rule(eqn)
+            if alone or not groups or groups[-1][0]:
+                groups.append([alone, [eqn]])
+            else:
+                groups[-1][1].append(eqn)
+        needed = {v for v in jaxpr.outvars if type(v) is Var}
+        steps = []
+        for index, (alone, eqns) in reversed(list(enumerate(groups))):
+            if alone:
+                steps.append((eqns[0], None, None))
+                needed.update(v for v in eqns[0].invars if type(v) is Var)
+                continue
+            defined = {v for e in eqns for v in e.outvars}
+            outs = [v for e in eqns for v in e.outvars if v in needed]
+            ins, seen = [], set()
+            for e in eqns:
+                for v in e.invars:
+                    if type(v) is Var and v not in defined and v not in seen:
+                        seen.add(v)
+                        ins.append(v)
+            piece = ClosedJaxpr(Jaxpr([], ins, eqns, outs), [])
+            steps.append((compile_closed_jaxpr(piece, device, f"{name}_part{index}"),
+                          ins, outs))
+            needed.update(ins)
+        steps.reverse()
+        self.steps = steps
+
+    def hlo_modules(self):
+        """The HLO modules of the single-device pieces, in order (each pmap's own program is
+        made when it first runs)."""
+        return [m for exe, ins, _ in self.steps if ins is not None
+                for m in exe.loaded.hlo_modules()]
+
+    def execute_sharded(self, bufs):
+        env = {v: Array(v.aval, b) for v, b in zip(self.in_vars, bufs)}
+
+        def read(atom):
+            return atom.val if type(atom) is Literal else env[atom]
+
+        for exe, ins, outs in self.steps:
+            if ins is None:       # an equation that runs alone
+                eqn = exe
+                res = eqn.prim.bind(*[read(v) for v in eqn.invars], **eqn.params)
+                outs, res = eqn.outvars, res if eqn.prim.multiple_results else [res]
+            else:
+                res = exe([read(v) for v in ins])
+            env.update(zip(outs, res))
+        return _Outputs([to_buffer(read(v), self.device, v.aval) for v in self.jaxpr.outvars])
+
+
+def split_program(closed, device, name="main", donated=()):
+    """``closed`` (a jitted Jaxpr that ``runs_in_pieces``) as an ``Executable`` on ``device``
+    whose pmaps run as their own programs over their devices; outputs come back to
+    ``device``."""
+    in_avals = [v.aval for v in closed.jaxpr.constvars] + closed.in_avals
+    return Executable(_Pieces(closed, device, name), device, in_avals, closed.out_avals,
+                      str(closed), ())

@@ -6,10 +6,16 @@ and updates them in training mode through ``Module.update_buffer``: in place eag
 out of ``jit``/``grad`` otherwise. ``num_batches_tracked`` is held as a float32 counter so that
 models stay differentiable with ``funcgrad.grad`` (which rejects integer leaves); it is an int64
 in ``state_dict()`` exactly as in PyTorch, and loads from one.
+
+``axis_name=`` (as flax's ``BatchNorm(axis_name=...)``, PyTorch's ``SyncBatchNorm``) computes
+the batch statistics over every member of a ``pmap`` (or ``vmap``) axis: the mean and variance
+are ``pmean``s of the per-device moments, so a data-parallel step normalizes with the
+statistics of the whole batch and every device holds the same running statistics.
 """
 import numpy as np
 
 import funcgrad.numpy as jnp
+from funcgrad import lax
 from funcgrad.nn import functional as F
 from funcgrad.nn.module import Module, Parameter, host_ones, host_zeros
 
@@ -18,9 +24,10 @@ class _BatchNorm(Module):
     _dims = (2, 3)
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
-                 track_running_stats=True, device=None, dtype=None):
+                 track_running_stats=True, device=None, dtype=None, *, axis_name=None):
         super().__init__()
         self.num_features, self.eps, self.momentum = int(num_features), float(eps), momentum
+        self.axis_name = axis_name
         self.affine, self.track_running_stats = affine, track_running_stats
         dt = dtype or "float32"
         if affine:
@@ -69,17 +76,45 @@ class _BatchNorm(Module):
             if momentum is None:
                 momentum = 1.0 / count
         use_batch = self.training or not self.track_running_stats
-        y, mean, var = F.batch_norm(x, self.running_mean, self.running_var, self.weight,
-                                    self.bias, use_batch, momentum if momentum is not None else
-                                    0.0, self.eps, return_stats=True)
+        if use_batch and self.axis_name is not None:
+            y, mean, var = self._synced(x, momentum)
+        else:
+            y, mean, var = F.batch_norm(x, self.running_mean, self.running_var, self.weight,
+                                        self.bias, use_batch, momentum if momentum is not None
+                                        else 0.0, self.eps, return_stats=True)
         if update:
             self.update_buffer("running_mean", mean)
             self.update_buffer("running_var", var)
         return y
 
+    def _synced(self, x, momentum):
+        """(y, new running mean, new running var) with the batch statistics taken over every
+        member of ``axis_name`` (each member's batch of the same size)."""
+        axes = (0,) + tuple(range(2, x.ndim))
+        shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+        names = self.axis_name if isinstance(self.axis_name, tuple) else (self.axis_name,)
+        n = x.size // x.shape[1]
+        for name in names:
+            n *= lax.axis_size(name)
+        if n <= 1:
+            raise ValueError(f"{type(self).__name__}(axis_name={self.axis_name!r}): expected "
+                             f"more than 1 value per channel over the devices, got input of "
+                             f"shape {tuple(x.shape)}")
+        mean = lax.pmean(jnp.mean(x, axis=axes), names)
+        var = lax.pmean(jnp.mean(jnp.square(x - jnp.reshape(mean, shape)), axis=axes), names)
+        y = F.batch_norm(x, mean, var, self.weight, self.bias, False, eps=self.eps)
+        if self.running_mean is None:
+            return y, None, None
+        m = momentum
+        new_mean = (1 - m) * self.running_mean + m * lax.stop_gradient(mean)
+        new_var = (1 - m) * self.running_var + m * lax.stop_gradient(var) * (n / (n - 1))
+        return y, new_mean.astype(self.running_mean.dtype), new_var.astype(
+            self.running_var.dtype)
+
     def extra_repr(self):
+        sync = f", axis_name={self.axis_name!r}" if self.axis_name is not None else ""
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+                f"affine={self.affine}, track_running_stats={self.track_running_stats}{sync}")
 
 
 class BatchNorm1d(_BatchNorm):
@@ -88,13 +123,19 @@ class BatchNorm1d(_BatchNorm):
 
 
 class BatchNorm2d(_BatchNorm):
-    """Batch norm over (N, C, H, W).
+    """Batch norm over (N, C, H, W); ``axis_name=`` takes the batch statistics over a mapped
+    axis (``pmap``/``vmap``), as PyTorch's ``SyncBatchNorm``.
 
     Example:
         >>> bn = nn.BatchNorm2d(2)
         >>> y = bn(jnp.ones((4, 2, 3, 3)))   # training mode: updates the running statistics
         >>> bn.running_mean
         Array([0.1, 0.1], dtype=float32)
+        >>> sync = nn.BatchNorm2d(1, axis_name="d")
+        >>> x = jnp.arange(8.0).reshape(2, 2, 1, 2, 1)          # 2 members, 2 images each
+        >>> y = funcgrad.vmap(sync, axis_name="d")(x)           # statistics over all 8 values
+        >>> sync.running_mean, round(float(y.std()), 3)
+        (Array([0.35], dtype=float32), 1.0)
     """
     _dims = (4,)
 

@@ -6,43 +6,31 @@ it for ``num_replicas = len(devices)`` (``funcgrad.lowering.spmd``); each call t
 arguments over the devices (an Array already split that way is used in place) and runs the
 program once on all of them. Outputs are sharded ``funcgrad.Array``s.
 
-Called under another transformation (``grad``, ``jit``, ``vmap``) ``pmap`` computes the same
-values as ``vmap`` with the same axis name (see docs/parallel.md).
+Called under another transformation (``grad``, ``jvp``, ``vmap``, ``jit``) ``pmap`` binds the
+``pmap`` primitive (``funcgrad.lowering.pmap_primitive``), whose rules keep the transformed
+computation a program over the same devices (see docs/parallel.md).
 
 Example:
     >>> import funcgrad, funcgrad.numpy as jnp
+    >>> n = funcgrad.local_device_count()     # 4 with FUNCGRAD_CPU_DEVICES=4
     >>> f = funcgrad.pmap(lambda x: x / funcgrad.lax.psum(x, "i"), axis_name="i")
-    >>> f(jnp.arange(1.0, 5.0))         # with FUNCGRAD_CPU_DEVICES=4
-    Array([0.1, 0.2, 0.3, 0.4], dtype=float32)
+    >>> y = f(jnp.arange(1.0, n + 1))           # one entry per device
+    >>> float(y.sum()), y.shape == (n,), len(y.addressable_shards) == n
+    (1.0, True, True)
 """
 import functools
 
 from funcgrad import tree_util
-from funcgrad.core import interpreters
+from funcgrad.core import interpreters, mutable_state
 from funcgrad.core.avals import ShapedArray
-from funcgrad.core.batching import AxisData
-from funcgrad.core.interpreters import Interpreter, Tracer
+from funcgrad.core.interpreters import Tracer
 from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.core.values import aval_of, is_arraylike
-from funcgrad.lax.shapes import expand_dims, squeeze
 from funcgrad.lowering import backend
+from funcgrad.lowering.pmap_primitive import (as_operands, bound_axis, executable_for, pmap_p,
+                                              resolve_devices)
 from funcgrad.lowering.sharding import ShardedArray, shard_value
-from funcgrad.lowering.spmd import ReplicatedExecutable
 from funcgrad.transforms.batching import _arg_names, _check_axes_spec, _leaf_axes, _leaf_labels
-from funcgrad.transforms.batching import vmap
-
-
-class _DeviceAxis(Interpreter):
-    """Binds pmap's axis name while its function is staged: collectives find the axis size here
-    (``lax.axis_size``); every primitive goes on to the staging interpreter below."""
-
-    def __init__(self, parent, name, size):
-        self.parent = parent
-        self.axis = AxisData(name, size)
-        self.debug_name = "pmap"
-
-    def process_primitive(self, prim, args, params):
-        return self.forward_to_parent(prim, args, params)
 
 
 class _AnonymousAxis:
@@ -60,14 +48,16 @@ class PmapFunction:
         self.axis_name = axis_name if axis_name is not None else _AnonymousAxis()
         self.in_axes, self.out_axes = in_axes, out_axes
         self.static_argnums = tuple(static_argnums)
-        self.devices = list(devices) if devices is not None else None
+        self.devices = tuple(devices) if devices is not None else None
         self.backend = backend_name
         self.axis_size = axis_size
         self.donate_argnums = tuple(donate_argnums)
         self.name = getattr(fun, "__name__", type(fun).__name__)
+        self._traces = {}   # (treedef, avals, in_axes, static args, size) -> staged body
+        # (that key, devices) -> (executable, out tree, const buffers, state writeback)
         self._cache = {}
-        # (treedef, (aval key, sharding) per leaf) -> (executable, out tree, const buffers) for
-        # calls whose arguments are all ShardedArrays already laid out as the program takes them
+        # (treedef, (aval key, sharding) per leaf) -> the same entry, for eager calls whose
+        # arguments are all ShardedArrays already laid out as the program takes them
         self._fast = {}
         functools.update_wrapper(self, fun)
 
@@ -99,33 +89,17 @@ class PmapFunction:
         axes.extend([0] * len(tree_util.tree_leaves(kwargs)))
         return axes
 
-    def _devices_for(self, size):
-        available = backend.local_devices(self.backend)
-        if self.devices is not None:
-            devices = self.devices
-        else:
-            if size > len(available):
-                raise ValueError(
-                    f"pmap({self.name}): the mapped axis has size {size} but only "
-                    f"{len(available)} device(s) exist ({available}); set "
-                    f"FUNCGRAD_CPU_DEVICES={size} (host CPU devices) before funcgrad starts, "
-                    f"or map over at most {len(available)} entries")
-            devices = available[:size]
-        if len(devices) != size:
-            raise ValueError(f"pmap({self.name}): the mapped axis has size {size} but "
-                             f"devices= names {len(devices)} device(s)")
-        return tuple(devices)
-
     # --- call -------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        if not kwargs and not self.static_argnums:
+        if not kwargs and not self.static_argnums and interpreters.is_eager():
             leaves, treedef = tree_util.tree_flatten(args)
             fast_key = _fast_key(treedef, leaves)
             if fast_key is not None:
                 entry = self._fast.get(fast_key)
                 if entry is not None:
-                    exe, out_tree, const_bufs = entry
-                    return out_tree.unflatten(exe(const_bufs + [x._buf for x in leaves]))
+                    exe, out_tree, const_bufs, writeback = entry
+                    return _finish(exe(const_bufs + [x._buf for x in leaves]), out_tree,
+                                   writeback)
         return self._call(args, kwargs)
 
     def _call(self, args, kwargs):
@@ -168,67 +142,74 @@ class PmapFunction:
                                f"axis {d})" for k, d, s in sizes)
             raise ValueError(f"pmap({self.name}): every mapped axis must have the same size, one "
                              f"entry per device: {detail}")
-        if any(isinstance(leaf, Tracer) for leaf in leaves):
-            return self._as_vmap(args, kwargs, static_idx, size)
-        devices = self._devices_for(size)
-        if self.devices is not None and size != len(devices):
-            raise ValueError(f"pmap({self.name}): mapped axis size {size} differs from the "
-                             f"{len(devices)} devices given")
-        avals = tuple(aval_of(leaf) for leaf in leaves)
-        key = (treedef, avals, tuple(canon), _hashable(static_vals), devices)
+        tkey = (treedef, tuple(aval_of(leaf) for leaf in leaves), tuple(canon),
+                _hashable(static_vals), size)
+        traced = self._traces.get(tkey)
+        if traced is None:
+            traced = self._trace(treedef, tkey[1], canon, static_idx, static_vals, size)
+            if not any(isinstance(c, Tracer) for c in traced[1]):
+                self._traces[tkey] = traced      # not cached: it closed over another's tracers
+        body, consts, out_tree, out_axes, writeback = traced
+        in_axes = (None,) * len(consts) + tuple(canon)
+        devices = self.devices
+        if devices is None and self.backend is not None:
+            devices = resolve_devices(None, size, self.name, self.backend)
+        if not interpreters.is_eager() or any(isinstance(x, Tracer) for x in leaves):
+            # under another transformation: one pmap equation it transforms
+            outs = pmap_p.bind(*consts, *leaves, jaxpr=body, axis_name=self.axis_name,
+                               axis_size=size, devices=devices, in_axes=in_axes,
+                               out_axes=out_axes, name=self.name,
+                               donated=(False,) * len(in_axes))
+            return _finish(outs, out_tree, writeback)
+        devices = resolve_devices(devices, size, self.name)
+        key = (tkey, devices)
         entry = self._cache.get(key)
         if entry is None:
-            entry = self._cache[key] = self._compile(treedef, avals, canon, static_idx,
-                                                     static_vals, devices)
-        exe, out_tree, consts = entry
-        const_bufs = [c._buf for c in consts]
+            donated = (False,) * len(consts) + tuple(self._donated(static_idx, treedef, leaves))
+            exe, const_arrays = executable_for(body, devices, in_axes, out_axes,
+                                               self.axis_name, self.name, donated)
+            const_bufs = [c._buf for c in const_arrays] + [
+                shard_value(c, devices, None, f"pmap({self.name})")._buf for c in consts]
+            entry = self._cache[key] = (exe, out_tree, const_bufs, writeback)
+        exe, out_tree, const_bufs, writeback = entry
         bufs = list(const_bufs)
         for leaf, d in zip(leaves, canon):
             bufs.append(shard_value(leaf, devices, d, f"pmap({self.name})")._buf)
         if not kwargs and not static_idx:
             flat, tree = tree_util.tree_flatten(args)
             fast_key = _fast_key(tree, flat)
+            n_lead = len(bufs) - len(leaves)
             if fast_key is not None and all(
-                    x._buf._sharding is s for x, s in zip(flat, exe.in_shardings[len(consts):])):
-                self._fast[fast_key] = (exe, out_tree, const_bufs)
-        return out_tree.unflatten(exe(bufs))
+                    x._buf._sharding is s for x, s in zip(flat, exe.in_shardings[n_lead:])):
+                self._fast[fast_key] = entry
+        return _finish(exe(bufs), out_tree, writeback)
 
-    def _as_vmap(self, args, kwargs, static_idx, size):
-        # Under grad / jit / vmap: the same values, computed by vmap with the same axis name.
-        def with_static(*dyn, **kw):
-            it = iter(dyn)
-            full = [args[i] if i in static_idx else next(it) for i in range(len(args))]
-            return self.fun(*full, **kw)
-        dyn = [a for i, a in enumerate(args) if i not in static_idx]
-        in_axes = self.in_axes
-        if isinstance(in_axes, (tuple, list)) and len(in_axes) == len(args):
-            in_axes = tuple(ax for i, ax in enumerate(in_axes) if i not in static_idx)
-        return vmap(with_static, in_axes=in_axes, out_axes=self.out_axes, axis_size=size,
-                    axis_name=self.axis_name)(*dyn, **kwargs)
+    def _donated(self, static_idx, treedef, leaves):
+        if not self.donate_argnums:
+            return [False] * len(leaves)
+        return _donated_leaves(self.donate_argnums, static_idx, treedef, len(leaves))
 
-    def _compile(self, treedef, avals, canon, static_idx, static_vals, devices):
-        n = len(devices)
-        in_avals = []
-        for a, d in zip(avals, canon):
-            if d is None:
-                in_avals.append(ShapedArray(a.shape, a.dtype, a.weak_type))
-            else:
-                shape = list(a.shape)
-                shape[d] = 1
-                in_avals.append(ShapedArray(tuple(shape), a.dtype, a.weak_type))
+    def _trace(self, treedef, avals, canon, static_idx, static_vals, n):
+        """Stage ``fun`` for one device's slice: (body without consts, consts, output tree,
+        out_axes per output leaf, writeback). Object state that ``fun`` writes (BatchNorm
+        statistics of a module argument) leaves as extra, replicated outputs: device 0's value
+        is written back (the same on every device when computed with collectives)."""
+        in_avals = [a if d is None else ShapedArray(a.shape[:d] + a.shape[d + 1:], a.dtype,
+                                                    a.weak_type)
+                    for a, d in zip(avals, canon)]
         found = {}
         fun, out_axes_spec = self.fun, self.out_axes
 
-        def per_device(*shards):
-            vals = [s if d is None else squeeze(s, (d,)) for s, d in zip(shards, canon)]
+        def per_device(*vals):
             dyn, kwargs = treedef.unflatten(vals)
             it = iter(dyn)
             full = [static_vals[static_idx.index(i)] if i in static_idx else next(it)
                     for i in range(len(dyn) + len(static_idx))]
-            out = fun(*full, **kwargs)
+            log = mutable_state.StateLog()
+            with mutable_state.collecting(log):
+                out = fun(*full, **kwargs)
             out_leaves, out_tree = tree_util.tree_flatten(out)
             out_axes = _leaf_axes(out_axes_spec, out, "out_axes")
-            res = []
             for i, (o, ax) in enumerate(zip(out_leaves, out_axes)):
                 if not is_arraylike(o):
                     raise TypeError(f"pmap({self.name}): output {i} of type "
@@ -238,26 +219,26 @@ class PmapFunction:
                     if not -rank <= ax < rank:
                         raise ValueError(f"pmap({self.name}): out_axes {ax} is out of range "
                                          f"for output {i} of rank {rank}")
-                    ax %= rank
-                    o = expand_dims(o, (ax,))
-                res.append(o)
-                out_axes[i] = ax
-            found["tree"], found["axes"] = out_tree, out_axes
-            return res
+                    out_axes[i] = ax % rank
+            writes = log.entries()
+            found["tree"], found["axes"] = out_tree, tuple(out_axes) + (None,) * len(writes)
+            found["writeback"] = tuple((target, key, setter) for target, key, _, setter in writes)
+            return out_leaves + [value for _, _, value, _ in writes]
 
-        frame = _DeviceAxis(interpreters.current(), self.axis_name, n)
-        with interpreters.using(frame):
+        with bound_axis(self.axis_name, n):
             closed, _ = trace_to_jaxpr(per_device, in_avals, debug_name=self.name)
-        consts = [shard_value(c, devices, None, f"pmap({self.name})") for c in closed.consts]
-        in_axes = [None] * len(consts) + list(canon)
-        n_dyn = len(avals)
-        donated = [False] * n_dyn
-        if self.donate_argnums:
-            donated = _donated_leaves(self.donate_argnums, static_idx, treedef, n_dyn)
-        exe = ReplicatedExecutable(closed, devices, in_axes, found["axes"],
-                                   ((self.axis_name, n),), name=f"pmap_{self.name}",
-                                   donated=donated)
-        return exe, found["tree"], consts
+        body, consts = as_operands(closed)
+        return body, consts, found["tree"], found["axes"], found["writeback"]
+
+
+def _finish(outs, out_tree, writeback):
+    """The function's outputs; the trailing state outputs go to their objects."""
+    if writeback:
+        n = len(outs) - len(writeback)
+        for (target, key, setter), value in zip(writeback, outs[n:]):
+            mutable_state.write(target, key, value, setter)
+        outs = outs[:n]
+    return out_tree.unflatten(outs)
 
 
 def _fast_key(treedef, leaves):
@@ -297,9 +278,13 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
     axis_name)``...) inside ``fun`` communicate across the devices.
 
     Example:
-        >>> step = funcgrad.pmap(lambda x: lax.pmean(x, "d"), axis_name="d")
-        >>> step(np.arange(4.0))                    # on 4 devices
-        Array([1.5, 1.5, 1.5, 1.5], dtype=float32)
+        >>> n = funcgrad.local_device_count()
+        >>> step = funcgrad.pmap(lambda x: x - lax.pmean(x, "d"), axis_name="d")
+        >>> float(step(np.arange(float(n))).sum())      # the mean over the devices is removed
+        0.0
+        >>> grads = funcgrad.grad(lambda x: step(x * x).sum())(jnp.ones(n))   # a pmap too
+        >>> float(grads.sum())
+        0.0
     """
     if fun is None:
         return functools.partial(pmap, axis_name=axis_name, in_axes=in_axes, out_axes=out_axes,
@@ -320,17 +305,32 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
 
 def local_device_count(backend_name=None):
     """The number of devices this process drives (``FUNCGRAD_CPU_DEVICES`` host devices on the
-    CPU). Example: ``funcgrad.local_device_count()`` -> 4."""
+    CPU).
+
+    Example:
+        >>> funcgrad.local_device_count() == len(funcgrad.local_devices())
+        True
+    """
     return len(backend.local_devices(backend_name))
 
 
 def process_index():
-    """This process's index among the processes of a multi-process run (0: one process)."""
+    """This process's index among the processes of a multi-process run (0: one process).
+
+    Example:
+        >>> funcgrad.process_index()
+        0
+    """
     return 0
 
 
 def process_count():
-    """The number of processes in the run (1: multi-process runs are not supported yet)."""
+    """The number of processes in the run (1: multi-process runs are not supported yet).
+
+    Example:
+        >>> funcgrad.process_count()
+        1
+    """
     return 1
 
 

@@ -1,5 +1,6 @@
-"""Runs ``pmap_cases.py`` on 4 host CPU devices in a subprocess (the device count is fixed when
-funcgrad makes its client), and the single-device checks of pmap here."""
+"""Runs ``pmap_cases.py`` and ``pmap_transform_cases.py`` on 4 host CPU devices in a subprocess
+(the device count is fixed when funcgrad makes its client), and the single-device checks of
+pmap here."""
 import os
 import subprocess
 import sys
@@ -17,7 +18,8 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 def test_pmap_cases_on_four_host_devices():
     env = dict(os.environ, FUNCGRAD_CPU_DEVICES="4", FUNCGRAD_PLATFORM="cpu", PYTHONPATH=REPO)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p",
-                           "no:cacheprovider", os.path.join(HERE, "pmap_cases.py")],
+                           "no:cacheprovider", os.path.join(HERE, "pmap_cases.py"),
+                           os.path.join(HERE, "pmap_transform_cases.py")],
                           env=env, cwd=REPO, capture_output=True, text=True, timeout=540)
     tail = (proc.stdout + proc.stderr)[-4000:]
     assert proc.returncode == 0, tail
@@ -54,6 +56,13 @@ def test_data_parallel_example_matches_one_device_run(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("step ")]
     assert len(lines) == 4, proc.stdout
+    worst = float(proc.stdout.strip().splitlines()[-1].split(":")[-1])
+    assert worst <= 1e-5, proc.stdout
+    # with a synced BatchNorm: losses and running statistics equal the 1-device run's
+    proc = subprocess.run([sys.executable, script, "--check", "--check-steps", "2", "--sync-bn"],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "running statistics: largest difference" in proc.stdout, proc.stdout
     worst = float(proc.stdout.strip().splitlines()[-1].split(":")[-1])
     assert worst <= 1e-5, proc.stdout
     proc = subprocess.run([sys.executable, script, "--epochs", "1", "--n-train", "256"],
