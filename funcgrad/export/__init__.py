@@ -38,6 +38,7 @@ def save(exported, path):
     file intact.
 
     Example:
+        >>> from funcgrad import export
         >>> export.save(export.export(jnp.sin)(jnp.zeros(2)), "sin.fgx")
         >>> export.load("sin.fgx").call(jnp.zeros(2))
         Array([0., 0.], dtype=float32)
@@ -68,6 +69,7 @@ def load(path):
     file for a corrupt or truncated file or one written by a newer funcgrad.
 
     Example:
+        >>> from funcgrad import export
         >>> export.save(export.export(lambda x: x * 3)(jnp.zeros(2)), "triple.fgx")
         >>> export.load("triple.fgx").call(jnp.ones(2))
         Array([3., 3.], dtype=float32)

@@ -19,7 +19,7 @@ Example:
     >>> from funcgrad.export import artifact
     >>> blob = artifact.pack({"name": "f"}, {"notes": b"hello"})
     >>> blob[:8], len(blob)
-    (b'FGEXPORT', 197)
+    (b'FGEXPORT', 128)
     >>> header, sections = artifact.unpack(blob, "example")
     >>> header["name"], sections["notes"]
     ('f', b'hello')

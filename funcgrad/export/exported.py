@@ -39,6 +39,7 @@ class Exported:
     ``vjp_order`` (1 when the backward pass is stored).
 
     Example:
+        >>> from funcgrad import export
         >>> exp = export.export(jnp.cos)(jnp.zeros(3))
         >>> exp.fun_name, exp.platforms, exp.vjp_order
         ('cos', ('cpu',), 0)
@@ -95,6 +96,7 @@ class Exported:
         Symbolic dimensions appear at the prime values they were traced with (``symbols``).
 
         Example:
+            >>> from funcgrad import export
             >>> print(export.export(jnp.sin)(jnp.zeros(2)).mlir_module())
             module @funcgrad_sin {
               func.func public @main(%arg0: tensor<2xf32>) -> tensor<2xf32> {
@@ -148,6 +150,7 @@ class Exported:
         ``vmap`` and (when exported with ``vjp_order=1``) ``grad``.
 
         Example:
+            >>> from funcgrad import export
             >>> exp = export.export(lambda x: {"y": x * 2})(jnp.zeros(2))
             >>> exp.call(jnp.arange(2.0))
             {'y': Array([0., 2.], dtype=float32)}
@@ -246,6 +249,7 @@ class Exported:
         reads them back.
 
         Example:
+            >>> from funcgrad import export
             >>> blob = export.export(jnp.sin)(jnp.zeros(2)).serialize()
             >>> blob[:8]
             b'FGEXPORT'
@@ -262,6 +266,7 @@ def deserialize(data, where="funcgrad.export.deserialize"):
     truncated bytes and for an artifact from a newer funcgrad.
 
     Example:
+        >>> from funcgrad import export
         >>> exp = export.export(lambda x: x + 1)(jnp.zeros(2))
         >>> export.deserialize(exp.serialize()).call(jnp.ones(2))
         Array([2., 2.], dtype=float32)

@@ -40,11 +40,12 @@ def export(fun, platforms=None, *, vjp_order=0, constraints=()):
     needs no device of it (``platforms=("cpu", "cuda")`` works on a CPU-only machine).
 
     Example:
+        >>> from funcgrad import export
         >>> model = funcgrad.nn.Linear(3, 2)
         >>> x = funcgrad.ShapeDtypeStruct(export.symbolic_shape("b, 3"), jnp.float32)
         >>> exp = export.export(model, vjp_order=1)(x)
         >>> exp.weight_names, exp.out_avals
-        (('bias', 'weight'), (ShapeDtypeStruct(shape=(b, 2), dtype=float32),))
+        (('weight', 'bias'), (ShapeDtypeStruct(shape=(b, 2), dtype=float32),))
         >>> bool(jnp.allclose(exp.call(jnp.ones((5, 3))), model(jnp.ones((5, 3)))))
         True
     """
