@@ -51,6 +51,7 @@ def save(exported, path):
     path = os.fspath(path)
     fd, tmp = _open_for_writing(path)
     try:
+        os.chmod(tmp, _file_mode(path))       # mkstemp makes it owner-only
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -62,6 +63,17 @@ def save(exported, path):
         except OSError:
             pass
         raise
+
+
+def _file_mode(path):
+    """The permissions of the file replacing ``path``: those of the old file, else what the
+    umask gives a new file."""
+    try:
+        return os.stat(path).st_mode & 0o777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def load(path):

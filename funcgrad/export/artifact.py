@@ -128,7 +128,7 @@ def weights_to_safetensors(names, arrays):
     """A safetensors blob of ``arrays`` under ``names`` (in that order)."""
     header, offset, chunks = {}, 0, []
     for name, arr in zip(names, arrays):
-        arr = np.ascontiguousarray(arr)
+        arr = np.asarray(arr, order="C")
         code = code_of(arr.dtype)
         if code is None:
             raise TypeError(f"export: weight {name!r} has dtype {arr.dtype}, which safetensors "
