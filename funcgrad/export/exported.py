@@ -59,7 +59,9 @@ class Exported:
         self.symbols = dict(symbols)      # symbol -> the prime it had in the stored module
         self.constraints = tuple(str(c) for c in constraints)
         self.stablehlo_version = stablehlo_version
-        self._constraints = [symbolic.Constraint(c) for c in self.constraints]
+        # every symbol is a size of at least 1, besides the exported constraints
+        self._constraints = [symbolic.Constraint(f"{s} >= 1") for s in self.symbols] + [
+            symbolic.Constraint(c) for c in self.constraints]
         self._modules = dict(modules)     # platform -> StableHLO portable artifact bytes
         self._vjp = vjp
         self._lock = threading.Lock()
