@@ -23,7 +23,7 @@ from funcgrad.core.values import aval_of
 from funcgrad.export import artifact, symbolic
 from funcgrad.export.call import call_exported_p
 from funcgrad.lowering import backend, mlir
-from funcgrad.lowering.array import device_put
+from funcgrad.lowering.array import Array, device_put
 from funcgrad.transforms.custom_derivatives import custom_vjp
 from funcgrad.transforms.eval_shape import ShapeDtypeStruct
 
@@ -199,7 +199,8 @@ class Exported:
         """Call on the flat argument leaves; returns the flat outputs."""
         if self._vjp is None:
             sizes = tuple(sorted(self.sizes_of(leaves).items()))
-            return call_exported_p.bind(*self.weights_on(), *leaves, target=self, sizes=sizes)
+            return call_exported_p.bind(*self.weights_on(_device_of(leaves)), *leaves,
+                                        target=self, sizes=sizes)
         if self._differentiable is None:
             self._differentiable = self._make_differentiable()
         return self._differentiable(*leaves)
@@ -211,15 +212,16 @@ class Exported:
 
         def primal(*leaves):
             sizes = tuple(sorted(target.sizes_of(leaves).items()))
-            return call_exported_p.bind(*target.weights_on(), *leaves, target=target,
-                                        sizes=sizes)
+            return call_exported_p.bind(*target.weights_on(_device_of(leaves)), *leaves,
+                                        target=target, sizes=sizes)
 
         def fwd(*leaves):
             return primal(*leaves), leaves
 
         def bwd(leaves, cts):
             cts = [c for c, keep in zip(cts, inexact_out) if keep]
-            grads = iter(target._vjp.call_flat(list(target.weights_on()) + list(leaves) + cts))
+            weights = target.weights_on(_device_of(leaves))
+            grads = iter(target._vjp.call_flat(list(weights) + list(leaves) + cts))
             return tuple(next(grads) if keep else None for keep in inexact_in)
 
         primal.__name__ = self.fun_name
@@ -306,6 +308,15 @@ def deserialize(data, where="funcgrad.export.deserialize"):
         raise
     except (KeyError, TypeError, ValueError) as e:
         raise artifact.ExportFormatError(f"{where}: malformed header ({e})") from None
+
+
+def _device_of(leaves):
+    """The device of the first Array among ``leaves`` (where the call will run), else None
+    (the default device)."""
+    for x in leaves:
+        if type(x) is Array:
+            return x.device
+    return None
 
 
 def _module_text(portable):

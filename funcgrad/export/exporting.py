@@ -54,11 +54,12 @@ def export(fun, platforms=None, *, vjp_order=0, constraints=()):
     if vjp_order not in (0, 1):
         raise ValueError(f"export: vjp_order must be 0 or 1, got {vjp_order!r}")
     name = _name_of(fun)
+    chosen = None if platforms is None else _platform_list(platforms)
 
-    @functools.wraps(fun if hasattr(fun, "__name__") else export)
     def exporter(*args, **kwargs):
-        return _export(fun, name, args, kwargs, _platform_list(platforms), vjp_order,
+        return _export(fun, name, args, kwargs, chosen or _platform_list(None), vjp_order,
                        tuple(constraints))
+    exporter.__name__ = exporter.__qualname__ = f"export({name})"
     return exporter
 
 
