@@ -96,6 +96,13 @@ def unpack(data, where):
                                 f"{header.get('format_version')!r}, the preamble {version}")
     sections = {}
     body = data[start:]
+    end = max((int(e.get("offset", 0)) + int(e.get("length", 0)) + 7) // 8 * 8
+              for e in header["sections"].values() if isinstance(e, dict)) \
+        if header["sections"] else 0
+    if end != len(body):
+        what = "is truncated" if end > len(body) else "has trailing bytes"
+        raise ExportFormatError(f"{where}: the sections end at byte {end} of the data area, "
+                                f"which has {len(body)}; the artifact {what}")
     for name, entry in header["sections"].items():
         try:
             off, length, crc = int(entry["offset"]), int(entry["length"]), int(entry["crc32"])
