@@ -23,6 +23,7 @@ from funcgrad.core.values import aval_of
 from funcgrad.export import symbolic
 from funcgrad.export.exported import Exported
 from funcgrad.lowering import backend, mlir, platforms as _platforms
+from funcgrad.lowering.dispatch import JitFunction
 from funcgrad.transforms.eval_shape import ShapeDtypeStruct
 
 
@@ -87,6 +88,25 @@ def _platform_list(platforms):
     return tuple(names)
 
 
+def _split_static(fun, args, kwargs):
+    """(dynamic args, dynamic kwargs, rebuild): the static arguments of a jitted ``fun``
+    (``static_argnums`` / ``static_argnames``) are fixed at export time and left out of the
+    exported signature; ``rebuild(args, kwargs)`` puts them back."""
+    nums = getattr(fun, "_static_argnums", ()) if isinstance(fun, JitFunction) else ()
+    names = getattr(fun, "_static_argnames", ()) if isinstance(fun, JitFunction) else ()
+    static_pos = {i: a for i, a in enumerate(args) if i in nums}
+    static_kw = {k: v for k, v in kwargs.items() if k in names}
+    dyn_args = tuple(a for i, a in enumerate(args) if i not in static_pos)
+    dyn_kwargs = {k: v for k, v in kwargs.items() if k not in static_kw}
+
+    def rebuild(a, kw):
+        it = iter(a)
+        full = [static_pos[i] if i in static_pos else next(it)
+                for i in range(len(a) + len(static_pos))]
+        return full, dict(kw, **static_kw)
+    return dyn_args, dyn_kwargs, rebuild
+
+
 def _spec_of(x, i):
     """(shape, dtype) of argument leaf ``x``: a ShapeDtypeStruct (possibly symbolic) or a
     value."""
@@ -111,6 +131,7 @@ def _export(fun, name, args, kwargs, platforms, vjp_order, constraints):
     weights = [np.asarray(v) for _, v in w_paths] if is_module else []
     w_specs = [(w.shape, dtypes.canonicalize(w.dtype)) for w in weights]
 
+    args, kwargs, rebuild = _split_static(fun, args, kwargs)
     leaves, in_tree = tree_util.tree_flatten((args, kwargs))
     a_specs = [_spec_of(x, i) for i, x in enumerate(leaves)]
     out_tree_box = []
@@ -118,7 +139,7 @@ def _export(fun, name, args, kwargs, platforms, vjp_order, constraints):
     def flat_fun(*flat):
         n = len(w_specs)
         f = module_def.unflatten(flat[:n]) if is_module else fun
-        a, kw = in_tree.unflatten(flat[n:])
+        a, kw = rebuild(*in_tree.unflatten(flat[n:]))
         with mutable_state.collecting(mutable_state.StateLog()):   # state writes are dropped
             out = f(*a, **kw)
         out_leaves, out_tree = tree_util.tree_flatten(out)

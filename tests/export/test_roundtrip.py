@@ -55,6 +55,15 @@ def test_jitted_function_and_shape_dtype_struct_arguments():
         np.testing.assert_allclose(e.call(x, i), np.sin(x) * i, rtol=1e-6)
 
 
+def test_static_arguments_of_a_jitted_function_are_fixed_at_export():
+    f = funcgrad.jit(lambda x, n, *, mode: x ** n if mode == "pow" else x * n,
+                     static_argnums=1, static_argnames="mode")
+    exp = export.deserialize(export.export(f)(_f32(3), 3, mode="pow").serialize())
+    assert len(exp.in_avals) == 1
+    x = _f32(3)
+    np.testing.assert_allclose(exp.call(x), x ** 3, rtol=1e-6)
+
+
 class _ConvNet(nn.Module):
     def __init__(self):
         super().__init__()
