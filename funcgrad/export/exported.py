@@ -11,6 +11,7 @@ Example:
     >>> again.call(jnp.full(2, 3.0), jnp.ones(2))
     (Array([3., 3.], dtype=float32), Array([4., 4.], dtype=float32))
 """
+import functools
 import threading
 
 import numpy as np
@@ -24,6 +25,7 @@ from funcgrad.export import artifact, symbolic
 from funcgrad.export.call import call_exported_p
 from funcgrad.lowering import backend, mlir
 from funcgrad.lowering.array import Array, device_put
+from funcgrad.lowering.dispatch import JitFunction
 from funcgrad.transforms.custom_derivatives import custom_vjp
 from funcgrad.transforms.eval_shape import ShapeDtypeStruct
 
@@ -172,6 +174,8 @@ class Exported:
             aval = aval_of(x)
         except TypeError as e:
             raise TypeError(f"{name}: argument leaf {i}: {e}") from None
+        if aval.dtype == spec.dtype:
+            return x
         want = dtypes.canonicalize(spec.dtype)
         if aval.dtype != want:
             if aval.weak_type and np.ndim(x) == 0 and not hasattr(x, "aval"):
@@ -182,7 +186,14 @@ class Exported:
 
     def sizes_of(self, leaves, name=None):
         """The symbol values that the shapes of ``leaves`` give (checked against the exported
-        shapes and the constraints)."""
+        shapes and the constraints).
+
+        Example:
+            >>> from funcgrad import export
+            >>> x = funcgrad.ShapeDtypeStruct(export.symbolic_shape("2*b, 3"), jnp.float32)
+            >>> export.export(lambda x: x)(x).sizes_of([jnp.zeros((8, 3))])
+            {'b': 4}
+        """
         shapes = [aval_of(x).shape for x in leaves]
         return symbolic.solve(name or f"{self.describe()}.call",
                               [a.shape for a in self.in_avals], shapes, self._constraints)
@@ -198,12 +209,23 @@ class Exported:
     def call_flat(self, leaves):
         """Call on the flat argument leaves; returns the flat outputs."""
         if self._vjp is None:
-            sizes = tuple(sorted(self.sizes_of(leaves).items()))
-            return call_exported_p.bind(*self.weights_on(_device_of(leaves)), *leaves,
-                                        target=self, sizes=sizes)
+            return self._runner(*self.weights_on(_device_of(leaves)), *leaves)
         if self._differentiable is None:
             self._differentiable = self._make_differentiable()
         return self._differentiable(*leaves)
+
+    @functools.cached_property
+    def _runner(self):
+        """``call_exported`` of (weights..., args...) under ``jit``: an eager call takes jit's
+        fast path (one cache lookup and the execute); the symbol values are solved, and the
+        shapes checked, when a new signature is traced."""
+        n_weights, target = len(self.weights), self
+
+        def run(*flat):
+            sizes = tuple(sorted(target.sizes_of(flat[n_weights:]).items()))
+            return call_exported_p.bind(*flat, target=target, sizes=sizes)
+        run.__name__ = self.fun_name
+        return JitFunction(run)
 
     def _make_differentiable(self):
         inexact_in = [dtypes.is_inexact(a.dtype) for a in self.in_avals]
@@ -211,9 +233,7 @@ class Exported:
         target = self
 
         def primal(*leaves):
-            sizes = tuple(sorted(target.sizes_of(leaves).items()))
-            return call_exported_p.bind(*target.weights_on(_device_of(leaves)), *leaves,
-                                        target=target, sizes=sizes)
+            return target._runner(*target.weights_on(_device_of(leaves)), *leaves)
 
         def fwd(*leaves):
             return primal(*leaves), leaves

@@ -225,11 +225,12 @@ def solve(name, specs, shapes, constraints):
             raise ShapeError(f"{name}: argument {i} has shape {tuple(shape)}, expected rank "
                              f"{len(spec)} (shape {_show(spec)})")
         for axis, (d, actual) in enumerate(zip(spec, shape)):
-            where = f"{name}: argument {i} has shape {tuple(shape)}, expected {_show(spec)}"
-            if not is_symbolic(d):
-                if int(d) != actual:
-                    raise ShapeError(f"{where} (dimension {axis} is {actual}, not {d})")
+            if type(d) is int:
+                if d != actual:
+                    raise ShapeError(f"{_where(name, i, shape, spec)} (dimension {axis} is "
+                                     f"{actual}, not {d})")
                 continue
+            where = _where(name, i, shape, spec)
             if len(d.powers) == 1 and d.powers[0][1] == 1 and d.powers[0][0] not in env:
                 sym = d.powers[0][0]
                 if d.coeff == 0 or actual % d.coeff:
@@ -253,6 +254,10 @@ def solve(name, specs, shapes, constraints):
             raise ShapeError(f"{name}: the argument shapes {[tuple(s) for s in shapes]} give "
                              f"{values}, which breaks the constraint {c}")
     return env
+
+
+def _where(name, i, shape, spec):
+    return f"{name}: argument {i} has shape {tuple(shape)}, expected {_show(spec)}"
 
 
 def _show(spec):
