@@ -178,6 +178,12 @@ def run(path, inputs, platform="cpu"):
     _jax.jax_jit.set_enable_x64_state(_jax.config.Config("run_exported_x64", True,
                                                          include_in_jit_key=True))
     client = xc.make_cpu_client()
+    if "custom_call @lapack_" in text:      # jaxlib's LAPACK kernels, for linear algebra
+        from jaxlib.cpu import _lapack
+        _lapack.initialize()
+        for name, capsule in _lapack.registrations().items():
+            if name.endswith("_ffi"):
+                _jax.register_custom_call_target(name, capsule, "cpu", api_version=1)
     device = client.devices()[0]
     options = xc.CompileOptions()
     options.device_assignment = xc.DeviceAssignment.create(np.array([[device.id]]))

@@ -25,7 +25,7 @@ from jaxlib.mlir.dialects import func as func_dialect
 from funcgrad import lax
 from funcgrad.core import batching_util
 from funcgrad.core.primitive import Primitive
-from funcgrad.lax import _hlo
+from funcgrad.lax import _hlo, linalg
 from funcgrad.lowering.mlir import LoweringError
 
 call_exported_p = Primitive("call_exported", multiple_results=True)
@@ -60,12 +60,28 @@ def inline_module(ctx, text, args, result_types):
     return list(call.results)
 
 
+_CUSTOM_CALL = re.compile(r"custom_call\s+@([\w$.]+)")
+
+
+def register_kernels(text, platform):
+    """Register the linear-algebra kernels (LAPACK, cuSOLVER) that module ``text`` calls
+    with ``platform``'s runtime: a module loaded in a fresh process was not lowered here, so
+    nothing has registered them yet."""
+    kernels = linalg.KERNELS.get(platform)
+    if kernels is None:
+        return
+    for name in sorted(set(_CUSTOM_CALL.findall(text))):
+        if name.startswith(kernels.family + "_"):
+            kernels.ensure_registered(name, "export", platform)
+
+
 def _lowering(ctx, *args, target, sizes):
     text = target.module_text_at(ctx.platform, dict(sizes))
     if text is None:
         raise LoweringError(f"{target.describe()} was exported for platforms "
                             f"{target.platforms}, not for {ctx.platform!r}; export it with "
                             f"platforms=(..., {ctx.platform!r})")
+    register_kernels(text, ctx.platform)
     return inline_module(ctx, text, args, [_hlo.ir_type(a) for a in ctx.avals_out])
 
 

@@ -133,8 +133,11 @@ from funcgrad import export
 exp = export.load(sys.argv[1])
 x = np.load(sys.argv[2])["x"]
 g = funcgrad.grad(lambda x: jnp.sum(exp.call(x) ** 2))(x)
+solve = export.load(sys.argv[4])      # calls LAPACK kernels nobody registered here yet
+a = np.array([[2.0, 1.0], [1.0, 3.0]], np.float32)
 np.savez(sys.argv[3], y=np.asarray(exp.call(x)), g=np.asarray(g),
-         y_jit=np.asarray(funcgrad.jit(exp.call)(x)))
+         y_jit=np.asarray(funcgrad.jit(exp.call)(x)),
+         solved=np.asarray(solve.call(a, np.array([3.0, 5.0], np.float32))))
 print(type(exp).__name__, exp.fun_name, "LocalNet" in dir(sys.modules["__main__"]))
 """
 
@@ -155,8 +158,11 @@ def test_load_in_a_fresh_process_without_the_model_source(tmp_path):
     export.save(export.export(model, vjp_order=1)(spec), tmp_path / "net.fgx")
     x = np.random.default_rng(3).standard_normal((4, 3)).astype(np.float32)
     np.savez(tmp_path / "in.npz", x=x)
+    solve = export.export(jnp.linalg.solve)(np.eye(2, dtype=np.float32), np.ones(2, np.float32))
+    export.save(solve, tmp_path / "solve.fgx")
     proc = subprocess.run([sys.executable, "-c", _LOADER, str(tmp_path / "net.fgx"),
-                           str(tmp_path / "in.npz"), str(tmp_path / "out.npz")],
+                           str(tmp_path / "in.npz"), str(tmp_path / "out.npz"),
+                           str(tmp_path / "solve.fgx")],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == ["Exported", "LocalNet", "False"]
@@ -165,6 +171,7 @@ def test_load_in_a_fresh_process_without_the_model_source(tmp_path):
     np.testing.assert_allclose(out["y_jit"], model(x), rtol=1e-5, atol=1e-6)
     want_g = funcgrad.grad(lambda x: jnp.sum(model(x) ** 2))(x)
     np.testing.assert_allclose(out["g"], want_g, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(out["solved"], [0.8, 1.4], rtol=1e-5)
 
 
 def test_the_example_runs_an_artifact_with_jaxlib_and_numpy_alone(tmp_path):
