@@ -13,7 +13,10 @@ Example:
     >>> exp = export.export(jnp.sin)(funcgrad.ShapeDtypeStruct((3,), jnp.float32))
     >>> funcgrad.make_jaxpr(exp.call)(jnp.zeros(3))
     { lambda ; a:f32[3]. let
-        b:f32[3] = call_exported[target=Exported(sin: (float32[3]) -> (float32[3]), ...) sizes=()] a
+        b:f32[3] = jit[jaxpr=
+            { lambda ; a:f32[3]. let
+                b:f32[3] = call_exported[target=Exported(sin: (float32[3]) -> (float32[3]), ...) sizes=()] a
+              in (b,) } name='sin' donated=(False,)] a
       in (b,) }
 """
 import itertools
