@@ -34,12 +34,14 @@ SAFETENSORS_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "
 def read_artifact(path):
     """(header, sections) of a .fgx file, checking magic, version, lengths and CRCs."""
     data = open(path, "rb").read()
-    magic, version, flags, n = struct.unpack_from("<8sIIQ", data, 0)
+    magic, version, header_crc, n = struct.unpack_from("<8sIIQ", data, 0)
     if magic != b"FGEXPORT":
         sys.exit(f"{path}: not a funcgrad export artifact")
     if not READS_FORMAT_VERSIONS[0] <= version <= READS_FORMAT_VERSIONS[1]:
         sys.exit(f"{path}: format version {version}; this script reads "
                  f"{READS_FORMAT_VERSIONS[0]}..{READS_FORMAT_VERSIONS[1]}")
+    if zlib.crc32(data[24:24 + n]) != header_crc:
+        sys.exit(f"{path}: the header is corrupt")
     header = json.loads(data[24:24 + n])
     body = data[24 + n:]
     sections = {}

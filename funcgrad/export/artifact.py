@@ -6,11 +6,12 @@ Layout (all integers little-endian; ``docs/export.md`` has the whole description
     offset  size  field
     0       8     magic b"FGEXPORT"
     8       4     u32 format version (FORMAT_VERSION)
-    12      4     u32 flags, 0
+    12      4     u32 CRC-32 (zlib) of the N header bytes
     16      8     u64 N, the JSON header's length in bytes (a multiple of 8)
     24      N     JSON header, UTF-8, padded with spaces
     24+N    ...   data area: each section at header["sections"][name]["offset"] (from the
-                  start of the data area), "length" bytes, with its zlib CRC-32 in "crc32"
+                  start of the data area), "length" bytes, with its zlib CRC-32 in "crc32";
+                  sections start at multiples of 8, with zero bytes between them
 
 Nothing is unpickled: the header is JSON, the modules are StableHLO bytecode, the weights are
 safetensors.
@@ -55,7 +56,8 @@ def pack(header, sections):
     header = dict(header, format_version=FORMAT_VERSION, sections=table)
     text = json.dumps(header, separators=(",", ":"), sort_keys=True).encode("utf-8")
     text += b" " * (-len(text) % 8)
-    return _PREAMBLE.pack(MAGIC, FORMAT_VERSION, 0, len(text)) + text + b"".join(chunks)
+    return _PREAMBLE.pack(MAGIC, FORMAT_VERSION, zlib.crc32(text), len(text)) + text + \
+        b"".join(chunks)
 
 
 def unpack(data, where):
@@ -65,7 +67,7 @@ def unpack(data, where):
     if len(data) < _PREAMBLE.size:
         raise ExportFormatError(f"{where}: {len(data)} bytes is too short for a funcgrad "
                                 f"export artifact (the preamble alone is {_PREAMBLE.size})")
-    magic, version, flags, n = _PREAMBLE.unpack_from(data, 0)
+    magic, version, header_crc, n = _PREAMBLE.unpack_from(data, 0)
     if magic != MAGIC:
         raise ExportFormatError(f"{where}: not a funcgrad export artifact (starts with "
                                 f"{bytes(magic)!r}, expected {MAGIC!r})")
@@ -78,13 +80,14 @@ def unpack(data, where):
         raise ExportFormatError(f"{where}: format version {version} is no longer supported "
                                 f"(this funcgrad reads {OLDEST_FORMAT_VERSION} to "
                                 f"{FORMAT_VERSION})")
-    if flags:
-        raise ExportFormatError(f"{where}: unknown flags {flags:#x} in the preamble")
     start = _PREAMBLE.size + n
     if start > len(data):
         raise ExportFormatError(f"{where}: the header claims {n} bytes but only "
                                 f"{len(data) - _PREAMBLE.size} follow the preamble; the "
                                 f"artifact is truncated")
+    if zlib.crc32(data[_PREAMBLE.size:start]) != header_crc:
+        raise ExportFormatError(f"{where}: the header fails its CRC-32 check; the artifact "
+                                f"is corrupt")
     try:
         header = json.loads(bytes(data[_PREAMBLE.size:start]).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -103,6 +106,7 @@ def unpack(data, where):
         what = "is truncated" if end > len(body) else "has trailing bytes"
         raise ExportFormatError(f"{where}: the sections end at byte {end} of the data area, "
                                 f"which has {len(body)}; the artifact {what}")
+    covered = []
     for name, entry in header["sections"].items():
         try:
             off, length, crc = int(entry["offset"]), int(entry["length"]), int(entry["crc32"])
@@ -118,6 +122,13 @@ def unpack(data, where):
             raise ExportFormatError(f"{where}: section {name!r} fails its CRC-32 check; the "
                                     f"artifact is corrupt")
         sections[name] = chunk
+        covered.append((off, off + length))
+    pos = 0
+    for lo, hi in sorted(covered) + [(len(body), len(body))]:
+        if any(body[pos:max(pos, lo)]):
+            raise ExportFormatError(f"{where}: nonzero bytes between sections at data offset "
+                                    f"{pos}; the artifact is corrupt")
+        pos = max(pos, hi)
     return header, sections
 
 

@@ -7,6 +7,7 @@ import pathlib
 import struct
 import subprocess
 import sys
+import zlib
 
 import numpy as np
 import pytest
@@ -45,7 +46,14 @@ def _with_version(blob, version):
     header["format_version"] = version
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
-    return blob[:8] + struct.pack("<IIQ", version, 0, len(text)) + text + blob[24 + n:]
+    return _with_header(blob, text, version)
+
+
+def _with_header(blob, text, version=1):
+    """``blob`` with header bytes ``text`` (and a preamble that matches them)."""
+    (n,) = struct.unpack_from("<Q", blob, 16)
+    return blob[:8] + struct.pack("<IIQ", version, zlib.crc32(text), len(text)) + text + \
+        blob[24 + n:]
 
 
 def test_an_artifact_from_a_newer_funcgrad_fails_clearly():
@@ -67,14 +75,29 @@ def test_corrupt_artifacts_fail_clearly(tmp_path):
     flipped[-20] ^= 0xFF          # inside the last section
     with pytest.raises(export.ExportFormatError, match="fails its CRC-32 check.*corrupt"):
         export.deserialize(bytes(flipped))
-    bad_json = bytearray(blob)
-    bad_json[24] = ord("#")
+    bad_header = bytearray(blob)
+    bad_header[30] ^= 0x01
+    with pytest.raises(export.ExportFormatError, match="header fails its CRC-32 check"):
+        export.deserialize(bytes(bad_header))
+    (n,) = struct.unpack_from("<Q", blob, 16)
     with pytest.raises(export.ExportFormatError, match="not valid UTF-8 JSON"):
-        export.deserialize(bytes(bad_json))
+        export.deserialize(_with_header(bytes(blob), b"#" + bytes(blob[25:24 + n])))
     path = tmp_path / "bad.fgx"
     path.write_bytes(bytes(flipped))
     with pytest.raises(export.ExportFormatError, match="bad.fgx.*corrupt"):
         export.load(path)
+
+
+def test_every_flipped_byte_is_detected():
+    blob = _small().serialize()
+    x = np.linspace(0, 1, 3, dtype=np.float32)
+    assert export.deserialize(blob).call(x) is not None
+    positions = np.random.default_rng(4).choice(len(blob), size=60, replace=False)
+    for pos in sorted(set(positions) | {8, 12, 16, len(blob) - 1}):
+        flipped = bytearray(blob)
+        flipped[pos] ^= 0x10
+        with pytest.raises(export.ExportFormatError):
+            export.deserialize(bytes(flipped))
 
 
 def test_truncated_artifacts_fail_clearly():
