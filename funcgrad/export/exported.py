@@ -367,12 +367,12 @@ def _aval_json(a):
 
 
 def _aval_from_json(entry, where):
+    import ml_dtypes
+    name = entry.get("dtype") if isinstance(entry, dict) else None
     try:
-        dtype = np.dtype(entry["dtype"])
+        dtype = np.dtype(getattr(ml_dtypes, name, name))   # bfloat16 & co. by their names
     except (TypeError, KeyError):
         dtype = None
     if dtype is None or not isinstance(entry.get("shape"), list):
         raise artifact.ExportFormatError(f"{where}: malformed aval {entry!r}")
-    if dtype.name == "bfloat16" or dtype.kind == "V":
-        dtype = np.dtype(dtypes.bfloat16) if entry["dtype"] == "bfloat16" else dtype
     return ShapeDtypeStruct(symbolic.shape_from_json(entry["shape"], where), dtype)

@@ -145,3 +145,19 @@ def test_export_of_a_module_does_not_change_it():
     for k in before:
         np.testing.assert_array_equal(before[k], after[k])
     assert exp.weight_names == ("0.weight", "0.bias", "2.weight", "2.bias")
+
+
+def test_dtypes_round_trip(x64):
+    def f(x, h, i):
+        return x * 2.0, (h * 2).astype(jnp.float32), i // 2, jnp.arange(3)
+    x = np.linspace(0, 1, 3)                                  # float64
+    h = np.asarray(jnp.ones(3, jnp.bfloat16))
+    i = np.array([4, 7, -3], np.int64)
+    exp = export.deserialize(export.export(f)(x, h, i).serialize())
+    assert [a.dtype.name for a in exp.in_avals] == ["float64", "bfloat16", "int64"]
+    assert [a.dtype.name for a in exp.out_avals] == ["float64", "float32", "int64", "int64"]
+    y, g, q, r = exp.call(x, h, i)
+    np.testing.assert_array_equal(y, x * 2.0)
+    np.testing.assert_array_equal(g, [2.0, 2.0, 2.0])
+    np.testing.assert_array_equal(q, [2, 3, -2])
+    np.testing.assert_array_equal(r, [0, 1, 2])

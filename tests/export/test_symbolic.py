@@ -29,9 +29,10 @@ def test_one_export_runs_at_every_batch_size_after_a_round_trip():
     exp = export.export(model)(_spec("b, 6"))
     assert exp.out_avals[0].shape == (symbolic.Dim(1, {"b": 1}), 2)
     loaded = export.deserialize(exp.serialize())
-    for b in (1, 2, 7, 64):
+    for b in (1, 2, 7, 64, 2):
         x = rng.standard_normal((b, 6)).astype(np.float32)
         np.testing.assert_allclose(loaded.call(x), model(x), rtol=1e-5, atol=1e-6)
+    assert loaded._runner.trace_count == 4          # one specialization per size
 
 
 def test_a_mean_over_the_symbolic_axis_uses_the_actual_count():
