@@ -8,8 +8,6 @@ Example:
     >>> exp.call(jnp.ones(3))
     Array([1.52..., 1.52..., 1.52...], dtype=float32)
 """
-import functools
-
 import numpy as np
 from jaxlib import _jax
 from jaxlib.mlir.dialects import stablehlo as hlo
@@ -23,7 +21,7 @@ from funcgrad.core.values import aval_of
 from funcgrad.export import symbolic
 from funcgrad.export.exported import Exported
 from funcgrad.lowering import backend, mlir, platforms as _platforms
-from funcgrad.lowering.dispatch import JitFunction
+from funcgrad.lowering.dispatch import JitFunction, _callable_name
 from funcgrad.transforms.eval_shape import ShapeDtypeStruct
 
 
@@ -54,7 +52,7 @@ def export(fun, platforms=None, *, vjp_order=0, constraints=()):
         raise TypeError(f"export: expected a function or a module, got {type(fun).__name__}")
     if vjp_order not in (0, 1):
         raise ValueError(f"export: vjp_order must be 0 or 1, got {vjp_order!r}")
-    name = _name_of(fun)
+    name = _callable_name(fun)
     chosen = None if platforms is None else _platform_list(platforms)
 
     def exporter(*args, **kwargs):
@@ -62,15 +60,6 @@ def export(fun, platforms=None, *, vjp_order=0, constraints=()):
                        tuple(constraints))
     exporter.__name__ = exporter.__qualname__ = f"export({name})"
     return exporter
-
-
-def _name_of(fun):
-    name = getattr(fun, "__name__", None)
-    if isinstance(name, str):
-        return name
-    if isinstance(fun, functools.partial):
-        return _name_of(fun.func)
-    return type(fun).__name__
 
 
 def _platform_list(platforms):
