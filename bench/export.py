@@ -1,5 +1,6 @@
 """funcgrad.export costs: export, serialize, load, first call (compile) and per-call time of a
-loaded MLP (784-256-256-10) against the jitted model, for a static and a symbolic batch, and
+loaded MLP (784-256-256-10) against the jitted model, for a static and a symbolic batch, the
+per-call overhead of a loaded export against jit for a tiny function, and
 ``jax.export`` on the same MLP when JAX is importable (its serialize/deserialize columns
 show nan without the flatbuffers package, and the call is then of the unserialized export).
 
@@ -53,6 +54,7 @@ def bench_funcgrad(weights, x, number, repeat):
     ws = [(jnp.asarray(w), jnp.asarray(b)) for w, b in weights]
     model = funcgrad.jit(lambda x: mlp(ws, x))
     xa = jnp.asarray(x)
+    export.deserialize(export.export(model)(x).serialize()).call(xa)   # warm-up, untimed
     rows = {}
     for label, spec in (("static", x), ("symbolic b", funcgrad.ShapeDtypeStruct(
             export.symbolic_shape("b, 784"), jnp.float32))):
@@ -66,6 +68,24 @@ def bench_funcgrad(weights, x, number, repeat):
     model(xa).block_until_ready()
     jit_us = per_call_us(lambda: model(xa).block_until_ready(), number, repeat)
     return rows, jit_us
+
+
+def bench_overhead(number, repeat):
+    """Per-call time of ``x + 1`` on 4 elements: jit against loaded exports."""
+    import funcgrad
+    import funcgrad.numpy as jnp
+    from funcgrad import export
+    f = funcgrad.jit(lambda x: x + 1.0)
+    x = jnp.ones(4)
+    sym = funcgrad.ShapeDtypeStruct(export.symbolic_shape("b"), jnp.float32)
+    fns = {"jit(f)": f,
+           "loaded export": export.deserialize(export.export(f)(x).serialize()).call,
+           "loaded export, symbolic b": export.deserialize(
+               export.export(f)(sym).serialize()).call,
+           "loaded export, vjp_order=1": export.deserialize(
+               export.export(f, vjp_order=1)(x).serialize()).call}
+    return {k: per_call_us(lambda fn=fn: fn(x).block_until_ready(), number * 10, repeat)
+            for k, fn in fns.items()}
 
 
 def bench_jax(weights, x, number, repeat):
@@ -122,6 +142,9 @@ def main():
         print(f"| {name} | {te:.1f} | {ts:.2f} | {n} | {tl:.2f} | {tf:.1f} | {us:.1f} |")
     print(f"\njit of the model itself, per call: funcgrad {jit_us:.1f} us"
           + (f", JAX {jax_jit_us:.1f} us" if jax_jit_us else ""))
+    print("\nper call of x + 1.0 on 4 elements (us):")
+    for name, us in bench_overhead(number, repeat).items():
+        print(f"| {name} | {us:.1f} |")
 
 
 if __name__ == "__main__":
