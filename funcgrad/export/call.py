@@ -5,7 +5,8 @@ StableHLO module (at the call's concrete sizes) into the module being built and 
 ``main``, so an exported function runs eagerly, inside ``jit`` and inside other exported
 functions alike. Under ``vmap`` the call runs once per batch member (a loop of calls, whose
 results are stacked); differentiation goes through the exported backward pass
-(``export(..., vjp_order=1)``), wrapped around the call as a ``custom_vjp`` by ``Exported``.
+(``export(..., vjp_order=1)``, or 2 for second derivatives), wrapped around the call as a
+``custom_vjp`` by ``Exported``.
 
 Example:
     >>> import funcgrad, funcgrad.numpy as jnp
@@ -109,8 +110,8 @@ call_exported_p.def_batch(_batch)
 
 def _jvp(primals, tangents, target, sizes):
     raise TypeError(f"{target.describe()}: an exported function is differentiable only in "
-                    f"reverse mode (grad, vjp) and only when exported with vjp_order=1; "
-                    f"this one has vjp_order={target.vjp_order}")
+                    f"reverse mode (grad, vjp) and only when exported with vjp_order >= 1, "
+                    f"once per order (this one has vjp_order={target.vjp_order})")
 
 
 call_exported_p.def_jvp(_jvp)

@@ -38,7 +38,7 @@ class Exported:
     and of the result); ``in_avals`` / ``out_avals`` (``ShapeDtypeStruct``\\ s, with symbolic
     dimensions where exported so); ``platforms``; ``constraints`` (on the symbols);
     ``weight_names`` and ``weights`` (the stored parameters and constants, NumPy arrays);
-    ``vjp_order`` (1 when the backward pass is stored).
+    ``vjp_order`` (how many levels of backward pass are stored, 0 to 3).
 
     Example:
         >>> from funcgrad import export
@@ -236,7 +236,9 @@ class Exported:
             return target._runner(*target.weights_on(_device_of(leaves)), *leaves)
 
         def fwd(*leaves):
-            return primal(*leaves), leaves
+            # the differentiable function itself, not ``primal``: under an outer derivative
+            # (grad of grad) its own rule applies again
+            return fn(*leaves), leaves
 
         def bwd(leaves, cts):
             cts = [c for c, keep in zip(cts, inexact_out) if keep]

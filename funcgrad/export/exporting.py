@@ -33,7 +33,8 @@ def export(fun, platforms=None, *, vjp_order=0, constraints=()):
 
     ``fun`` may be a function, a ``jit``-ted function, or a module (any callable pytree, such
     as an ``nn.Module``): a module's arrays are stored in the artifact as its weights.
-    ``vjp_order=1`` exports the backward pass too, so ``grad`` works on the loaded function.
+    ``vjp_order=1`` exports the backward pass too, so ``grad`` works on the loaded function
+    (``vjp_order=2``: also the backward pass of the backward pass, for second derivatives).
     ``constraints``: conditions on the symbols checked at every call (``"b >= 2"``,
     ``"b % 8 == 0"``); every symbol must be at least 1 in any case. Lowering for a platform
     needs no device of it (``platforms=("cpu", "cuda")`` works on a CPU-only machine).
@@ -50,8 +51,8 @@ def export(fun, platforms=None, *, vjp_order=0, constraints=()):
     """
     if not callable(fun):
         raise TypeError(f"export: expected a function or a module, got {type(fun).__name__}")
-    if vjp_order not in (0, 1):
-        raise ValueError(f"export: vjp_order must be 0 or 1, got {vjp_order!r}")
+    if not isinstance(vjp_order, int) or not 0 <= vjp_order <= 3:
+        raise ValueError(f"export: vjp_order must be an int from 0 to 3, got {vjp_order!r}")
     name = _callable_name(fun)
     chosen = None if platforms is None else _platform_list(platforms)
 
@@ -141,7 +142,7 @@ def _export(fun, name, args, kwargs, platforms, vjp_order, constraints):
     vjp = None
     if vjp_order:
         vjp = _export_vjp(flat_fun, name, w_specs, a_specs, out_specs, platforms,
-                          constraint_objs)
+                          constraint_objs, vjp_order)
     const_names = [f"const.{i}" for i in range(len(consts))]
     in_avals = [ShapeDtypeStruct(s, d) for s, d in a_specs]
     exp = Exported(fun_name=name, in_tree=in_tree, out_tree=out_tree_box[0],
@@ -155,9 +156,10 @@ def _export(fun, name, args, kwargs, platforms, vjp_order, constraints):
     return exp
 
 
-def _export_vjp(flat_fun, name, w_specs, a_specs, out_specs, platforms, constraints):
+def _export_vjp(flat_fun, name, w_specs, a_specs, out_specs, platforms, constraints, order):
     """The backward pass as an ``Exported`` of flat arrays: (weights, args, output cotangents
-    of the floating outputs) -> cotangents of the floating args."""
+    of the floating outputs) -> cotangents of the floating args; with ``order`` > 1 its own
+    backward pass is exported too (for derivatives of derivatives)."""
     from funcgrad.transforms.ad import vjp
     n_w, n_a = len(w_specs), len(a_specs)
     diff_in = [i for i, (_, d) in enumerate(a_specs) if dtypes.is_inexact(d)]
@@ -180,7 +182,11 @@ def _export_vjp(flat_fun, name, w_specs, a_specs, out_specs, platforms, constrai
     consts, modules, outs, symbols, version = _lower(backward, f"{name}_vjp", specs, platforms,
                                                      constraints)
     tree = tree_util.tree_structure(((0,) * len(specs), {}))
-    return Exported(fun_name=f"{name}_vjp", in_tree=tree,
+    higher = None
+    if order > 1:
+        higher = _export_vjp(backward, f"{name}_vjp", [], specs, outs, platforms, constraints,
+                             order - 1)
+    return Exported(fun_name=f"{name}_vjp", in_tree=tree, vjp=higher,
                     out_tree=tree_util.tree_structure([0] * len(outs)),
                     in_avals=[ShapeDtypeStruct(s, d) for s, d in specs],
                     out_avals=[ShapeDtypeStruct(s, d) for s, d in outs], platforms=platforms,

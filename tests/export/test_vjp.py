@@ -66,12 +66,12 @@ def test_grad_under_jit_and_vmap_of_grad():
 
 def test_without_vjp_order_differentiation_fails_clearly():
     exp = export.export(jnp.sin)(np.zeros(2, np.float32))
-    with pytest.raises(TypeError, match="only when exported with vjp_order=1"):
+    with pytest.raises(TypeError, match="only when exported with vjp_order >= 1"):
         funcgrad.grad(lambda x: jnp.sum(exp.call(x)))(np.zeros(2, np.float32))
     with pytest.raises(ValueError, match="without its backward pass"):
         exp.vjp()
-    with pytest.raises(ValueError, match="vjp_order must be 0 or 1"):
-        export.export(jnp.sin, vjp_order=2)
+    with pytest.raises(ValueError, match="vjp_order must be an int from 0 to 3"):
+        export.export(jnp.sin, vjp_order=4)
 
 
 def test_the_backward_pass_is_an_exported_function_of_flat_arrays():
@@ -79,3 +79,17 @@ def test_the_backward_pass_is_an_exported_function_of_flat_arrays():
     bwd = exp.vjp()
     (g,) = bwd.call(np.array([1.0, 2.0, 3.0], np.float32), np.float32(1.0))
     np.testing.assert_allclose(g, [3.0, 12.0, 27.0])
+
+
+def test_second_derivatives_with_vjp_order_2():
+    def f(x):
+        return jnp.sum(jnp.sin(x) * x ** 2)
+    x = np.array([0.3, 0.7, 1.1], np.float32)
+    exp = _loaded(export.export(f, vjp_order=2)(x))
+    assert exp.vjp_order == 2 and exp.vjp().vjp_order == 1
+    hess = funcgrad.jacrev(funcgrad.grad(exp.call))(x)
+    want = np.diag(2 * np.sin(x) + 4 * x * np.cos(x) - x ** 2 * np.sin(x))
+    np.testing.assert_allclose(hess, want, rtol=1e-5, atol=1e-6)
+    once = _loaded(export.export(f, vjp_order=1)(x))
+    with pytest.raises(TypeError, match="vjp_order >= 1"):
+        funcgrad.jacrev(funcgrad.grad(once.call))(x)
