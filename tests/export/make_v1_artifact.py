@@ -32,7 +32,10 @@ def main():
     model.load_state_dict({k: jnp.asarray(rng.standard_normal(v.shape).astype(np.float32) * 0.5)
                            for k, v in model.state_dict().items()})
     spec = funcgrad.ShapeDtypeStruct(export.symbolic_shape("b, 4"), jnp.float32)
-    exp = export.export(model, platforms=("cpu", "cuda"), vjp_order=1)(spec)
+    # full float32 products, so that the CUDA module matches the stored values too (a GPU's
+    # default precision rounds float32 products to TensorFloat-32)
+    with funcgrad.config.override("default_matmul_precision", "highest"):
+        exp = export.export(model, platforms=("cpu", "cuda"), vjp_order=1)(spec)
     HERE.mkdir(exist_ok=True)
     export.save(exp, HERE / "v1_mlp.fgx")
     values = {}
