@@ -133,6 +133,13 @@ def _export(fun, name, args, kwargs, platforms, vjp_order, constraints):
         with mutable_state.collecting(mutable_state.StateLog()):   # state writes are dropped
             out = f(*a, **kw)
         out_leaves, out_tree = tree_util.tree_flatten(out)
+        for i, leaf in enumerate(out_leaves):
+            try:
+                aval_of(leaf)
+            except TypeError:
+                raise TypeError(f"export({name}): output leaf {i} is a {type(leaf).__name__}; "
+                                f"exported functions return arrays (in tuples, lists, dicts)"
+                                ) from None
         out_tree_box[:] = [out_tree]
         return out_leaves
 

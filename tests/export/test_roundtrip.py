@@ -130,6 +130,8 @@ def test_calls_with_the_wrong_arguments_fail_clearly():
     np.testing.assert_allclose(scaled.call(np.ones(2, np.float32), 1.5), [1.5, 1.5])  # a scalar
     with pytest.raises(TypeError, match="argument leaf 0: object is not a valid array type"):
         export.export(lambda x: x)(object())
+    with pytest.raises(TypeError, match=r"export\(<lambda>\): output leaf 1 is a str"):
+        export.export(lambda x: (x, "label"))(_f32(2))
     pair = collections.namedtuple("Pair", "a b")
     with pytest.raises(TypeError, match="result contains a Pair.*tuples, lists, dicts"):
         export.export(lambda x: pair(x, x))(_f32(2)).serialize()
