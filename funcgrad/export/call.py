@@ -3,8 +3,8 @@
 One equation stands for a call of an exported program; its lowering inlines the stored
 StableHLO module (at the call's concrete sizes) into the module being built and calls its
 ``main``, so an exported function runs eagerly, inside ``jit`` and inside other exported
-functions alike. Under ``vmap`` the call runs once per batch member (a loop of calls, whose
-results are stacked); differentiation goes through the exported backward pass
+functions alike. Under ``vmap`` the call runs once per batch member (a loop of calls,
+``lax.map``, whose results are stacked); differentiation goes through the exported backward pass
 (``export(..., vjp_order=1)``, or 2 for second derivatives), wrapped around the call as a
 ``custom_vjp`` by ``Exported``.
 
@@ -93,16 +93,19 @@ call_exported_p.def_lowering(_lowering)
 
 
 def _batch(args, dims, target, sizes):
-    """vmap of an exported call: one call per batch member, stacked along axis 0."""
+    """vmap of an exported call: the call runs once per batch member, in a loop (``lax.map``:
+    one copy of the module inside a while loop), results stacked along axis 0."""
     size = batching_util.batch_size(args, dims)
-    per_member = []
-    for i in range(size):
-        member = [a if d is batching_util.not_mapped else lax.index_in_dim(a, i, d, False)
-                  for a, d in zip(args, dims)]
-        per_member.append(call_exported_p.bind(*member, target=target, sizes=sizes))
-    outs = [lax.concatenate([lax.expand_dims(m[j], (0,)) for m in per_member], 0)
-            for j in range(len(per_member[0]))] if size else []
-    return outs, [0] * len(outs)
+    mapped = [i for i, d in enumerate(dims) if d is not batching_util.not_mapped]
+    xs = [batching_util.bdim_to_front(args[i], dims[i], size) for i in mapped]
+
+    def member(xs_i):
+        full = list(args)
+        for i, x in zip(mapped, xs_i):
+            full[i] = x
+        return call_exported_p.bind(*full, target=target, sizes=sizes)
+    outs = lax.map(member, xs)
+    return list(outs), [0] * len(outs)
 
 
 call_exported_p.def_batch(_batch)
