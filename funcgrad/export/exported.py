@@ -30,6 +30,9 @@ from funcgrad.transforms.custom_derivatives import custom_vjp
 from funcgrad.transforms.eval_shape import ShapeDtypeStruct
 
 
+MAX_VJP_ORDER = 3
+
+
 class Exported:
     """An exported function: call it with ``call``, store it with ``serialize`` or
     ``funcgrad.export.save``.
@@ -287,7 +290,7 @@ class Exported:
         return artifact.pack(self.header(), sections)
 
 
-def deserialize(data, where="funcgrad.export.deserialize"):
+def deserialize(data, where="funcgrad.export.deserialize", _depth=0):
     """The ``Exported`` that ``Exported.serialize`` wrote; ``ExportFormatError`` for corrupt or
     truncated bytes and for an artifact from a newer funcgrad.
 
@@ -315,8 +318,14 @@ def deserialize(data, where="funcgrad.export.deserialize"):
         weights = artifact.weights_from_safetensors(sections.get("weights", b""), names, where)
         vjp = None
         if header.get("vjp") is not None:
-            vjp = deserialize(sections[header["vjp"]], where + " (backward pass)")
+            if _depth >= MAX_VJP_ORDER:
+                raise artifact.ExportFormatError(f"{where}: backward passes nest deeper than "
+                                                 f"vjp_order {MAX_VJP_ORDER}")
+            vjp = deserialize(sections[header["vjp"]], where + " (backward pass)", _depth + 1)
         symbols = {str(k): int(v) for k, v in req(header, "symbols", dict, where).items()}
+        if not set(symbols.values()) <= set(symbolic.SENTINELS_A):
+            raise artifact.ExportFormatError(f"{where}: symbol values {symbols} are not the "
+                                             f"primes symbolic dimensions are traced with")
         return Exported(
             fun_name=str(header.get("fun_name", "exported")),
             in_tree=artifact.tree_from_json(header.get("in_tree"), where),

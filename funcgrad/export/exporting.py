@@ -19,7 +19,7 @@ from funcgrad.core.dce import dce_closed_jaxpr
 from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.core.values import aval_of
 from funcgrad.export import symbolic
-from funcgrad.export.exported import Exported
+from funcgrad.export.exported import MAX_VJP_ORDER, Exported
 from funcgrad.lowering import backend, mlir, platforms as _platforms
 from funcgrad.lowering.dispatch import JitFunction, _callable_name
 from funcgrad.transforms.eval_shape import ShapeDtypeStruct
@@ -51,8 +51,9 @@ def export(fun, platforms=None, *, vjp_order=0, constraints=()):
     """
     if not callable(fun):
         raise TypeError(f"export: expected a function or a module, got {type(fun).__name__}")
-    if not isinstance(vjp_order, int) or not 0 <= vjp_order <= 3:
-        raise ValueError(f"export: vjp_order must be an int from 0 to 3, got {vjp_order!r}")
+    if not isinstance(vjp_order, int) or not 0 <= vjp_order <= MAX_VJP_ORDER:
+        raise ValueError(f"export: vjp_order must be an int from 0 to {MAX_VJP_ORDER}, got "
+                         f"{vjp_order!r}")
     name = _callable_name(fun)
     chosen = None if platforms is None else _platform_list(platforms)
 

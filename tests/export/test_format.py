@@ -88,6 +88,21 @@ def test_corrupt_artifacts_fail_clearly(tmp_path):
         export.load(path)
 
 
+def test_hostile_headers_fail_clearly():
+    blob = _small().serialize()
+    (n,) = struct.unpack_from("<Q", blob, 16)
+    header = json.loads(blob[24:24 + n])
+    for change, message in ((dict(symbols={"b": 1}), "not the primes"),
+                            (dict(in_tree={"x": 1}), "malformed tree"),
+                            (dict(weight_names=["missing"]), "weight 'missing' is missing"),
+                            (dict(platforms=["tpu"]), "module of platform 'tpu' is missing"),
+                            (dict(in_avals=[{"shape": [-1], "dtype": "float32"}]),
+                             "bad dimension -1")):
+        text = json.dumps(dict(header, **change)).encode()
+        with pytest.raises(export.ExportFormatError, match=message):
+            export.deserialize(_with_header(blob, text + b" " * (-len(text) % 8)))
+
+
 def test_every_flipped_byte_is_detected():
     blob = _small().serialize()
     x = np.linspace(0, 1, 3, dtype=np.float32)
