@@ -205,8 +205,11 @@ class Constraint:
         return n.value
 
     def holds(self, env):
-        left = self._eval(self._node.left, env)
-        right = self._eval(self._node.comparators[0], env)
+        try:
+            left = self._eval(self._node.left, env)
+            right = self._eval(self._node.comparators[0], env)
+        except ZeroDivisionError:
+            return False
         op = _CMP[type(self._node.ops[0])]
         return {">=": left >= right, "<=": left <= right, ">": left > right,
                 "<": left < right, "==": left == right, "!=": left != right}[op]
