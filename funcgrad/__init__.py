@@ -73,6 +73,7 @@ def device_get(x):
 
 
 from funcgrad.serialization import CheckpointError, load, save  # noqa: E402
+from funcgrad import export  # noqa: E402,F401  (funcgrad.export.export, .save, .load)
 from funcgrad.environment import print_environment_info  # noqa: E402
 from funcgrad.nn.init import manual_seed  # noqa: E402
 from funcgrad import nn, optim  # noqa: E402,F401

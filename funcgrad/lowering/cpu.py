@@ -74,5 +74,11 @@ class LapackKernels:
             self._register()
         return f"lapack_{self._PREFIX[np.dtype(dtype)]}{routine}_ffi"
 
+    def ensure_registered(self, target, fn_name, platform):
+        """Register the kernels before compiling a module that calls ``target`` (one made
+        elsewhere, such as an exported artifact): all of jaxlib's LAPACK kernels at once."""
+        if not self._registered:
+            self._register()
+
 
 linalg.KERNELS["cpu"] = LapackKernels()

@@ -19,7 +19,9 @@ class ShapeDtypeStruct(ShapeAndDtype):
     __slots__ = ("shape", "dtype", "weak_type")
 
     def __init__(self, shape, dtype, weak_type=False):
-        self.shape = tuple(int(d) for d in shape)
+        # symbolic dimensions (``funcgrad.export.symbolic_shape``) stay as they are
+        self.shape = tuple(d if getattr(d, "is_symbolic_dim", False) else int(d)
+                           for d in shape)
         self.dtype = np.dtype(dtype)
         self.weak_type = bool(weak_type)
 

@@ -8,7 +8,8 @@ dependency, only a later one). The layers, lowest first:
     lowering  Jaxpr -> StableHLO, backends (one file per platform), Array, dispatch
     numpy     the NumPy / array-API surface
     api       the transformations' user API (transforms/), random numbers, debugging, files,
-              mixed precision (amp/), quantization (quantize/)
+              mixed precision (amp/), quantization (quantize/),
+              exported artifacts (export/)
     nn, data  PyTorch-style modules and data loading
     optim     optimizers (over nn's parameters)
     top       the demo and test helpers
@@ -26,7 +27,7 @@ LAYERS = [
     {"lowering"},
     {"numpy"},
     {"transforms", "random", "debug", "serialization", "checkpoint_header", "environment",
-     "amp", "quantize"},
+     "amp", "quantize", "export"},
     {"nn", "data", "scipy"},
     {"optim"},
     {"demo", "demo_train", "test_util", "__init__"},
