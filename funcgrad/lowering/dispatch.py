@@ -20,6 +20,8 @@ import functools
 import inspect
 import weakref
 
+from jaxlib import _profiler
+
 from funcgrad import tree_util
 from funcgrad.core import batching, batching_util, interpreters, mutable_state
 from funcgrad.core.dce import dce_closed_jaxpr
@@ -30,7 +32,7 @@ from funcgrad.core.primitive import Primitive, current_policy, policies_open
 from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.core.values import aval_of
 from funcgrad.lax.callbacks import reraise_host_error
-from funcgrad.lowering import backend, mlir
+from funcgrad.lowering import backend, mlir, nan_checks
 from funcgrad.config import config
 from funcgrad.lowering import array as _array_mod
 from funcgrad.lowering.array import Array, sharding_for
@@ -133,6 +135,9 @@ class _Caches:
 
     def clear(self):
         self.cache.clear()
+        self.clear_fast()
+
+    def clear_fast(self):
         self.fast.clear()
         self.fast_sole.clear()
         self.fast_tree.clear()
@@ -434,6 +439,8 @@ class JitFunction:
         entry = self._fast_tree.get(key)
         if entry is None:
             out = self._call_slow(args, {})
+            if _slow_only[0]:     # NaN/Inf checks, profiling: every call takes _call_slow
+                return out
             entry, _, device = self._entry(args, {})
             # Only a cached entry for arrays on the device's own sharding can be reused (one
             # that closed over another transformation's tracers is not cached); others are
@@ -484,10 +491,22 @@ class JitFunction:
             bufs.append(leaf._buf if type(leaf) is Array and leaf._buf._sharding._device is device
                         else to_buffer(leaf, device, aval))
         try:
-            outs = exe.loaded.execute_sharded(bufs).consume_with_handlers(exe._handlers)
+            if _slow_only[0] and _profiling[0]:
+                with _profiler.TraceMe(f"jit({self.__name__})"):
+                    outs = exe.loaded.execute_sharded(bufs).consume_with_handlers(
+                        exe._handlers)
+            else:
+                outs = exe.loaded.execute_sharded(bufs).consume_with_handlers(exe._handlers)
         except Exception as exc:
             _raise_if_deleted(self.__name__, leaves, exc)
             raise
+        if _slow_only[0]:
+            outs = [Array(a, b) for a, b in zip(entry.out_avals, outs)]
+            if nan_checks.enabled():
+                nan_checks.check_jit_outputs(self.__name__, entry.closed, leaves, outs)
+            if entry.writeback:
+                outs = _write_back(entry.writeback, outs)
+            return entry.out_tree.unflatten(outs)
         if (self._simple and not kwargs and not entry.writeback and entry.single is None
                 and len(leaves) == len(args) and args and current_policy() is None
                 and all(type(a) is Array and a._buf._sharding is sharding_for(device)
@@ -583,6 +602,39 @@ def _forget_traces(name, value):
 
 
 config.on_change(_forget_traces)
+
+# NaN/Inf checks and profiling: while one is on, calls skip the fast tables (emptied here, not
+# refilled), so that _call_slow checks every output and names each execution in the trace;
+# with both off the fast paths cost nothing more.
+_checking = [nan_checks.apply_config()]
+_profiling = [False]
+_slow_only = [_checking[0]]
+
+
+def _update_slow_only():
+    _slow_only[0] = _checking[0] or _profiling[0]
+    if _slow_only[0]:
+        for per_fun in list(_shared_caches.values()):
+            for caches in per_fun.values():
+                caches.clear_fast()
+        for f in list(_all_jitted):
+            f._caches.clear_fast()
+
+
+def set_profiling(on):
+    """Name every jitted call in profiler traces (``funcgrad.profiler`` turns this on while a
+    trace runs); off, calls take the fast paths again."""
+    _profiling[0] = bool(on)
+    _update_slow_only()
+
+
+def _set_checks(name, value):
+    if name in ("debug_nans", "debug_infs"):
+        _checking[0] = nan_checks.apply_config()
+        _update_slow_only()
+
+
+config.on_change(_set_checks)
 
 
 def _hashable_static(jitted, where, value):
@@ -719,7 +771,7 @@ def _jit_dce(eqn, used_outputs):
     params = dict(eqn.params, jaxpr=new_body,
                   donated=tuple(d for d, u in zip(donated, used_in) if u) if donated else donated)
     new = Eqn(eqn.prim, [v for v, u in zip(eqn.invars, used_in) if u], params,
-              [v for v, u in zip(eqn.outvars, used) if u])
+              [v for v, u in zip(eqn.outvars, used) if u], eqn.source_info)
     return used_in, new
 
 
