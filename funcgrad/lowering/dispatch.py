@@ -138,6 +138,8 @@ class _Caches:
         self.clear_fast()
 
     def clear_fast(self):
+        for entry in self.cache.values():
+            entry.single = None       # so that _call_slow fills the fast tables again
         self.fast.clear()
         self.fast_sole.clear()
         self.fast_tree.clear()
