@@ -172,8 +172,9 @@ class _CacheEntry:
 class Lowered:
     """The result of ``jit(f).lower(*args)``: StableHLO text and a way to compile it."""
 
-    def __init__(self, jitted, closed, device, donated):
+    def __init__(self, jitted, closed, device, donated, signature=None):
         self._jitted, self.jaxpr, self._device, self._donated = jitted, closed, device, donated
+        self._signature = signature     # (treedef, weak-stripped avals, static args)
 
     def as_text(self):
         """The StableHLO module, as text.
@@ -194,8 +195,52 @@ class Lowered:
             return str(module)
 
     def compile(self):
-        """Compile for the device; returns the executable (with ``cost_analysis()``)."""
-        return _executable_for(self.jaxpr, self._device, self._jitted.__name__, self._donated)
+        """Compile for the device; returns a ``Compiled`` (callable like the jitted function
+        with arguments of the lowered signature, with ``cost_analysis()``,
+        ``memory_analysis()`` and ``as_text()``)."""
+        exe = _executable_for(self.jaxpr, self._device, self._jitted.__name__, self._donated)
+        return Compiled(self._jitted, self._signature, exe)
+
+
+class Compiled:
+    """A function compiled for one signature (``jit(f).lower(*args).compile()``).
+
+    Example:
+        >>> compiled = funcgrad.jit(lambda x, y: x @ y).lower(jnp.ones((2, 3)),
+        ...                                                     jnp.ones((3, 2))).compile()
+        >>> compiled(jnp.ones((2, 3)), jnp.full((3, 2), 2.0))
+        Array([[6., 6.],
+               [6., 6.]], dtype=float32)
+        >>> compiled.cost_analysis()["flops"], compiled.memory_analysis().output_size_in_bytes
+        (24.0, 16)
+    """
+
+    def __init__(self, jitted, signature, executable):
+        self._jitted, self._signature, self.executable = jitted, signature, executable
+
+    def __call__(self, *args, **kwargs):
+        dyn_args, dyn_kwargs, static = self._jitted._split(args, kwargs)
+        leaves, treedef = tree_util.registry.flatten((dyn_args, dyn_kwargs))
+        avals = tuple(aval_of(leaf).strip_weak() for leaf in leaves)
+        if (treedef, avals, static) != self._signature:
+            want = ", ".join(a.str_short() for a in self._signature[1])
+            got = ", ".join(a.str_short() for a in avals)
+            raise TypeError(f"jit({self._jitted.__name__}).lower(...).compile(): compiled for "
+                            f"arguments ({want}), called with ({got}); lower again for "
+                            f"these arguments")
+        return self._jitted(*args, **kwargs)
+
+    def cost_analysis(self):
+        """XLA's cost estimates (``Executable.cost_analysis``)."""
+        return self.executable.cost_analysis()
+
+    def memory_analysis(self):
+        """XLA's buffer sizes (``Executable.memory_analysis``)."""
+        return self.executable.memory_analysis()
+
+    def as_text(self):
+        """The optimized HLO module that XLA compiled."""
+        return self.executable.as_text()
 
 
 class JitFunction:
@@ -534,8 +579,11 @@ class JitFunction:
             >>> lowered.as_text()[:6]
             'module'
         """
-        entry, _, device = self._entry(args, kwargs)
-        return Lowered(self, entry.closed, device, entry.handlers or ())
+        entry, leaves, device = self._entry(args, kwargs)
+        dyn_args, dyn_kwargs, static = self._split(args, kwargs)
+        _, treedef = tree_util.registry.flatten((dyn_args, dyn_kwargs))
+        signature = (treedef, tuple(aval_of(leaf).strip_weak() for leaf in leaves), static)
+        return Lowered(self, entry.closed, device, entry.handlers or (), signature)
 
     def clear_cache(self):
         """Forget this function's traces and compiled code (for every ``jit`` of it with
