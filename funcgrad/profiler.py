@@ -32,6 +32,7 @@ import glob
 import gzip
 import json
 import os
+import sys
 import threading
 
 import jaxlib
@@ -84,8 +85,8 @@ def start_trace(log_dir, create_perfetto_trace=False, profiler_options=None):
 
 
 def _funcgrad_version():
-    import funcgrad
-    return getattr(funcgrad, "__version__", "unknown")
+    package = sys.modules.get("funcgrad")    # the package this module belongs to
+    return getattr(package, "__version__", "unknown")
 
 
 def stop_trace():

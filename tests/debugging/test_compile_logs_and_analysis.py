@@ -92,3 +92,23 @@ def test_compiled_text_and_call():
                                         r"f32\[2,3\]\), called with \(f32\[3,5\], f32\[5\], "
                                         r"f32\[4,3\]\)"):
         exe(jnp.asarray(w), jnp.zeros(5), jnp.ones((4, 3)))
+
+
+def test_jax_flags_and_names_set_the_new_options(tmp_path):
+    pytest.importorskip("absl")
+    from absl import flags
+    from funcgrad import absl_flags
+    saved = {k: getattr(funcgrad.config, k)
+             for k in ("debug_infs", "log_compiles", "compilation_cache_dir")}
+    try:
+        absl_flags.parse_jax_flags(funcgrad.config, [
+            "prog", "--jax_debug_infs", "--jax_log_compiles",
+            f"--jax_compilation_cache_dir={tmp_path}"], flags.FlagValues())
+        assert funcgrad.config.debug_infs is True and funcgrad.config.log_compiles is True
+        assert funcgrad.config.compilation_cache_dir == str(tmp_path)
+        funcgrad.config.update("jax_compilation_cache_max_size", "4096")
+        assert funcgrad.config.compilation_cache_max_size == 4096
+    finally:
+        for k, v in saved.items():
+            funcgrad.config.update(k, v)
+        funcgrad.config.update("compilation_cache_max_size", 2 ** 30)
