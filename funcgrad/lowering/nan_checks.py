@@ -148,6 +148,11 @@ def check_jit_outputs(name, closed, args, outs):
     kind = _bad_kind(outs)
     if kind is None:
         return
+    if any(type(a) is Array and a._buf.is_deleted() for a in args):
+        raise _error(kind, f"jit({name})", source_info.user_frame(2),
+                     "\n  (its donated arguments are gone, so it cannot be re-run one "
+                     "operation at a time to find the operation; call it without "
+                     "donate_argnums to find it)")
     run_checked(closed.jaxpr, closed.consts, list(args))
     raise _error(kind, f"jit({name})", source_info.user_frame(2),
                  "\n  (re-running it one operation at a time produced no bad value: the "

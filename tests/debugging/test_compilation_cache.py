@@ -13,7 +13,6 @@ import pytest
 
 import funcgrad
 import funcgrad.numpy as jnp
-from funcgrad.config import Config
 from funcgrad.lowering import compilation_cache, executable
 
 WORKER = pathlib.Path(__file__).with_name("cache_worker.py")
@@ -165,13 +164,3 @@ def test_programs_with_host_callbacks_are_not_cached(cache_dir):
     writes = compilation_cache.stats()["writes"]
     np.testing.assert_array_equal(np.asarray(f(x)), [2.0, 2.0])
     assert compilation_cache.stats()["writes"] == writes and len(seen) == 1
-
-
-def test_off_by_default_and_environment(monkeypatch):
-    monkeypatch.delenv("FUNCGRAD_COMPILATION_CACHE_DIR", raising=False)
-    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
-    assert Config().compilation_cache_dir is None
-    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", "/tmp/jax-cache")
-    assert Config().compilation_cache_dir == "/tmp/jax-cache"
-    monkeypatch.setenv("FUNCGRAD_COMPILATION_CACHE_DIR", "/tmp/fg-cache")
-    assert Config().compilation_cache_dir == "/tmp/fg-cache"

@@ -6,7 +6,6 @@ import pytest
 
 import funcgrad
 import funcgrad.numpy as jnp
-from funcgrad.config import Config
 
 
 def affine_relu(w, b, x):
@@ -51,15 +50,6 @@ def test_log_compiles_reports_cache_loads(caplog, tmp_path):
     records = [r.getMessage() for r in caplog.records if "g(f32[6])" in r.getMessage()]
     assert records[0].startswith("Compiled g(")
     assert records[1].startswith("Loaded from the persistent compilation cache g(")
-
-
-@pytest.mark.parametrize("var", ["FUNCGRAD_LOG_COMPILES", "JAX_LOG_COMPILES"])
-def test_log_compiles_environment(monkeypatch, var):
-    monkeypatch.delenv("FUNCGRAD_LOG_COMPILES", raising=False)
-    monkeypatch.delenv("JAX_LOG_COMPILES", raising=False)
-    assert Config().log_compiles is False
-    monkeypatch.setenv(var, "1")
-    assert Config().log_compiles is True
 
 
 def test_cost_analysis_counts_the_product():
