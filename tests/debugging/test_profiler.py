@@ -1,9 +1,9 @@
 """funcgrad.profiler: the trace files TensorBoard and Perfetto open, and what they contain.
 
 The events are read from the run's ``<host>.trace.json.gz`` (Chrome trace-event JSON, written
-by XLA's profiler next to the ``.xplane.pb``) with gzip and json alone; the ``.xplane.pb``
-protobuf is checked by scanning its bytes for the same names (strings are stored verbatim in
-the protobuf), so no protobuf package is needed.
+by XLA's profiler next to the ``.xplane.pb``) with gzip and json alone, and from the
+``.xplane.pb`` with ``xplane.py`` beside this file, a reader of the protobuf wire format for the
+few XSpace fields needed, so no protobuf package is needed.
 """
 import gzip
 import json
@@ -16,6 +16,8 @@ import funcgrad
 import funcgrad.numpy as jnp
 from funcgrad import profiler
 from funcgrad.lowering import dispatch
+
+import xplane  # tests/debugging/xplane.py
 
 
 def train_step(w, x):
@@ -66,9 +68,14 @@ def test_trace_has_steps_annotations_compile_and_execution(tmp_path):
     # host Python calls (python_tracer_level=1)
     assert any(n and n.startswith("$") and "train_step" in n for n in by_name)
 
-    raw = open(files["xplane"][0], "rb").read()
-    for name in (b"train", b"jit(train_step)", b"compile train_step", b"forward"):
-        assert name in raw
+    # the .xplane.pb that TensorBoard reads holds the same events on the host plane's lines
+    space = xplane.planes(open(files["xplane"][0], "rb").read())
+    host = space["/host:CPU"]
+    on_host = [name for events in host.values() for name in events]
+    assert on_host.count("train") == 3 and on_host.count("jit(train_step)") == 3
+    assert on_host.count("compile train_step") == 1 and on_host.count("forward") == 3
+    python_line = host["python"]          # the thread that ran the steps
+    assert python_line.count("train") == 3
     with gzip.open(files["perfetto"][0], "rb") as f:
         perfetto = json.load(f)
     assert "metadata" not in perfetto
