@@ -21,6 +21,7 @@ executable refers to Python objects of this process.
 
 Example:
     >>> import tempfile
+import time
     >>> from funcgrad.lowering import compilation_cache
     >>> with tempfile.TemporaryDirectory() as d, \\
     ...         funcgrad.config.override("compilation_cache_dir", d):
@@ -31,6 +32,7 @@ Example:
 import hashlib
 import os
 import tempfile
+import time
 
 import jaxlib
 from jaxlib import _jax
@@ -126,11 +128,30 @@ def _entries(d):
     return out
 
 
+_STALE_TMP_SECONDS = 3600
+
+
+def _remove_stale_temporaries(d):
+    """Temporary files of writers that died mid-write (older than an hour: no live writer
+    takes that long)."""
+    now = time.time()
+    for name in os.listdir(d):
+        if name.startswith(".tmp-"):
+            path = os.path.join(d, name)
+            try:
+                if now - os.stat(path).st_mtime > _STALE_TMP_SECONDS:
+                    os.unlink(path)
+            except OSError:
+                pass
+
+
 def evict(max_bytes):
-    """Remove the least recently used entries until the cache holds at most ``max_bytes``."""
+    """Remove the least recently used entries until the cache holds at most ``max_bytes``
+    (and temporary files that crashed writers left behind)."""
     d = directory()
     if d is None:
         return
+    _remove_stale_temporaries(d)
     entries = sorted(_entries(d))
     total = sum(size for _, size, _ in entries)
     for _, size, name in entries:

@@ -120,6 +120,15 @@ def test_size_bound_evicts_least_recently_used(cache_dir):
     assert not old.exists()
 
 
+def test_stale_temporary_files_are_removed(cache_dir):
+    stale, fresh = cache_dir / ".tmp-dead.fgx", cache_dir / ".tmp-writing.fgx"
+    stale.write_bytes(b"half")
+    fresh.write_bytes(b"half")
+    os.utime(stale, (time.time() - 7200, time.time() - 7200))
+    compilation_cache.evict(2 ** 30)
+    assert not stale.exists() and fresh.exists()
+
+
 def test_read_touches_the_entry(cache_dir):
     compilation_cache.put("c" * 64, b"payload")
     path = cache_dir / ("c" * 64 + ".fgx")
