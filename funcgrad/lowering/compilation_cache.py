@@ -21,7 +21,6 @@ executable refers to Python objects of this process.
 
 Example:
     >>> import tempfile
-import time
     >>> from funcgrad.lowering import compilation_cache
     >>> with tempfile.TemporaryDirectory() as d, \\
     ...         funcgrad.config.override("compilation_cache_dir", d):
