@@ -260,24 +260,36 @@ class PluginFfiHandlers:
         self._why = ""
 
     def _register_all(self):
+        """Register every type and handler of the extension, each on its own (one the plugin
+        refuses does not keep the others out); returns the names of the handlers registered."""
         ext, failures = self._load()
         if ext is None:
             self._why = ("no CUDA plugin extension module could be imported ("
                          f"{'; '.join(failures)})")
             return set()
         c_api = self._api()
+        refused = []
         types = getattr(ext, "ffi_types", None)
         register_type = getattr(ext, "register_custom_type", None) or \
             getattr(ext, "register_custom_type_id", None)
         if types is not None and register_type is not None:
             for name, type_id in types().items():
-                register_type(c_api, name, type_id)
+                try:
+                    register_type(c_api, name, type_id)
+                except Exception as exc:
+                    refused.append(f"type {name}: {exc}")
         done = set()
         for target, (handler, version) in extension_handlers(ext).items():
-            ext.register_custom_call_target(c_api, target, handler, "CUDA", version)
+            try:
+                ext.register_custom_call_target(c_api, target, handler, "CUDA", version)
+            except Exception as exc:
+                refused.append(f"{target}: {exc}")
+                continue
             done.add(target)
-        self._why = (f"{ext.__name__ if hasattr(ext, '__name__') else ext!r} offers "
-                     f"{', '.join(sorted(done)) or 'no handlers'}")
+        name = getattr(ext, "__name__", repr(ext))
+        self._why = f"{name} registered {', '.join(sorted(done)) or 'no handlers'}"
+        if refused:
+            self._why += f"; the CUDA PJRT plugin refused {'; '.join(refused)}"
         return done
 
     def ensure(self, target, what):
@@ -288,9 +300,9 @@ class PluginFfiHandlers:
                 if self.registered is None:
                     try:
                         self.registered = self._register_all()
-                    except Exception as exc:
+                    except Exception as exc:       # no plugin API (client start failed)
                         self.registered = set()
-                        self._why = f"registering them with the CUDA PJRT plugin failed: {exc}"
+                        self._why = f"the CUDA PJRT plugin could not be reached: {exc}"
         if target not in self.registered:
             raise errors.MissingRuleError(
                 f"{what}: on platform 'cuda' host callbacks need the FFI handler {target!r} "

@@ -60,7 +60,7 @@ def test_missing_handler_names_the_callback_and_what_exists():
     handlers = cuda.PluginFfiHandlers(load=lambda: (ext, []), api=lambda: "c-api")
     with pytest.raises(MissingRuleError, match=r"debug_callback\(print\): on platform 'cuda' "
                                                r"host callbacks need the FFI handler "
-                                               r"'xla_ffi_python_gpu_callback'.*offers "
+                                               r"'xla_ffi_python_gpu_callback'.*registered "
                                                r"xla_python_gpu_callback"):
         handlers.ensure(cuda.CALLBACK_TARGET, "debug_callback(print)")
 
@@ -74,14 +74,39 @@ def test_no_extension_module():
         handlers.ensure(cuda.CALLBACK_TARGET, "debug.print")
 
 
-def test_plugin_refusing_the_registration():
+def test_plugin_refusing_one_handler_keeps_the_others():
+    calls = []
+    ext = fake_extension(calls)
+    record = ext.register_custom_call_target
+
+    def register(c_api, target, *rest):
+        if target == "xla_buffer_python_gpu_callback":
+            raise RuntimeError("handler already registered")
+        record(c_api, target, *rest)
+    ext.register_custom_call_target = register
+    handlers = cuda.PluginFfiHandlers(load=lambda: (ext, []), api=lambda: "c-api")
+    handlers.ensure(cuda.CALLBACK_TARGET, "debug.print")
+    assert handlers.registered == {"xla_ffi_python_gpu_callback",
+                                   "xla_ffi_partitioned_python_gpu_callback"}
+
+
+def test_plugin_refusing_the_callback_handler():
     def refuse(*args):
         raise RuntimeError("The plugin does not have a custom call extension.")
     ext = fake_extension([])
     ext.register_custom_call_target = refuse
     handlers = cuda.PluginFfiHandlers(load=lambda: (ext, []), api=lambda: "c-api")
-    with pytest.raises(MissingRuleError, match="registering them with the CUDA PJRT plugin "
-                                               "failed: The plugin does not have a custom"):
+    with pytest.raises(MissingRuleError, match="registered no handlers; the CUDA PJRT plugin "
+                                               "refused xla_ffi_python_gpu_callback: The "
+                                               "plugin does not have a custom"):
+        handlers.ensure(cuda.CALLBACK_TARGET, "debug.print")
+
+
+def test_plugin_unreachable():
+    def no_client():
+        raise RuntimeError("no CUDA device")
+    handlers = cuda.PluginFfiHandlers(load=lambda: (fake_extension([]), []), api=no_client)
+    with pytest.raises(MissingRuleError, match="could not be reached: no CUDA device"):
         handlers.ensure(cuda.CALLBACK_TARGET, "debug.print")
 
 
