@@ -77,3 +77,4 @@ from funcgrad import export  # noqa: E402,F401  (funcgrad.export.export, .save, 
 from funcgrad.environment import print_environment_info  # noqa: E402
 from funcgrad.nn.init import manual_seed  # noqa: E402
 from funcgrad import nn, optim  # noqa: E402,F401
+from funcgrad import profiler  # noqa: E402,F401  (profiler traces: docs/debugging.md)

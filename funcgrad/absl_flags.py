@@ -17,6 +17,10 @@ import sys
 _FLAGS = {
     "jax_enable_x64": ("DEFINE_bool", "Enable 64-bit types (funcgrad option enable_x64)."),
     "jax_debug_nans": ("DEFINE_bool", "Raise on NaNs in outputs (funcgrad option debug_nans)."),
+    "jax_debug_infs": ("DEFINE_bool", "Raise on infinities in outputs (option debug_infs)."),
+    "jax_log_compiles": ("DEFINE_bool", "Log every XLA compilation (option log_compiles)."),
+    "jax_compilation_cache_dir": (
+        "DEFINE_string", "Directory of the persistent compilation cache (off when unset)."),
     "jax_default_matmul_precision": (
         "DEFINE_string", "Default precision of float32 matrix products and convolutions."),
     "jax_platforms": ("DEFINE_string", "Comma-separated platforms in priority order; funcgrad "

@@ -1,8 +1,13 @@
 """Global switches: ``funcgrad.config.update("enable_x64", True)``.
 
-Options: ``enable_x64``, ``cpu_devices``, ``platform``, ``debug_nans``,
+Options: ``enable_x64``, ``cpu_devices``, ``platform``, ``debug_nans`` and ``debug_infs``
+(raise ``FloatingPointError`` where a NaN / an infinity is made, ``docs/debugging.md``),
+``log_compiles`` (log each XLA compilation), ``compilation_cache_dir`` and
+``compilation_cache_max_size`` (the persistent compilation cache, off by default),
 ``default_matmul_precision`` and ``threefry_partitionable`` (``funcgrad.random``'s counter
-layout, as JAX's ``jax_threefry_partitionable``). JAX's names with the ``jax_`` prefix are
+layout, as JAX's ``jax_threefry_partitionable``). Each reads an environment variable
+``FUNCGRAD_<OPTION>`` for its default; JAX's ``JAX_DEBUG_NANS``, ``JAX_DEBUG_INFS``,
+``JAX_LOG_COMPILES`` and ``JAX_COMPILATION_CACHE_DIR`` are read when funcgrad's is unset. JAX's names with the ``jax_`` prefix are
 accepted too (``update("jax_enable_x64", True)``).
 
 64-bit types are off by default (as in JAX): Python floats and NumPy float64 inputs become
@@ -27,6 +32,18 @@ import os
 _TRUE = ("1", "true", "yes", "on")
 
 
+def _env(name, default=""):
+    """``FUNCGRAD_<NAME>``, else JAX's ``JAX_<NAME>``, else ``default``."""
+    value = os.environ.get(f"FUNCGRAD_{name}")
+    if value is None:
+        value = os.environ.get(f"JAX_{name}", default)
+    return value
+
+
+def _env_flag(name):
+    return _env(name, "0").lower() in _TRUE
+
+
 class Config:
     """Holds the library's switches; read them as attributes (``config.enable_x64``)."""
 
@@ -34,7 +51,15 @@ class Config:
         "enable_x64": lambda: os.environ.get("FUNCGRAD_ENABLE_X64", "0").lower() in _TRUE,
         "cpu_devices": lambda: int(os.environ.get("FUNCGRAD_CPU_DEVICES", "1")),
         "platform": lambda: os.environ.get("FUNCGRAD_PLATFORM", "").lower() or None,
-        "debug_nans": lambda: os.environ.get("FUNCGRAD_DEBUG_NANS", "0").lower() in _TRUE,
+        "debug_nans": lambda: _env_flag("DEBUG_NANS"),
+        "debug_infs": lambda: _env_flag("DEBUG_INFS"),
+        # log every XLA compilation (function, argument shapes, time) to the "funcgrad" logger
+        "log_compiles": lambda: _env_flag("LOG_COMPILES"),
+        # the persistent compilation cache (lowering/compilation_cache.py): a directory, or
+        # None (off); its size bound in bytes (least recently used entries go first)
+        "compilation_cache_dir": lambda: _env("COMPILATION_CACHE_DIR") or None,
+        "compilation_cache_max_size":
+            lambda: int(_env("COMPILATION_CACHE_MAX_SIZE", str(2 ** 30))),
         # run-time checks in compiled code (out-of-range ids in nn.Embedding, class targets)
         "debug_checks": lambda: os.environ.get("FUNCGRAD_DEBUG_CHECKS", "0").lower() in _TRUE,
         # precision of float32 matrix products and convolutions on GPU/TPU (lax/precision.py)
@@ -50,6 +75,10 @@ class Config:
     _jax_aliases = {
         "jax_enable_x64": ("enable_x64", bool),
         "jax_debug_nans": ("debug_nans", bool),
+        "jax_debug_infs": ("debug_infs", bool),
+        "jax_log_compiles": ("log_compiles", bool),
+        "jax_compilation_cache_dir": ("compilation_cache_dir", None),
+        "jax_compilation_cache_max_size": ("compilation_cache_max_size", int),
         "jax_default_matmul_precision": ("default_matmul_precision", None),
         "jax_platforms": ("platform", lambda v: (str(v).split(",")[0].strip().lower() or None)
                           if v else None),

@@ -193,7 +193,7 @@ def test_lower_as_text_compile_cost_analysis():
     cost = compiled.cost_analysis()
     assert cost["flops"] >= 2 * 8 * 16 * 4
     assert "HloModule" in compiled.as_text()
-    np.testing.assert_allclose(np.asarray(compiled([x, y])[0]), np.tanh(np.full((8, 4), 16.0)))
+    np.testing.assert_allclose(np.asarray(compiled(x, y)), np.tanh(np.full((8, 4), 16.0)))
 
 
 def test_donate_argnums(on_cpu):

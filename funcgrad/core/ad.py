@@ -24,7 +24,7 @@ Example:
 import numpy as np
 
 from funcgrad import tree_util
-from funcgrad.core import array_ops, dtypes, errors, interpreters, primitive
+from funcgrad.core import array_ops, dtypes, errors, interpreters, primitive, source_info
 from funcgrad.core.ad_util import (UndefinedPrimal, Zero, add_tangents, instantiate,
                                    is_undefined_primal, tangent_aval)
 from funcgrad.core.dce import dce_closed_jaxpr
@@ -207,7 +207,18 @@ def backward_pass(jaxpr, consts, args, cts):
 
     lin_eqns = []
     interp = interpreters.current()
+    # what rules stage or run is attributed to the user line of the equation (NaN checks)
+    evaluating = source_info.evaluating
+    saved = evaluating[0]
+    try:
+        return _backward_pass_eqns(jaxpr, linear, lin_eqns, read, env, interp, cts, evaluating)
+    finally:
+        evaluating[0] = saved
+
+
+def _backward_pass_eqns(jaxpr, linear, lin_eqns, read, env, interp, cts, evaluating):
     for eqn in jaxpr.eqns:
+        evaluating[0] = eqn.source_info
         if any(type(x) is Var and x in linear for x in eqn.invars):
             lin_eqns.append(eqn)
             linear.update(eqn.outvars)
@@ -228,6 +239,7 @@ def backward_pass(jaxpr, consts, args, cts):
     for v, ct in zip(jaxpr.outvars, cts):
         add_ct(v, ct)
     for eqn in reversed(lin_eqns):
+        evaluating[0] = eqn.source_info
         cts_out = [ct_env.pop(v, None) for v in eqn.outvars]
         if all(c is None for c in cts_out):
             continue

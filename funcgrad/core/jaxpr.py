@@ -13,7 +13,7 @@ import itertools
 
 import numpy as np
 
-from funcgrad.core import interpreters
+from funcgrad.core import interpreters, source_info
 from funcgrad.core.avals import ShapedArray
 from funcgrad.core.primitive import out_avals
 
@@ -44,12 +44,14 @@ class Literal:
 
 
 class Eqn:
-    """``outvars = prim[params] invars``."""
+    """``outvars = prim[params] invars``; ``source_info`` is where user code applied ``prim``
+    (a ``core.source_info.SourceInfo``, or None), for error messages."""
 
-    __slots__ = ("prim", "invars", "params", "outvars")
+    __slots__ = ("prim", "invars", "params", "outvars", "source_info")
 
-    def __init__(self, prim, invars, params, outvars):
+    def __init__(self, prim, invars, params, outvars, source_info=None):
         self.prim, self.invars, self.params, self.outvars = prim, list(invars), dict(params), list(outvars)
+        self.source_info = source_info
 
 
 class Jaxpr:
@@ -164,7 +166,7 @@ def map_subjaxprs(eqn, fn):
         (1, 'jit')
     """
     params = {k: _map_params(v, fn) for k, v in eqn.params.items()}
-    return Eqn(eqn.prim, eqn.invars, params, eqn.outvars)
+    return Eqn(eqn.prim, eqn.invars, params, eqn.outvars, eqn.source_info)
 
 
 # --- printing ----------------------------------------------------------------------------------
@@ -288,12 +290,18 @@ def eval_jaxpr(jaxpr, consts, *args):
         return atom.val if isinstance(atom, Literal) else env[atom]
 
     interp = interpreters.current()
-    for eqn in jaxpr.eqns:
-        outs = interp.process_primitive(eqn.prim, [read(a) for a in eqn.invars], eqn.params)
-        if not eqn.prim.multiple_results:
-            outs = [outs]
-        for var, val in zip(eqn.outvars, outs):
-            env[var] = val
+    evaluating = source_info.evaluating
+    saved = evaluating[0]
+    try:
+        for eqn in jaxpr.eqns:
+            evaluating[0] = eqn.source_info
+            outs = interp.process_primitive(eqn.prim, [read(a) for a in eqn.invars], eqn.params)
+            if not eqn.prim.multiple_results:
+                outs = [outs]
+            for var, val in zip(eqn.outvars, outs):
+                env[var] = val
+    finally:
+        evaluating[0] = saved
     return [read(v) for v in jaxpr.outvars]
 
 

@@ -10,6 +10,7 @@ from funcgrad.core import interpreters
 from funcgrad.core.interpreters import Interpreter, Tracer, Value
 from funcgrad.core.jaxpr import ClosedJaxpr, Eqn, Jaxpr, Var, literal
 from funcgrad.core.primitive import out_avals
+from funcgrad.core.source_info import here
 from funcgrad.core.values import PYTHON_SCALARS, aval_of
 
 
@@ -67,7 +68,7 @@ class StagingInterpreter(Interpreter):
         atoms = [self.to_atom(a) for a in args]
         avals = out_avals(prim, [a.aval for a in atoms], params)
         outvars = [Var(a) for a in avals]
-        self.eqns.append(Eqn(prim, atoms, params, outvars))
+        self.eqns.append(Eqn(prim, atoms, params, outvars, here(2)))
         outs = [StagingTracer(self, v.aval, v) for v in outvars]
         return outs if prim.multiple_results else outs[0]
 

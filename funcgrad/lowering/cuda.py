@@ -4,11 +4,14 @@ rules that differ on NVIDIA GPUs.
 
 The plugin wheel ships the PJRT plugin as a shared library (``xla_cuda_plugin*.so``, found
 and checked against jaxlib by ``lowering/plugins.py``), an
-extension module ``cuda_plugin_extension`` that registers FFI handlers with that plugin, and a
+extension module ``cuda_plugin_extension`` that registers FFI handlers with that plugin (and
+offers jaxlib's own GPU handlers, among them ``xla_ffi_python_gpu_callback``, which runs the
+Python host callbacks of ``debug.print``, ``debug.callback`` and ``pure_callback``), and a
 module ``_solver`` whose ``registrations()`` maps cuSOLVER custom-call target names
 (``cusolver_getrf_ffi``, ``cusolver_syevd_ffi``...) to handlers. A handler must be known to the
 plugin before an executable that calls it is compiled: ``CusolverKernels.target`` registers
-each one the first time a lowering rule emits it.
+each one the first time a lowering rule emits it, and ``PluginFfiHandlers.ensure`` registers
+the extension's handlers (and FFI types) the first time a host callback is lowered for CUDA.
 
 Example:
     >>> from funcgrad.lowering import cuda
@@ -22,7 +25,7 @@ import numpy as np
 from jaxlib import xla_client as xc
 
 from funcgrad.core import dtypes, errors
-from funcgrad.lax import linalg
+from funcgrad.lax import callbacks, linalg
 from funcgrad.lax.dot import _dot_general_lowering, dot_general_p
 from funcgrad.lowering import platforms, plugins
 
@@ -63,6 +66,15 @@ class CudaPlatform(platforms.Platform):
             raise plugins.load_failure("cuda", exc) from exc
         return xc.make_c_api_client("cuda", xc.generate_pjrt_gpu_plugin_options())
 
+    def plugin_api(self):
+        """The loaded plugin's PJRT_Api capsule (starting the CUDA client if needed)."""
+        from funcgrad.lowering import backend
+        backend.get_client("cuda")
+        if self.c_api is None:
+            raise RuntimeError("the CUDA PJRT plugin was loaded outside funcgrad, so its C API "
+                               "handle is unknown")
+        return self.c_api
+
     def register_custom_call(self, target, handler, api_version=1):
         """Register an XLA FFI handler with the CUDA PJRT plugin. Plugin platforms take their
         handlers through the plugin's own extension module, not through jaxlib.
@@ -75,14 +87,13 @@ class CudaPlatform(platforms.Platform):
             >>> capsule = _solver.registrations()["cusolver_getrf_ffi"]   # doctest: +SKIP
             >>> CUDA.register_custom_call("cusolver_getrf_ffi", capsule)   # doctest: +SKIP
         """
-        from funcgrad.lowering import backend
-        backend.get_client("cuda")
-        if self.c_api is None:
-            raise RuntimeError(f"cannot register custom call {target!r}: the CUDA PJRT plugin "
-                               "was loaded outside funcgrad, so its C API handle is unknown")
+        try:
+            c_api = self.plugin_api()
+        except RuntimeError as exc:
+            raise RuntimeError(f"cannot register custom call {target!r}: {exc}") from exc
         ext, failures = plugin_module("cuda_plugin_extension")
         if ext is not None:
-            ext.register_custom_call_target(self.c_api, target, handler, "CUDA", api_version)
+            ext.register_custom_call_target(c_api, target, handler, "CUDA", api_version)
             return
         raise RuntimeError(f"cannot register custom call {target!r}: no CUDA plugin extension "
                            f"module could be imported ({'; '.join(failures)})")
@@ -192,3 +203,118 @@ def _dot_general_lowering_cuda(ctx, lhs, rhs, **params):
 
 
 dot_general_p.def_lowering(_dot_general_lowering_cuda, platform="cuda")
+
+
+# --- host callbacks: the handlers of the plugin's extension module ----------------------------
+CALLBACK_TARGET = "xla_ffi_python_gpu_callback"
+
+
+def extension_handlers(ext):
+    """{target name: (handler, FFI api version)} that a CUDA plugin extension module offers:
+    ``ffi_handlers()`` (newer plugins) or ``ffi_registrations()``, typed FFI handlers; or the
+    older ``registrations()``, where only ``xla_ffi_*`` and ``__gpu$*`` names are typed FFI.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> from funcgrad.lowering.cuda import extension_handlers
+        >>> old = SimpleNamespace(registrations=lambda: {"xla_python_gpu_callback": "h0",
+        ...                                              "xla_ffi_python_gpu_callback": "h1"})
+        >>> sorted(extension_handlers(old).items())
+        [('xla_ffi_python_gpu_callback', ('h1', 1)), ('xla_python_gpu_callback', ('h0', 0))]
+    """
+    for name in ("ffi_handlers", "ffi_registrations"):
+        table = getattr(ext, name, None)
+        if table is not None:
+            return {target: (handler, 1) for target, handler in table().items()}
+    table = getattr(ext, "registrations", None)
+    if table is None:
+        return {}
+    return {target: (handler, 1 if target.startswith(("xla_ffi_", "__gpu$")) else 0)
+            for target, handler in table().items()}
+
+
+class PluginFfiHandlers:
+    """Registers the CUDA plugin extension's FFI types and handlers with the plugin once, as
+    JAX's CUDA plugin does at start-up; ``ensure(target)`` then checks that ``target`` was
+    among them. ``load`` returns (extension module or None, why not) and ``api`` the plugin's
+    PJRT_Api capsule: both are replaceable, so the registration is testable without a GPU.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> from funcgrad.lowering.cuda import PluginFfiHandlers
+        >>> calls = []
+        >>> ext = SimpleNamespace(
+        ...     ffi_handlers=lambda: {"xla_ffi_python_gpu_callback": "capsule"},
+        ...     register_custom_call_target=lambda *a: calls.append(a))
+        >>> handlers = PluginFfiHandlers(load=lambda: (ext, []), api=lambda: "c_api")
+        >>> handlers.ensure("xla_ffi_python_gpu_callback", "debug.print")
+        >>> calls
+        [('c_api', 'xla_ffi_python_gpu_callback', 'capsule', 'CUDA', 1)]
+    """
+
+    def __init__(self, load=None, api=None):
+        self._load = load or (lambda: plugin_module("cuda_plugin_extension"))
+        self._api = api or CUDA.plugin_api
+        self._lock = threading.Lock()
+        self.registered = None      # target names registered; None until the first ensure
+        self._why = ""
+
+    def _register_all(self):
+        """Register every type and handler of the extension, each on its own (one the plugin
+        refuses does not keep the others out); returns the names of the handlers registered."""
+        ext, failures = self._load()
+        if ext is None:
+            self._why = ("no CUDA plugin extension module could be imported ("
+                         f"{'; '.join(failures)})")
+            return set()
+        c_api = self._api()
+        refused = []
+        types = getattr(ext, "ffi_types", None)
+        register_type = getattr(ext, "register_custom_type", None) or \
+            getattr(ext, "register_custom_type_id", None)
+        if types is not None and register_type is not None:
+            for name, type_id in types().items():
+                try:
+                    register_type(c_api, name, type_id)
+                except Exception as exc:
+                    refused.append(f"type {name}: {exc}")
+        done = set()
+        for target, (handler, version) in extension_handlers(ext).items():
+            try:
+                ext.register_custom_call_target(c_api, target, handler, "CUDA", version)
+            except Exception as exc:
+                refused.append(f"{target}: {exc}")
+                continue
+            done.add(target)
+        name = getattr(ext, "__name__", repr(ext))
+        self._why = f"{name} registered {', '.join(sorted(done)) or 'no handlers'}"
+        if refused:
+            self._why += f"; the CUDA PJRT plugin refused {'; '.join(refused)}"
+        return done
+
+    def ensure(self, target, what):
+        """Register the extension's handlers (first call only); raise ``MissingRuleError``
+        naming ``what`` when ``target`` is not among them."""
+        if self.registered is None:
+            with self._lock:
+                if self.registered is None:
+                    try:
+                        self.registered = self._register_all()
+                    except Exception as exc:       # no plugin API (client start failed)
+                        self.registered = set()
+                        self._why = f"the CUDA PJRT plugin could not be reached: {exc}"
+        if target not in self.registered:
+            raise errors.MissingRuleError(
+                f"{what}: on platform 'cuda' host callbacks need the FFI handler {target!r} "
+                f"of the CUDA plugin's extension module, but {self._why}")
+
+
+HOST_CALLBACK_HANDLERS = PluginFfiHandlers()
+
+
+def _callback_lowering_cuda(ctx, *operands, host_fn, vmap_method):
+    HOST_CALLBACK_HANDLERS.ensure(CALLBACK_TARGET, host_fn.name)
+    return callbacks._lowering(ctx, *operands, host_fn=host_fn, vmap_method=vmap_method)
+
+
+callbacks.python_callback_p.def_lowering(_callback_lowering_cuda, platform="cuda")

@@ -20,6 +20,8 @@ import functools
 import inspect
 import weakref
 
+from jaxlib import _profiler
+
 from funcgrad import tree_util
 from funcgrad.core import batching, batching_util, interpreters, mutable_state
 from funcgrad.core.dce import dce_closed_jaxpr
@@ -30,7 +32,7 @@ from funcgrad.core.primitive import Primitive, current_policy, policies_open
 from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.core.values import aval_of
 from funcgrad.lax.callbacks import reraise_host_error
-from funcgrad.lowering import backend, mlir, spmd
+from funcgrad.lowering import backend, mlir, nan_checks, spmd
 from funcgrad.config import config
 from funcgrad.lowering import array as _array_mod
 from funcgrad.lowering.array import Array, sharding_for
@@ -134,6 +136,11 @@ class _Caches:
 
     def clear(self):
         self.cache.clear()
+        self.clear_fast()
+
+    def clear_fast(self):
+        for entry in self.cache.values():
+            entry.single = None       # so that _call_slow fills the fast tables again
         self.fast.clear()
         self.fast_sole.clear()
         self.fast_tree.clear()
@@ -166,8 +173,9 @@ class _CacheEntry:
 class Lowered:
     """The result of ``jit(f).lower(*args)``: StableHLO text and a way to compile it."""
 
-    def __init__(self, jitted, closed, device, donated):
+    def __init__(self, jitted, closed, device, donated, signature=None):
         self._jitted, self.jaxpr, self._device, self._donated = jitted, closed, device, donated
+        self._signature = signature     # (treedef, weak-stripped avals, static args)
 
     def as_text(self):
         """The StableHLO module, as text.
@@ -188,8 +196,52 @@ class Lowered:
             return str(module)
 
     def compile(self):
-        """Compile for the device; returns the executable (with ``cost_analysis()``)."""
-        return _executable_for(self.jaxpr, self._device, self._jitted.__name__, self._donated)
+        """Compile for the device; returns a ``Compiled`` (callable like the jitted function
+        with arguments of the lowered signature, with ``cost_analysis()``,
+        ``memory_analysis()`` and ``as_text()``)."""
+        exe = _executable_for(self.jaxpr, self._device, self._jitted.__name__, self._donated)
+        return Compiled(self._jitted, self._signature, exe)
+
+
+class Compiled:
+    """A function compiled for one signature (``jit(f).lower(*args).compile()``).
+
+    Example:
+        >>> compiled = funcgrad.jit(lambda x, y: x @ y).lower(jnp.ones((2, 3)),
+        ...                                                     jnp.ones((3, 2))).compile()
+        >>> compiled(jnp.ones((2, 3)), jnp.full((3, 2), 2.0))
+        Array([[6., 6.],
+               [6., 6.]], dtype=float32)
+        >>> compiled.cost_analysis()["flops"], compiled.memory_analysis().output_size_in_bytes
+        (24.0, 16)
+    """
+
+    def __init__(self, jitted, signature, executable):
+        self._jitted, self._signature, self.executable = jitted, signature, executable
+
+    def __call__(self, *args, **kwargs):
+        dyn_args, dyn_kwargs, static = self._jitted._split(args, kwargs)
+        leaves, treedef = tree_util.registry.flatten((dyn_args, dyn_kwargs))
+        avals = tuple(aval_of(leaf).strip_weak() for leaf in leaves)
+        if (treedef, avals, static) != self._signature:
+            want = ", ".join(a.str_short() for a in self._signature[1])
+            got = ", ".join(a.str_short() for a in avals)
+            raise TypeError(f"jit({self._jitted.__name__}).lower(...).compile(): compiled for "
+                            f"arguments ({want}), called with ({got}); lower again for "
+                            f"these arguments")
+        return self._jitted(*args, **kwargs)
+
+    def cost_analysis(self):
+        """XLA's cost estimates (``Executable.cost_analysis``)."""
+        return self.executable.cost_analysis()
+
+    def memory_analysis(self):
+        """XLA's buffer sizes (``Executable.memory_analysis``)."""
+        return self.executable.memory_analysis()
+
+    def as_text(self):
+        """The optimized HLO module that XLA compiled."""
+        return self.executable.as_text()
 
 
 class JitFunction:
@@ -435,6 +487,8 @@ class JitFunction:
         entry = self._fast_tree.get(key)
         if entry is None:
             out = self._call_slow(args, {})
+            if _slow_only[0]:     # NaN/Inf checks, profiling: every call takes _call_slow
+                return out
             entry, _, device = self._entry(args, {})
             # Only a cached entry for arrays on the device's own sharding can be reused (one
             # that closed over another transformation's tracers is not cached); others are
@@ -485,10 +539,22 @@ class JitFunction:
             bufs.append(leaf._buf if type(leaf) is Array and leaf._buf._sharding._device is device
                         else to_buffer(leaf, device, aval))
         try:
-            outs = exe.loaded.execute_sharded(bufs).consume_with_handlers(exe._handlers)
+            if _slow_only[0] and _profiling[0]:
+                with _profiler.TraceMe(f"jit({self.__name__})"):
+                    outs = exe.loaded.execute_sharded(bufs).consume_with_handlers(
+                        exe._handlers)
+            else:
+                outs = exe.loaded.execute_sharded(bufs).consume_with_handlers(exe._handlers)
         except Exception as exc:
             _raise_if_deleted(self.__name__, leaves, exc)
             raise
+        if _slow_only[0]:
+            outs = [Array(a, b) for a, b in zip(entry.out_avals, outs)]
+            if nan_checks.enabled():
+                nan_checks.check_jit_outputs(self.__name__, entry.closed, leaves, outs)
+            if entry.writeback:
+                outs = _write_back(entry.writeback, outs)
+            return entry.out_tree.unflatten(outs)
         if (self._simple and not kwargs and not entry.writeback and entry.single is None
                 and len(leaves) == len(args) and args and current_policy() is None
                 and all(type(a) is Array and a._buf._sharding is sharding_for(device)
@@ -514,8 +580,11 @@ class JitFunction:
             >>> lowered.as_text()[:6]
             'module'
         """
-        entry, _, device = self._entry(args, kwargs)
-        return Lowered(self, entry.closed, device, entry.handlers or ())
+        entry, leaves, device = self._entry(args, kwargs)
+        dyn_args, dyn_kwargs, static = self._split(args, kwargs)
+        _, treedef = tree_util.registry.flatten((dyn_args, dyn_kwargs))
+        signature = (treedef, tuple(aval_of(leaf).strip_weak() for leaf in leaves), static)
+        return Lowered(self, entry.closed, device, entry.handlers or (), signature)
 
     def clear_cache(self):
         """Forget this function's traces and compiled code (for every ``jit`` of it with
@@ -584,6 +653,39 @@ def _forget_traces(name, value):
 
 
 config.on_change(_forget_traces)
+
+# NaN/Inf checks and profiling: while one is on, calls skip the fast tables (emptied here, not
+# refilled), so that _call_slow checks every output and names each execution in the trace;
+# with both off the fast paths cost nothing more.
+_checking = [nan_checks.apply_config()]
+_profiling = [False]
+_slow_only = [_checking[0]]
+
+
+def _update_slow_only():
+    _slow_only[0] = _checking[0] or _profiling[0]
+    if _slow_only[0]:
+        for per_fun in list(_shared_caches.values()):
+            for caches in per_fun.values():
+                caches.clear_fast()
+        for f in list(_all_jitted):
+            f._caches.clear_fast()
+
+
+def set_profiling(on):
+    """Name every jitted call in profiler traces (``funcgrad.profiler`` turns this on while a
+    trace runs); off, calls take the fast paths again."""
+    _profiling[0] = bool(on)
+    _update_slow_only()
+
+
+def _set_checks(name, value):
+    if name in ("debug_nans", "debug_infs"):
+        _checking[0] = nan_checks.apply_config()
+        _update_slow_only()
+
+
+config.on_change(_set_checks)
 
 
 def _hashable_static(jitted, where, value):
@@ -720,7 +822,7 @@ def _jit_dce(eqn, used_outputs):
     params = dict(eqn.params, jaxpr=new_body,
                   donated=tuple(d for d, u in zip(donated, used_in) if u) if donated else donated)
     new = Eqn(eqn.prim, [v for v, u in zip(eqn.invars, used_in) if u], params,
-              [v for v, u in zip(eqn.outvars, used) if u])
+              [v for v, u in zip(eqn.outvars, used) if u], eqn.source_info)
     return used_in, new
 
 

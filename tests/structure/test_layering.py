@@ -27,7 +27,7 @@ LAYERS = [
     {"lowering"},
     {"numpy"},
     {"transforms", "random", "debug", "serialization", "checkpoint_header", "environment",
-     "amp", "quantize", "export"},
+     "amp", "quantize", "export", "profiler"},
     {"nn", "data", "scipy"},
     {"optim"},
     {"demo", "demo_train", "test_util", "__init__"},
