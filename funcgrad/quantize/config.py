@@ -13,6 +13,7 @@ from funcgrad.quantize.schemes import get_format
 
 MODES = ("int", "fake")
 ACTIVATIONS = ("none", "dynamic", "static")
+ACTIVATION_GRANULARITIES = ("per_row", "per_tensor")
 GRANULARITIES = ("per_tensor", "per_channel", "per_block")
 
 
@@ -60,7 +61,10 @@ class QuantizeConfig:
       of the activation's non-contracted axes, computed at run time; per example for
       convolutions) or "static" (one range per product, from ``static_ranges``, which
       ``funcgrad.quantize.calibrate`` returns); ``activation_dtype`` and
-      ``activation_symmetric`` as for weights.
+      ``activation_symmetric`` as for weights; ``activation_granularity`` "per_row" (default)
+      or "per_tensor" (one dynamic range for the whole activation, as PyTorch's dynamic
+      quantization); ``activation_narrow``: symmetric activation scales ``max|x| / qmax``
+      (default) or PyTorch's ``max|x| / ((qmax - qmin) / 2)``.
     * which products: all ``dot_general`` and ``conv_general_dilated`` equations with a
       floating result whose weight has at least ``min_weight_size`` elements and for which
       ``select(info)`` (a ``ProductInfo`` predicate, if given) is true; ``convolutions=False``
@@ -89,6 +93,8 @@ class QuantizeConfig:
     activation: str = "dynamic"
     activation_dtype: str = "int8"
     activation_symmetric: bool = True
+    activation_granularity: str = "per_row"
+    activation_narrow: bool = True
     static_ranges: Any = None
     min_weight_size: int = 0
     select: Optional[Callable] = None
@@ -97,7 +103,8 @@ class QuantizeConfig:
 
     def __post_init__(self):
         for field, allowed in (("mode", MODES), ("activation", ACTIVATIONS),
-                               ("granularity", GRANULARITIES)):
+                               ("granularity", GRANULARITIES),
+                               ("activation_granularity", ACTIVATION_GRANULARITIES)):
             if getattr(self, field) not in allowed:
                 raise ValueError(f"QuantizeConfig: {field} must be one of {allowed}, got "
                                  f"{getattr(self, field)!r}")
