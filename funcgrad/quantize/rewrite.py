@@ -22,7 +22,7 @@ from funcgrad import lax, tree_util
 from funcgrad import numpy as jnp
 from funcgrad.core.dce import dce_closed_jaxpr
 from funcgrad.core.interpreters import Tracer
-from funcgrad.core.jaxpr import ClosedJaxpr, Literal, map_subjaxprs, subjaxprs
+from funcgrad.core.jaxpr import ClosedJaxpr, Literal, map_subjaxprs, name_stack_as, subjaxprs
 from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.lax.convolution import conv_general_dilated_p
 from funcgrad.lax.dot import dot_general_p
@@ -145,6 +145,14 @@ def fake_quant_fn(fmt_name):
     return fq
 
 
+def _join_scopes(outer, inner):
+    """The scope of an equation staged with ``inner`` inside a body whose equation had
+    ``outer``: a body traced inside the scope already holds it."""
+    if not outer or inner == outer or inner.startswith(outer + "/"):
+        return inner or outer
+    return f"{outer}/{inner}" if inner else outer
+
+
 def _concrete(*xs):
     return not any(isinstance(x, Tracer) for x in xs)
 
@@ -232,7 +240,7 @@ class Rewriter:
     def __init__(self, config, observe=None):
         self.config, self.observe = config, observe
 
-    def run(self, jaxpr, consts, args, flags, path):
+    def run(self, jaxpr, consts, args, flags, path, scope=""):
         env, weight = {}, {}
 
         def read(a):
@@ -248,20 +256,23 @@ class Rewriter:
             ins = [read(a) for a in eqn.invars]
             fl = [is_weight(a) for a in eqn.invars]
             here = path + (i,)
-            info = self.select(eqn, fl, here) if eqn.prim in PRODUCTS else None
-            if info is not None:
-                outs = [self.product(eqn, ins, info)]
-            else:
-                if eqn.prim not in PRODUCTS and any(has_products(j) for j in subjaxprs(eqn)):
-                    eqn = self.rewrite_bodies(eqn, fl, here)
-                outs = eqn.prim.bind(*ins, **eqn.params)
-                if not eqn.prim.multiple_results:
-                    outs = [outs]
+            stack = _join_scopes(scope, eqn.name_stack)
+            with name_stack_as(stack):
+                info = self.select(eqn, fl, here, stack) if eqn.prim in PRODUCTS else None
+                if info is not None:
+                    outs = [self.product(eqn, ins, info)]
+                else:
+                    if eqn.prim not in PRODUCTS and any(has_products(j)
+                                                        for j in subjaxprs(eqn)):
+                        eqn = self.rewrite_bodies(eqn, fl, here, stack)
+                    outs = eqn.prim.bind(*ins, **eqn.params)
+                    if not eqn.prim.multiple_results:
+                        outs = [outs]
             for v, o in zip(eqn.outvars, outs):
                 env[v], weight[v] = o, all(fl)
         return [read(v) for v in jaxpr.outvars]
 
-    def rewrite_bodies(self, eqn, flags, path):
+    def rewrite_bodies(self, eqn, flags, path, scope=""):
         count = itertools.count()
 
         def body(sub):
@@ -275,12 +286,13 @@ class Rewriter:
             # loop's condition operands come first)
             sub_flags = list(flags[-n:]) if n <= len(flags) else [False] * n
             new, _ = trace_to_jaxpr(
-                lambda *a: self.run(closed.jaxpr, closed.consts, a, sub_flags, path + (k,)),
+                lambda *a: self.run(closed.jaxpr, closed.consts, a, sub_flags, path + (k,),
+                                    scope),
                 closed.in_avals)
             return new if isinstance(sub, ClosedJaxpr) else new.jaxpr
         return map_subjaxprs(eqn, body)
 
-    def select(self, eqn, flags, path):
+    def select(self, eqn, flags, path, stack=""):
         cfg = self.config
         if eqn.outvars[0].aval.dtype.name not in FLOATS:
             return None
@@ -289,8 +301,8 @@ class Rewriter:
         lhs, rhs = (a.aval for a in eqn.invars)
         weight_index = 0 if eqn.prim is dot_general_p and flags[0] and not flags[1] else 1
         info = ProductInfo(eqn.prim.name, path, tuple(lhs.shape), tuple(rhs.shape),
-                           lhs.dtype, weight_index, dict(eqn.params))
-        if info.weight_size < cfg.min_weight_size:
+                           lhs.dtype, weight_index, dict(eqn.params), stack)
+        if info.weight_size < cfg.min_weight_size or not cfg.in_scopes(stack):
             return None
         if cfg.select is not None and not cfg.select(info):
             return None
