@@ -77,3 +77,4 @@ from funcgrad.serialization import CheckpointError, load, save  # noqa: E402
 from funcgrad.environment import print_environment_info  # noqa: E402
 from funcgrad.nn.init import manual_seed  # noqa: E402
 from funcgrad import nn, optim  # noqa: E402,F401
+from funcgrad import quantization  # noqa: E402,F401  (PyTorch's quantization workflows)
