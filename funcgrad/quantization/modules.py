@@ -35,6 +35,27 @@ def _arr(v, dtype):
     return jnp.asarray(np.asarray(v, dtype))
 
 
+def quantize_weight_values(w, scale, zero_point, axis=None):
+    """int8 values of the float weight ``w`` with per-tensor (``axis=None``) or per-channel
+    scales, computed as PyTorch's kernels do: ``round(w * (1 / scale))`` in float32 (which can
+    differ from ``round(w / scale)`` by one where ``w / scale`` is a half).
+
+    Example:
+        >>> from funcgrad.quantization.modules import quantize_weight_values
+        >>> quantize_weight_values(np.array([[1.0, -2.0]]), np.array([0.5]), np.array([0]), 0)
+        array([[ 2, -4]], dtype=int8)
+    """
+    w = np.asarray(w, np.float32)
+    scale = np.asarray(scale, np.float32)
+    zero_point = np.asarray(zero_point, np.float32)
+    if axis is not None:
+        shape = [1] * w.ndim
+        shape[axis] = -1
+        scale, zero_point = scale.reshape(shape), zero_point.reshape(shape)
+    inv = (np.float32(1.0) / scale).astype(np.float32)
+    return np.clip(np.round(w * inv) + zero_point, -128, 127).astype(np.int8)
+
+
 def _scalar(v):
     return float(np.asarray(v).reshape(-1)[0])
 
@@ -110,12 +131,9 @@ class QuantizedLinear(_Static):
         w = np.asarray(weight, np.float32)
         m.out_features, m.in_features = w.shape
         s, z = (np.asarray(v).reshape(-1) for v in weight_qparams)
-        if s.size == 1:
-            q = schemes.quantize(w, s[0], int(z[0]), "int8")
-            s, z = s[0], z[0]
-        else:
-            q = schemes.quantize(w, s[:, None], z[:, None].astype(np.float32), "int8")
-        m._set_weight(q, s, z, weight_symmetric)
+        q = quantize_weight_values(w, s, z, 0 if s.size > 1 else None)
+        m._set_weight(q, s if s.size > 1 else s[0], z if s.size > 1 else z[0],
+                      weight_symmetric)
         m.register_buffer("bias", None if bias is None else _arr(bias, np.float32))
         m._set_activation(input_qparams, output_qparams)
         return m
@@ -161,13 +179,9 @@ class QuantizedConv2d(_Static):
             object.__setattr__(m, k, getattr(conv, k))
         w = np.asarray(conv.weight, np.float32)
         s, z = (np.asarray(v).reshape(-1) for v in weight_qparams)
-        if s.size == 1:
-            q = schemes.quantize(w, s[0], int(z[0]), "int8")
-            s, z = s[0], z[0]
-        else:
-            q = schemes.quantize(w, s[:, None, None, None],
-                                 z[:, None, None, None].astype(np.float32), "int8")
-        m._set_weight(q, s, z, weight_symmetric)
+        q = quantize_weight_values(w, s, z, 0 if s.size > 1 else None)
+        m._set_weight(q, s if s.size > 1 else s[0], z if s.size > 1 else z[0],
+                      weight_symmetric)
         m.register_buffer("bias", None if conv.bias is None else _arr(conv.bias, np.float32))
         m._set_activation(input_qparams, output_qparams)
         return m
@@ -240,11 +254,8 @@ def _quantize_weight(w, weight_observer):
     obs.update(w)
     scale, zp = obs.calculate_qparams()
     if scale.size == 1:
-        q = schemes.quantize(w, scale[0], zp[0].astype(np.float32), "int8")
-        return q, scale[0], zp[0], obs.symmetric
-    shape = (-1,) + (1,) * (w.ndim - 1)
-    q = schemes.quantize(w, scale.reshape(shape), zp.reshape(shape).astype(np.float32), "int8")
-    return q, scale, zp, obs.symmetric
+        return quantize_weight_values(w, scale[0], zp[0]), scale[0], zp[0], obs.symmetric
+    return quantize_weight_values(w, scale, zp, 0), scale, zp, obs.symmetric
 
 
 class DynamicQuantizedLinear(_WeightHolder):
