@@ -28,7 +28,8 @@ from funcgrad.nn import functional as F
 from funcgrad.nn.jax_functions import sigmoid
 from funcgrad.nn.module import Module
 from funcgrad.quantization import products
-from funcgrad.quantize import QArray, schemes
+from funcgrad.quantize import QArray
+from funcgrad.quantize.rewrite import fake_quant_fn
 
 
 def _arr(v, dtype):
@@ -67,22 +68,25 @@ class _WeightHolder(Module):
     weight_symmetric = True
 
     def _set_weight(self, q, scale, zero_point, symmetric=True):
+        # per-tensor scales are stored with shape (1,), as PyTorch's (and as they load back)
         self.register_buffer("weight", _arr(q, np.asarray(q).dtype))
-        self.register_buffer("weight_scale", _arr(scale, np.float32))
-        self.register_buffer("weight_zero_point", _arr(zero_point, np.int32))
+        self.register_buffer("weight_scale", _arr(np.atleast_1d(scale), np.float32))
+        self.register_buffer("weight_zero_point", _arr(np.atleast_1d(zero_point), np.int32))
         self.weight_symmetric = bool(symmetric and not np.any(np.asarray(zero_point)))
+        self.per_channel = np.size(scale) > 1
 
     def _wzp(self):
         return 0 if self.weight_symmetric else self.weight_zero_point
 
     def qweight(self):
         """The weight as a ``QArray`` (PyTorch's ``module.weight()``)."""
-        per_channel = self.weight_scale.ndim == 1
-        return QArray(self.weight, self.weight_scale, self.weight_zero_point,
-                      0 if per_channel else None, "qint8")
+        if self.per_channel:
+            return QArray(self.weight, self.weight_scale, self.weight_zero_point, 0, "qint8")
+        return QArray(self.weight, self.weight_scale[0], self.weight_zero_point[0], None,
+                      "qint8")
 
     def _qscheme(self):
-        kind = "per_channel" if self.weight_scale.ndim else "per_tensor"
+        kind = "per_channel" if self.per_channel else "per_tensor"
         return f"torch.{kind}_affine"
 
 
@@ -92,19 +96,17 @@ class _Static(_WeightHolder):
 
     def _set_activation(self, input_qparams, output_qparams):
         (si, zi), (so, zo) = input_qparams, output_qparams
-        self.register_buffer("input_scale", _arr(_scalar(si), np.float32))
-        self.register_buffer("input_zero_point", _arr(int(np.asarray(zi).reshape(-1)[0]),
-                                                      np.int32))
-        self.register_buffer("scale", _arr(_scalar(so), np.float32))
-        self.register_buffer("zero_point", _arr(int(np.asarray(zo).reshape(-1)[0]), np.int32))
+        for name, v, dt in (("input_scale", si, np.float32), ("input_zero_point", zi, np.int32),
+                            ("scale", so, np.float32), ("zero_point", zo, np.int32)):
+            self.register_buffer(name, _arr(np.asarray(v).reshape(-1)[:1], dt))
 
     def _output(self, y):
         if self.relu:
             y = F.relu(y)
-        return schemes.fake_quantize(y, self.scale, self.zero_point, "uint8", jnp)
+        return fake_quant_fn("uint8")(y, self.scale, self.zero_point.astype(np.float32))
 
     def _act_repr(self):
-        return f"scale={_scalar(self.scale)}, zero_point={int(np.asarray(self.zero_point))}"
+        return f"scale={_scalar(self.scale)}, zero_point={int(_scalar(self.zero_point))}"
 
 
 class QuantizedLinear(_Static):
@@ -225,18 +227,18 @@ class Quantize(Module):
 
     def __init__(self, scale, zero_point, dtype="quint8"):
         super().__init__()
-        self.register_buffer("scale", _arr(_scalar(scale), np.float32))
-        self.register_buffer("zero_point", _arr(int(np.asarray(zero_point).reshape(-1)[0]),
+        self.register_buffer("scale", _arr(np.asarray(scale).reshape(-1)[:1], np.float32))
+        self.register_buffer("zero_point", _arr(np.asarray(zero_point).reshape(-1)[:1],
                                                 np.int32))
         self.dtype = dtype
 
     def forward(self, x):
-        return schemes.fake_quantize(jnp.asarray(x), self.scale, self.zero_point, self.dtype,
-                                     jnp)
+        return fake_quant_fn(self.dtype)(jnp.asarray(x), self.scale,
+                                         self.zero_point.astype(np.float32))
 
     def extra_repr(self):
         return (f"scale=tensor([{_scalar(self.scale):.4f}]), zero_point=tensor(["
-                f"{int(np.asarray(self.zero_point))}]), dtype=torch.{self.dtype}")
+                f"{int(_scalar(self.zero_point))}]), dtype=torch.{self.dtype}")
 
 
 class DeQuantize(Module):
@@ -335,8 +337,8 @@ class _DynamicRNN(Module):
             if name.startswith("weight"):
                 q, s, z, sym = _quantize_weight(p.data, obs)
                 m.register_buffer(name, _arr(q, np.int8))
-                m.register_buffer(name + "_scale", _arr(s, np.float32))
-                m.register_buffer(name + "_zero_point", _arr(z, np.int32))
+                m.register_buffer(name + "_scale", _arr(np.atleast_1d(s), np.float32))
+                m.register_buffer(name + "_zero_point", _arr(np.atleast_1d(z), np.int32))
                 m._sym[name] = sym and not np.any(z)
             else:
                 m.register_buffer(name, _arr(p.data, np.float32))

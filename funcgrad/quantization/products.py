@@ -18,6 +18,7 @@ from funcgrad.lax.convolution import conv_general_dilated_p
 from funcgrad.lax.dot import dot_general_p
 from funcgrad.quantize import QuantizeConfig
 from funcgrad.quantize.rewrite import Geometry, _blocked_weight, weight_product
+from funcgrad.transforms.custom_derivatives import custom_jvp
 
 # PyTorch's dynamic quantization on x86 (fbgemm): activations per tensor, affine, quint8 with
 # reduce_range ([0, 127]), PyTorch's scale formula
@@ -36,6 +37,34 @@ def _dot_params(x):
                 preferred_element_type=None)
 
 
+def _straight_through(quantized, float_fn, x, arrays):
+    """``quantized(x, arrays)`` whose derivative in ``x`` is ``float_fn(t, arrays)``'s (a
+    linear function: the product with the dequantized weight), so ``grad`` through a quantized
+    module gives the float gradient rather than the zero derivative of rounding; the stored
+    integers and scales (``arrays``, a dict) get no derivative."""
+    keys = sorted(arrays)
+    f = custom_jvp(lambda x, *vals: quantized(x, dict(zip(keys, vals))))
+    f.defjvp(lambda p, t: (f(*p), float_fn(t[0], dict(zip(keys, p[1:])))))
+    return f(x, *[arrays[k] for k in keys])
+
+
+def _arrays(qw, sw, zw, act_scale, act_zero_point):
+    """The array operands of a product (Python constants stay out: they are not traced)."""
+    out = {"qw": qw, "sw": sw}
+    for k, v in (("zw", zw), ("sa", act_scale), ("za", act_zero_point)):
+        if v is not None and not isinstance(v, int):
+            out[k] = v
+    return out
+
+
+def _get(a, key, default):
+    return a.get(key, default)
+
+
+def _dequantized(qw, sw, zw):
+    return (qw.astype(np.float32) - (0 if isinstance(zw, int) else zw)) * sw
+
+
 def _static(scale, zero_point):
     return None if scale is None else (lambda a, geom, side: (scale, zero_point))
 
@@ -52,11 +81,19 @@ def linear_product(x, qw, sw, zw, cfg, act_scale=None, act_zero_point=None):
         geom = Geometry(dot_general_p, params, *shapes)
         qw = _blocked_weight(qw, geom, 1, block, jnp)
         sw = jnp.reshape(sw, tuple(sw.shape) + (1,))
-    elif np.ndim(sw) == 1:
+    elif np.ndim(sw) == 1:                 # one scale per output row (or one in all)
         sw = jnp.reshape(sw, (-1, 1))
         zw = zw if isinstance(zw, int) else jnp.reshape(zw, (-1, 1))
-    return weight_product(dot_general_p, params, shapes, x, qw, sw, zw, 1, cfg, x.dtype,
-                          _static(act_scale, act_zero_point))
+    def quantized(x, a):
+        return weight_product(dot_general_p, params, shapes, x, a["qw"], a["sw"],
+                              _get(a, "zw", zw), 1, cfg, x.dtype,
+                              _static(a.get("sa"), _get(a, "za", act_zero_point)))
+
+    def float_fn(t, a):
+        w = _dequantized(a["qw"], a["sw"], _get(a, "zw", zw))
+        return dot_general_p.bind(t, jnp.reshape(w, shapes[1]).astype(t.dtype), **params)
+    return _straight_through(quantized, float_fn, x,
+                             _arrays(qw, sw, zw, act_scale, act_zero_point))
 
 
 def conv2d_product(x, qw, sw, zw, cfg, stride, padding, dilation, groups, act_scale=None,
@@ -74,6 +111,13 @@ def conv2d_product(x, qw, sw, zw, cfg, stride, padding, dilation, groups, act_sc
                   lhs_dilation=(1, 1), rhs_dilation=tuple(dilation), dimension_numbers=dn,
                   feature_group_count=int(groups), batch_group_count=1, precision=None,
                   preferred_element_type=None)
-    y = weight_product(conv_general_dilated_p, params, (tuple(xt.shape), tuple(wt.shape)), xt,
-                       wt, sw, zw, 1, cfg, x.dtype, _static(act_scale, act_zero_point))
+    def quantized(xt, a):
+        return weight_product(conv_general_dilated_p, params, (tuple(xt.shape),
+                              tuple(wt.shape)), xt, a["qw"], a["sw"], _get(a, "zw", zw), 1,
+                              cfg, x.dtype, _static(a.get("sa"), _get(a, "za", act_zero_point)))
+
+    def float_fn(t, a):
+        w = _dequantized(a["qw"], a["sw"], _get(a, "zw", zw))
+        return conv_general_dilated_p.bind(t, w.astype(t.dtype), **params)
+    y = _straight_through(quantized, float_fn, xt, _arrays(wt, sw, zw, act_scale, act_zero_point))
     return jnp.transpose(y, (0, 3, 1, 2))

@@ -59,7 +59,7 @@ def test_dynamic_linear(ref, data):
     lin.load_state_dict({"weight": data["lin_w"], "bias": data["lin_b"]})
     q = tq.quantize_dynamic(nn.Sequential(lin), {nn.Linear}, dtype=tq.qint8)[0]
     np.testing.assert_array_equal(np.asarray(q.weight), ref["dyn_w"])
-    np.testing.assert_allclose(float(q.weight_scale), ref["dyn_w_scale"], rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(q.weight_scale).item(), ref["dyn_w_scale"], rtol=1e-6)
     y = np.asarray(q(jnp.asarray(data["lin_x"])))
     # the same integers and scales: equal up to float rounding of the rescale
     np.testing.assert_allclose(y, ref["dyn_y"], atol=1e-5)
@@ -80,13 +80,13 @@ def test_static(ref, data, tag):
     c = static_model(data, QCONFIGS[tag])
     np.testing.assert_allclose(np.asarray(c.quant.scale).reshape(1), ref[f"{tag}_quant_scale"],
                                rtol=1e-6)
-    assert int(c.quant.zero_point) == int(ref[f"{tag}_quant_zp"][0])
+    assert np.asarray(c.quant.zero_point).item() == int(ref[f"{tag}_quant_zp"][0])
     for name in ("conv", "fc", "fc2"):
         m = getattr(c, name)
         # the input range of a module is observed at its input: here the output of the
         # module before it (after a reshape), so the same values PyTorch's observer saw
-        np.testing.assert_allclose(float(m.scale), ref[f"{tag}_{name}_scale"], rtol=1e-6)
-        assert int(m.zero_point) == int(ref[f"{tag}_{name}_zp"])
+        np.testing.assert_allclose(np.asarray(m.scale).item(), ref[f"{tag}_{name}_scale"], rtol=1e-6)
+        assert np.asarray(m.zero_point).item() == int(ref[f"{tag}_{name}_zp"])
         np.testing.assert_allclose(np.asarray(m.weight_scale), ref[f"{tag}_{name}_w_scale"],
                                    rtol=1e-6)
         np.testing.assert_array_equal(np.asarray(m.weight), ref[f"{tag}_{name}_w"])
