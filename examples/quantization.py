@@ -85,7 +85,8 @@ def report(title, metric, rows):
 
 
 # --- 1. dynamic quantization of the LSTM language model -------------------------------------------
-def lstm_lm(steps, seq_len=32, batch=32):
+def train_char_lm(steps, seq_len=32, batch=32):
+    """(trained CharLM, held-out inputs, targets, jitted mean NLL(model, x, y))."""
     text = open(os.path.join(HERE, "data", "tiny_text.txt"), encoding="utf-8").read()
     chars = sorted(set(text))
     data = np.array([chars.index(c) for c in text], np.int32)
@@ -119,7 +120,11 @@ def lstm_lm(steps, seq_len=32, batch=32):
     def nll(model, x, y):
         logits, _ = model(x)
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+    return model, hx, hy, nll
 
+
+def lstm_lm(steps):
+    model, hx, hy, nll = train_char_lm(steps)
     qmodel = tq.quantize_dynamic(model, {nn.LSTM, nn.Linear}, dtype=tq.qint8)
     print(qmodel)
     rows = []
@@ -127,7 +132,8 @@ def lstm_lm(steps, seq_len=32, batch=32):
         ppl = float(np.exp(float(nll(m, hx, hy))))
         ms = median_ms(lambda m=m: nll(m, hx, hy))
         rows.append((name, ppl, file_kb(m), ms))
-    report(f"(1) LSTM LM, dynamic quantization ({n}x{seq_len} held-out characters)",
+    report(f"(1) LSTM LM, dynamic quantization ({hx.shape[0]}x{hx.shape[1]} held-out "
+           f"characters)",
            "perplexity", rows)
     return rows
 
@@ -161,21 +167,34 @@ def train(model, train_set, epochs, lr):
     return model.eval()
 
 
-def lenet(epochs):
+def train_lenet(epochs):
+    """(trained float QuantLeNet in eval mode, training set, test set)."""
     train_set = datasets.Synthetic(n=2048, shape=(1, 28, 28), num_classes=10, seed=0, noise=2.0)
     test = datasets.Synthetic(n=1024, shape=(1, 28, 28), num_classes=10, seed=0, noise=2.0)
     funcgrad.manual_seed(0)
-    model = train(QuantLeNet(), train_set, epochs, 0.02)
+    return train(QuantLeNet(), train_set, epochs, 0.02), train_set, test
+
+
+def calibration_batches(train_set, n=8):
+    """The first ``n`` batches of 128 training images (what static quantization observes)."""
+    out = []
+    for x, _ in batches(train_set, 128):
+        out.append(x)
+        if len(out) == n:
+            return out
+    return out
+
+
+def lenet(epochs):
+    model, train_set, test = train_lenet(epochs)
     x_time = next(batches(test, 64))[0]
     forward = funcgrad.jit(lambda m, x: m(x))
 
     # static: fuse (eval mode), observe, calibrate on a few batches, convert
     fused = tq.fuse_modules(model, FUSE)
     prepared = tq.prepare(fused, tq.get_default_qconfig("x86"))
-    for i, (x, _) in enumerate(batches(train_set, 128)):
+    for x in calibration_batches(train_set):
         forward(prepared, x)
-        if i == 7:
-            break
     static = tq.convert(prepared)
     print(static)
 
