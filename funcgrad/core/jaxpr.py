@@ -81,7 +81,8 @@ class named_scope:
         >>> @funcgrad.named_scope("head")
         ... def head(x):
         ...     return jnp.cos(x)
-        >>> print(funcgrad.make_jaxpr(lambda x: head(jnp.sin(x)))(1.0).pretty_print(name_stack=True))
+        >>> x = jnp.ones(())
+        >>> print(funcgrad.make_jaxpr(lambda x: head(jnp.sin(x)))(x).pretty_print(name_stack=True))
         { lambda ; a:f32[]. let
             b:f32[] = sin a
             c:f32[] = cos b    # head

@@ -37,8 +37,8 @@ class FakeQuantize(Module):
         ...                   qscheme="per_channel_symmetric", ch_axis=0)
         >>> w = jnp.array([[0.5, -1.0], [0.01, 0.02]])
         >>> np.round(np.asarray(fq(w)), 4)
-        array([[ 0.502 , -1.    ],
-               [ 0.0099,  0.02  ]], dtype=float32)
+        array([[ 0.502 , -0.9961],
+               [ 0.01  ,  0.0199]], dtype=float32)
         >>> grad = funcgrad.grad(lambda w: jnp.sum(fq(w) * 3.0))(w)    # straight through
         >>> np.asarray(grad)
         array([[3., 3.],

@@ -46,7 +46,7 @@ def fuse_conv_bn_eval(conv, bn):
         >>> bn.running_var = jnp.array([4.0])
         >>> float(np.asarray(fuse_conv_bn_eval(conv, bn).weight).ravel()[0] /
         ...       np.asarray(conv.weight).ravel()[0])
-        0.49999937500078126
+        0.49999937415122986
     """
     if bn.running_mean is None:
         raise ValueError("fuse_modules: the batch norm has no running statistics "

@@ -114,13 +114,13 @@ class QuantizedLinear(_Static):
 
     Example:
         >>> from funcgrad.quantization.modules import QuantizedLinear
-        >>> m = QuantizedLinear.from_params(jnp.array([[0.5, -0.25]]), jnp.array([0.1]),
+        >>> m = QuantizedLinear.from_params(jnp.array([[0.5, -0.24]]), jnp.array([0.1]),
         ...                                 (np.array([0.02]), np.array([0])),
         ...                                 (np.array([0.01]), np.array([0])), (0.5, 0))
         >>> m
-        QuantizedLinear(in_features=2, out_features=1, scale=0.01, zero_point=0, qscheme=torch.per_channel_affine)
-        >>> m(jnp.array([[2.0, 4.0]]))
-        Array([[0.1]], dtype=float32)
+        QuantizedLinear(in_features=2, out_features=1, scale=0.009999999776482582, zero_point=0, qscheme=torch.per_tensor_affine)
+        >>> m(jnp.array([[2.0, 4.0]]))           # 2 * 0.5 - 4 * 0.24 + 0.1, on the 0.01 grid
+        Array([[0.14]], dtype=float32)
     """
 
     @classmethod
@@ -166,7 +166,7 @@ class QuantizedConv2d(_Static):
         >>> m = QuantizedConv2d.from_float_conv(conv, (np.array([0.01, 0.01]), np.array([0, 0])),
         ...                                     (np.array([0.05]), np.array([60])), (0.02, 0))
         >>> m
-        QuantizedConv2d(1, 2, kernel_size=(3, 3), stride=(1, 1), scale=0.05, zero_point=60)
+        QuantizedConv2d(1, 2, kernel_size=(3, 3), stride=(1, 1), scale=0.05000000074505806, zero_point=60)
         >>> m(jnp.ones((1, 1, 5, 5))).shape
         (1, 2, 3, 3)
     """

@@ -8,7 +8,7 @@ Example:
     >>> qw = jnp.array([[100, -50], [20, 127]], dtype="int8")       # (out, in)
     >>> y = linear_product(jnp.array([[1.0, 2.0]]), qw, jnp.array(0.01), 0, DYNAMIC_X86)
     >>> np.round(np.asarray(y), 2)
-    array([[0.  , 2.74]], dtype=float32)
+    array([[0.01, 2.74]], dtype=float32)
 """
 import numpy as np
 

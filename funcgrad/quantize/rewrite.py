@@ -477,13 +477,14 @@ def weight_product(prim, params, shapes, act, qw, sw, zw, wi, cfg, out_dtype,
     Example:
         >>> from funcgrad.quantize import QuantizeConfig
         >>> from funcgrad.quantize.rewrite import weight_product
+        >>> from funcgrad.lax.dot import dot_general_p
         >>> qw = np.array([[10, -20], [30, 40]], np.int8)        # (in, out), scales per column
-        >>> y = weight_product(lax.dot_general_p, dict(dimension_numbers=(((1,), (0,)), ((), ())),
+        >>> y = weight_product(dot_general_p, dict(dimension_numbers=(((1,), (0,)), ((), ())),
         ...                    precision=None, preferred_element_type=None), ((1, 2), (2, 2)),
         ...                    jnp.array([[1.0, 2.0]]), qw, np.array([[0.1, 0.05]], np.float32), 0,
         ...                    1, QuantizeConfig(), np.dtype("float32"))
         >>> np.round(np.asarray(y), 3)
-        array([[7. , 2.992]], dtype=float32)
+        array([[7.008, 2.992]], dtype=float32)
     """
     ai = 1 - wi
     geom = Geometry(prim, params, *shapes)
