@@ -102,6 +102,17 @@ def _targets(model, qconfigs, types):
     return found
 
 
+def _prepare_targets(model, qconfig, inplace, qconfig_dict, where):
+    """(the model or its copy, its quantizable modules with their qconfigs)."""
+    if not inplace:
+        model = copy.deepcopy(model)
+    found = _targets(model, _effective_qconfigs(model, qconfig, qconfig_dict), STATIC_TYPES)
+    if not found:
+        raise ValueError(f"{where}: no Linear, Conv2d, fused or QuantStub module has a "
+                         f"qconfig; set model.qconfig or pass {where}(model, qconfig)")
+    return model, found
+
+
 class _Observed:
     """The host observers of one prepared module (input, output; weight made at convert)."""
 
@@ -132,13 +143,7 @@ def prepare(model, qconfig=None, inplace=False, qconfig_dict=None):
         >>> prepared[0].activation_post_process.count
         1
     """
-    if not inplace:
-        model = copy.deepcopy(model)
-    qconfigs = _effective_qconfigs(model, qconfig, qconfig_dict)
-    found = _targets(model, qconfigs, STATIC_TYPES)
-    if not found:
-        raise ValueError("prepare: no Linear, Conv2d, fused or QuantStub module has a "
-                         "qconfig; set model.qconfig or pass prepare(model, qconfig)")
+    model, found = _prepare_targets(model, qconfig, inplace, qconfig_dict, "prepare")
     for name, mod, qc in found:
         obs = _Observed(qc, isinstance(mod, QuantStub))
         mod.__dict__["_quant_observers"] = obs
@@ -305,13 +310,7 @@ def prepare_qat(model, qconfig=None, inplace=False, qconfig_dict=None):
         >>> type(m[0]).__name__, type(m[0].weight_fake_quant).__name__
         ('QATLinear', 'FakeQuantize')
     """
-    if not inplace:
-        model = copy.deepcopy(model)
-    qconfigs = _effective_qconfigs(model, qconfig, qconfig_dict)
-    found = _targets(model, qconfigs, STATIC_TYPES)
-    if not found:
-        raise ValueError("prepare_qat: no Linear, Conv2d or fused module has a qconfig; set "
-                         "model.qconfig or pass prepare_qat(model, qconfig)")
+    model, found = _prepare_targets(model, qconfig, inplace, qconfig_dict, "prepare_qat")
     for name, mod, qc in found:
         probe = qc.activation()
         if not isinstance(probe, FakeQuantize):
