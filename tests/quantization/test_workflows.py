@@ -207,3 +207,22 @@ def test_errors():
         tq.QConfig(activation=tq.MinMaxObserver(), weight=tq.MinMaxObserver)
     with pytest.raises(ValueError, match="not finite"):
         tq.FakeQuantize().calculate_qparams()
+
+
+@pytest.mark.parametrize("make", [lambda: nn.GRU(5, 8, batch_first=True),
+                                  lambda: nn.LSTM(5, 8, num_layers=2, bidirectional=True,
+                                                  batch_first=True)])
+def test_dynamic_recurrent_layers_close_to_float(make):
+    funcgrad.manual_seed(4)
+    rnn = make()
+    q = tq.quantize_dynamic(nn.Sequential(rnn), {nn.GRU, nn.LSTM})[0]
+    assert type(q).__name__ in ("DynamicQuantizedGRU", "DynamicQuantizedLSTM")
+    x = arr(3, 6, 5)
+    fwd = funcgrad.jit(lambda m, x: m(x))
+    out_f, h_f = fwd(rnn, x)
+    out_q, h_q = fwd(q, x)
+    assert out_q.shape == out_f.shape
+    assert np.abs(np.asarray(out_q) - np.asarray(out_f)).max() < 0.03
+    hq = h_q[0] if isinstance(h_q, tuple) else h_q
+    hf = h_f[0] if isinstance(h_f, tuple) else h_f
+    assert np.abs(np.asarray(hq) - np.asarray(hf)).max() < 0.03
