@@ -112,9 +112,10 @@ def conv2d_product(x, qw, sw, zw, cfg, stride, padding, dilation, groups, act_sc
                   feature_group_count=int(groups), batch_group_count=1, precision=None,
                   preferred_element_type=None)
     # XLA:CPU's float convolutions are several times faster than its int8 ones: multiply
-    # the integers as float32 where that is exact (every partial sum below 2**24)
+    # the integers (zero points subtracted: at most 255 in size) as float32 where that is
+    # exact, every partial sum below 2**24
     terms = int(np.prod(wt.shape[:3]))
-    exact = terms * 128 * 128 < 2 ** 24
+    exact = terms * 255 * 255 < 2 ** 24
 
     def quantized(xt, a):
         return weight_product(conv_general_dilated_p, params, (tuple(xt.shape),
