@@ -6,11 +6,20 @@ int8 (weights quantized once per channel, activations per row at run time): func
 ``torch.ao.quantization.quantize_dynamic`` (when torch is installed; its default x86 engine,
 fbgemm). Also funcgrad's weight-only int8 (dequantize into a float product).
 
+Row (2): the character LSTM language model of examples/quantization.py (embedding 48, LSTM
+128, trained briefly on examples/data/tiny_text.txt), inference on the held-out text, float32
+against ``quantize_dynamic(model, {LSTM, Linear})``, funcgrad and PyTorch with the same
+weights; held-out perplexity, file size.
+
+Row (3): the LeNet of examples/quantization.py (trained on synthetic MNIST-shaped data),
+inference on a batch of 64 images, float32 against static int8 (fuse conv+bn+relu, the x86
+qconfig, calibration on the same 8 batches, convert), funcgrad and PyTorch's x86 backend with
+the same weights; test accuracy, file size.
+
 Each number is the median over ``--repeats`` rounds of the mean time of ``--calls`` calls (ms);
 the variants alternate within each round, so the load of a shared machine falls on all alike.
-Rows (2) LSTM LM and (3) LeNet of issue 22 come with ``funcgrad.quantization``.
 
-Run: python bench/quantize.py [--repeats 7] [--calls 50] [--threads N]
+Run: python bench/quantize.py [--repeats 7] [--calls 50] [--threads N] [--rows 1,2,3]
 """
 import argparse
 import functools
@@ -91,19 +100,11 @@ def measure(variants, repeats, calls):
     return {key: statistics.median(t) for key, t in times.items()}
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--repeats", type=int, default=7)
-    ap.add_argument("--calls", type=int, default=50)
-    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    args = ap.parse_args()
+def row1(args):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(16, 1024)).astype(np.float32)
     w = (rng.normal(size=(1024, 1024)) / 32).astype(np.float32)
     b = (rng.normal(size=1024) / 10).astype(np.float32)
-    if args.threads:
-        import torch
-        torch.set_num_threads(args.threads)
     ref = x @ w.T + b
     variants = {("funcgrad", k): v for k, v in funcgrad_variants(x, w, b).items()}
     variants.update({("torch", k): v for k, v in torch_variants(x, w, b).items()})
@@ -129,6 +130,191 @@ def main():
         print(f"; funcgrad int8 / torch int8: {i8 / tc['dynamic int8'][0]:.2f}x time")
     else:
         print(" (torch not installed)")
+
+
+
+# --- rows (2) and (3): the models of examples/quantization.py --------------------------------------
+def _examples():
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                    "examples"))
+    import quantization as ex
+    return ex
+
+
+def _file_kb_torch(model):
+    import io
+    import torch
+    buf = io.BytesIO()
+    torch.save(model.state_dict(), buf)
+    return len(buf.getvalue()) / 1024
+
+
+def _torch_char_lm(ex, model):
+    import torch
+
+    class TorchCharLM(torch.nn.Module):
+        def __init__(self, vocab, emb, hidden):
+            super().__init__()
+            self.embed = torch.nn.Embedding(vocab, emb)
+            self.lstm = torch.nn.LSTM(emb, hidden, batch_first=True)
+            self.head = torch.nn.Linear(hidden, vocab)
+
+        def forward(self, idx):
+            return self.head(self.lstm(self.embed(idx))[0])
+    vocab, emb = model.embed.weight.shape
+    t = TorchCharLM(vocab, emb, model.lstm.hidden_size)
+    t.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in
+                       model.state_dict().items()})
+    return t.eval()
+
+
+def _torch_lenet(model):
+    import torch
+    import torch.ao.quantization as tq
+
+    class TorchLeNet(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            nn = torch.nn
+            self.quant, self.dequant = tq.QuantStub(), tq.DeQuantStub()
+            self.conv1, self.bn1, self.relu1 = nn.Conv2d(1, 6, 5, padding=2), \
+                nn.BatchNorm2d(6), nn.ReLU()
+            self.conv2, self.bn2, self.relu2 = nn.Conv2d(6, 16, 5), nn.BatchNorm2d(16), nn.ReLU()
+            self.fc1, self.relu3 = nn.Linear(400, 120), nn.ReLU()
+            self.fc2, self.relu4 = nn.Linear(120, 84), nn.ReLU()
+            self.fc3 = nn.Linear(84, 10)
+            self.pool = nn.MaxPool2d(2)
+
+        def forward(self, x):
+            x = self.quant(x)
+            x = self.pool(self.relu1(self.bn1(self.conv1(x))))
+            x = self.pool(self.relu2(self.bn2(self.conv2(x))))
+            x = x.reshape(x.shape[0], -1)
+            return self.dequant(self.fc3(self.relu4(self.fc2(self.relu3(self.fc1(x))))))
+    t = TorchLeNet()
+    t.load_state_dict({k: torch.from_numpy(np.asarray(v).copy()) for k, v in
+                       model.state_dict().items()})
+    return t.eval()
+
+
+def row2(args):
+    import funcgrad
+    from funcgrad import nn
+    from funcgrad import quantization as fq
+    ex = _examples()
+    model, hx, hy, nll = ex.train_char_lm(args.lm_steps)
+    qmodel = fq.quantize_dynamic(model, {nn.LSTM, nn.Linear})
+    logits = funcgrad.jit(lambda m, x: m(x)[0])
+    sync = lambda o: o.block_until_ready()      # noqa: E731
+    variants = {("funcgrad", name): (functools.partial(logits, m, hx), sync,
+                                     lambda m=m: float(np.exp(float(nll(m, hx, hy)))),
+                                     ex.file_kb(m))
+                for name, m in (("float32", model), ("dynamic int8", qmodel))}
+    try:
+        import torch
+        tmodel = _torch_char_lm(ex, model)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tq = torch.ao.quantization.quantize_dynamic(tmodel, {torch.nn.LSTM, torch.nn.Linear},
+                                                        dtype=torch.qint8)
+        tx = torch.from_numpy(np.asarray(hx).astype(np.int64))
+        ty = torch.from_numpy(np.asarray(hy).astype(np.int64))
+
+        def call(m):
+            with torch.inference_mode():
+                return m(tx)
+
+        def ppl(m):
+            out = call(m)
+            return float(torch.exp(torch.nn.functional.cross_entropy(
+                out.reshape(-1, out.shape[-1]), ty.reshape(-1))))
+        for name, m in (("float32", tmodel), ("dynamic int8", tq)):
+            variants["torch", name] = (functools.partial(call, m), lambda o: None,
+                                       functools.partial(ppl, m), _file_kb_torch(m))
+    except ImportError:
+        pass
+    _table(f"(2) LSTM LM inference ({hx.shape[0]}x{hx.shape[1]} characters), float32 vs "
+           f"dynamic int8", "perplexity", variants, args)
+
+
+def row3(args):
+    import funcgrad
+    from funcgrad import quantization as fq
+    ex = _examples()
+    model, train_set, test = ex.train_lenet(args.lenet_epochs)
+    calib = ex.calibration_batches(train_set)
+    forward = funcgrad.jit(lambda m, x: m(x))
+    prepared = fq.prepare(fq.fuse_modules(model, ex.FUSE), fq.get_default_qconfig("x86"))
+    for x in calib:
+        forward(prepared, x)
+    static = fq.convert(prepared)
+    x64 = next(ex.batches(test, 64))[0]
+    sync = lambda o: o.block_until_ready()      # noqa: E731
+    variants = {("funcgrad", name): (functools.partial(forward, m, x64), sync,
+                                     functools.partial(ex.accuracy, m, test), ex.file_kb(m))
+                for name, m in (("float32", model), ("static int8", static))}
+    try:
+        import torch
+        import torch.ao.quantization as tq
+        torch.backends.quantized.engine = "x86"
+        tmodel = _torch_lenet(model)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fused = tq.fuse_modules(tmodel, [n for n in ex.FUSE])
+            fused.qconfig = tq.get_default_qconfig("x86")
+            tp = tq.prepare(fused)
+            for x in calib:
+                tp(torch.from_numpy(np.asarray(x)))
+            tstatic = tq.convert(tp)
+        tx = torch.from_numpy(np.asarray(x64))
+        xs, ys = zip(*[(np.asarray(x), np.asarray(y)) for x, y in ex.batches(test, 256)])
+
+        def call(m, x=tx):
+            with torch.inference_mode():
+                return m(x)
+
+        def acc(m):
+            hits = sum(int((call(m, torch.from_numpy(x)).argmax(1).numpy() == y).sum())
+                       for x, y in zip(xs, ys))
+            return hits / len(test)
+        for name, m in (("float32", tmodel), ("static int8", tstatic)):
+            variants["torch", name] = (functools.partial(call, m), lambda o: None,
+                                       functools.partial(acc, m), _file_kb_torch(m))
+    except ImportError:
+        pass
+    _table("(3) LeNet inference (64 images), float32 vs static int8 (x86 qconfig)", "accuracy",
+           variants, args)
+
+
+def _table(title, metric, variants, args):
+    ms = measure({k: v[:3] for k, v in variants.items()}, args.repeats, args.calls)
+    print(f"\n{title}; ms per call (median of {args.repeats} x {args.calls} calls)")
+    print(f"{'library':<9} {'variant':<14} {'ms':>9} {metric:>11} {'size KiB':>9}")
+    for (lib, name), v in variants.items():
+        print(f"{lib:<9} {name:<14} {ms[lib, name]:9.3f} {v[2]():11.4f} {v[3]:9.1f}")
+    names = sorted({n for _, n in variants}, key=lambda n: n != "float32")
+    f32, q = names[0], names[1]
+    line = f"funcgrad {q} / float32: {ms['funcgrad', q] / ms['funcgrad', f32]:.2f}x time"
+    if ("torch", q) in ms:
+        line += f"; funcgrad {q} / torch {q}: {ms['funcgrad', q] / ms['torch', q]:.2f}x time"
+    print(line)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--calls", type=int, default=50)
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    ap.add_argument("--rows", default="1,2,3")
+    ap.add_argument("--lm-steps", type=int, default=150)
+    ap.add_argument("--lenet-epochs", type=int, default=2)
+    args = ap.parse_args()
+    if args.threads:
+        import torch
+        torch.set_num_threads(args.threads)
+    rows = {"1": row1, "2": row2, "3": row3}
+    for r in args.rows.split(","):
+        rows[r](args)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from funcgrad.transforms.custom_derivatives import custom_jvp, custom_vjp  # noq
 from funcgrad.transforms.remat import checkpoint, remat  # noqa: E402
 from funcgrad.transforms.batching import vmap  # noqa: E402
 from funcgrad import quantize  # noqa: E402,F401  (a callable module: funcgrad.quantize(f, cfg))
+from funcgrad.core.jaxpr import named_scope  # noqa: E402
 from funcgrad import amp  # noqa: E402
 from funcgrad.amp import autocast  # noqa: E402
 from funcgrad.transforms.pmap import (local_device_count, pmap, process_count,  # noqa: E402
@@ -78,3 +79,4 @@ from funcgrad.environment import print_environment_info  # noqa: E402
 from funcgrad.nn.init import manual_seed  # noqa: E402
 from funcgrad import nn, optim  # noqa: E402,F401
 from funcgrad import profiler  # noqa: E402,F401  (profiler traces: docs/debugging.md)
+from funcgrad import quantization  # noqa: E402,F401  (PyTorch's quantization workflows)

@@ -9,6 +9,9 @@ Constants captured from the environment are ``constvars`` (before the ``;``), ar
 ``invars``; higher-order primitives (cond, scan, custom_jvp_call...) carry sub-Jaxprs in
 their params.
 """
+import contextlib
+import contextvars
+import functools
 import itertools
 
 import numpy as np
@@ -43,15 +46,82 @@ class Literal:
         return f"{self.val!r}"
 
 
+# --- name scopes -------------------------------------------------------------------------------
+_NAME_STACK = contextvars.ContextVar("funcgrad_name_stack", default="")
+
+
+def current_name_stack():
+    """The names of the enclosing ``named_scope``s, joined by "/" ("" outside any)."""
+    return _NAME_STACK.get()
+
+
+@contextlib.contextmanager
+def name_stack_as(stack):
+    """Make ``stack`` the current name stack (transformations that re-stage equations use it
+    to keep each equation's scope)."""
+    token = _NAME_STACK.set(stack)
+    try:
+        yield
+    finally:
+        _NAME_STACK.reset(token)
+
+
+class named_scope:
+    """Push ``name`` on the name stack that staged equations record (``Eqn.name_stack``), as
+    ``jax.named_scope``: a context manager, or a decorator. Scopes nest ("outer/inner"); they
+    change no value, only the names that transformations (``funcgrad.quantize``'s
+    ``QuantizeConfig(scopes=...)``) and ``closed_jaxpr.pretty_print(name_stack=True)`` see.
+
+    Example:
+        >>> with funcgrad.named_scope("encoder"):
+        ...     with funcgrad.named_scope("dense"):
+        ...         closed = funcgrad.make_jaxpr(lambda x: jnp.sin(x) * 2.0)(1.0)
+        >>> [e.name_stack for e in closed.eqns]
+        ['encoder/dense', 'encoder/dense']
+        >>> @funcgrad.named_scope("head")
+        ... def head(x):
+        ...     return jnp.cos(x)
+        >>> x = jnp.ones(())
+        >>> print(funcgrad.make_jaxpr(lambda x: head(jnp.sin(x)))(x).pretty_print(name_stack=True))
+        { lambda ; a:f32[]. let
+            b:f32[] = sin a
+            c:f32[] = cos b    # head
+          in (c,) }
+    """
+
+    def __init__(self, name):
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"named_scope: name must be a non-empty string, got {name!r}")
+        self.name = name
+        self._tokens = []
+
+    def __enter__(self):
+        outer = _NAME_STACK.get()
+        self._tokens.append(_NAME_STACK.set(f"{outer}/{self.name}" if outer else self.name))
+        return self
+
+    def __exit__(self, *exc):
+        _NAME_STACK.reset(self._tokens.pop())
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def scoped(*args, **kwargs):
+            with named_scope(self.name):
+                return fn(*args, **kwargs)
+        return scoped
+
+
 class Eqn:
     """``outvars = prim[params] invars``; ``source_info`` is where user code applied ``prim``
-    (a ``core.source_info.SourceInfo``, or None), for error messages."""
+    (a ``core.source_info.SourceInfo``, or None), for error messages; ``name_stack`` holds the
+    ``named_scope``s that were open when the equation was made."""
 
-    __slots__ = ("prim", "invars", "params", "outvars", "source_info")
+    __slots__ = ("prim", "invars", "params", "outvars", "source_info", "name_stack")
 
-    def __init__(self, prim, invars, params, outvars, source_info=None):
+    def __init__(self, prim, invars, params, outvars, source_info=None, name_stack=None):
         self.prim, self.invars, self.params, self.outvars = prim, list(invars), dict(params), list(outvars)
         self.source_info = source_info
+        self.name_stack = _NAME_STACK.get() if name_stack is None else name_stack
 
 
 class Jaxpr:
@@ -78,6 +148,10 @@ class Jaxpr:
         return pretty_print(self)
 
     __repr__ = __str__
+
+    def pretty_print(self, name_stack=False):
+        """The printed Jaxpr; ``name_stack=True`` adds each equation's scope as a comment."""
+        return pretty_print(self, name_stack=name_stack)
 
 
 class ClosedJaxpr:
@@ -111,6 +185,10 @@ class ClosedJaxpr:
         return pretty_print(self.jaxpr)
 
     __repr__ = __str__
+
+    def pretty_print(self, name_stack=False):
+        """The printed Jaxpr; ``name_stack=True`` adds each equation's scope as a comment."""
+        return pretty_print(self.jaxpr, name_stack=name_stack)
 
 
 def consts_as_args(closed):
@@ -166,7 +244,7 @@ def map_subjaxprs(eqn, fn):
         (1, 'jit')
     """
     params = {k: _map_params(v, fn) for k, v in eqn.params.items()}
-    return Eqn(eqn.prim, eqn.invars, params, eqn.outvars, eqn.source_info)
+    return Eqn(eqn.prim, eqn.invars, params, eqn.outvars, eqn.source_info, eqn.name_stack)
 
 
 # --- printing ----------------------------------------------------------------------------------
@@ -192,22 +270,23 @@ class _Namer:
         return f"{self(var)}:{var.aval.str_short()}"
 
 
-def _param_str(value, namer, indent):
+def _param_str(value, namer, indent, name_stack=False):
     if isinstance(value, ClosedJaxpr):
         value = value.jaxpr
     if isinstance(value, Jaxpr):
-        return "\n" + pretty_print(value, indent + 4)
+        return "\n" + pretty_print(value, indent + 4, name_stack)
     if isinstance(value, np.dtype):
         return value.name
     if isinstance(value, (tuple, list)) and any(isinstance(v, (Jaxpr, ClosedJaxpr)) for v in value):
-        return "(" + ", ".join(_param_str(v, namer, indent) for v in value) + ")"
+        return "(" + ", ".join(_param_str(v, namer, indent, name_stack) for v in value) + ")"
     if callable(value) and hasattr(value, "__name__"):
         return value.__name__
     return repr(value)
 
 
-def pretty_print(jaxpr, indent=0):
-    """A readable, JAX-like rendering of ``jaxpr``."""
+def pretty_print(jaxpr, indent=0, name_stack=False):
+    """A readable, JAX-like rendering of ``jaxpr`` (``name_stack=True``: with each equation's
+    ``named_scope`` as a comment)."""
     namer = _Namer()
     pad = " " * indent
     consts = " ".join(namer.typed(v) for v in jaxpr.constvars)
@@ -217,10 +296,11 @@ def pretty_print(jaxpr, indent=0):
         outs = " ".join(namer.typed(v) for v in eqn.outvars)
         params = ""
         if eqn.params:
-            params = "[" + " ".join(f"{k}={_param_str(v, namer, indent + 4)}"
+            params = "[" + " ".join(f"{k}={_param_str(v, namer, indent + 4, name_stack)}"
                                     for k, v in eqn.params.items()) + "]"
         ins = " ".join(namer(v) for v in eqn.invars)
-        lines.append(f"{pad}    {outs} = {eqn.prim.name}{params} {ins}")
+        scope = f"    # {eqn.name_stack}" if name_stack and eqn.name_stack else ""
+        lines.append(f"{pad}    {outs} = {eqn.prim.name}{params} {ins}{scope}")
     outs = ", ".join(namer(v) for v in jaxpr.outvars)
     lines.append(f"{pad}  in ({outs}{',' if len(jaxpr.outvars) == 1 else ''}) }}")
     return "\n".join(lines)

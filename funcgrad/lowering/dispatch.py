@@ -822,7 +822,7 @@ def _jit_dce(eqn, used_outputs):
     params = dict(eqn.params, jaxpr=new_body,
                   donated=tuple(d for d, u in zip(donated, used_in) if u) if donated else donated)
     new = Eqn(eqn.prim, [v for v, u in zip(eqn.invars, used_in) if u], params,
-              [v for v, u in zip(eqn.outvars, used) if u], eqn.source_info)
+              [v for v, u in zip(eqn.outvars, used) if u], eqn.source_info, eqn.name_stack)
     return used_in, new
 
 

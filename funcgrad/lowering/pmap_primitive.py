@@ -322,7 +322,8 @@ def _pmap_dce(eqn, used_outputs):
                       out_axes=tuple(a for a, u in zip(params["out_axes"], used) if u),
                       donated=tuple(d for d, u in zip(params["donated"], used_in) if u))
     return used_in, Eqn(eqn.prim, [v for v, u in zip(eqn.invars, used_in) if u], new_params,
-                        [v for v, u in zip(eqn.outvars, used) if u])
+                        [v for v, u in zip(eqn.outvars, used) if u], eqn.source_info,
+                        eqn.name_stack)
 
 
 pmap_p.def_rule("dce", _pmap_dce)

@@ -13,6 +13,7 @@ from funcgrad.quantize.schemes import get_format
 
 MODES = ("int", "fake")
 ACTIVATIONS = ("none", "dynamic", "static")
+ACTIVATION_GRANULARITIES = ("per_row", "per_tensor")
 GRANULARITIES = ("per_tensor", "per_channel", "per_block")
 
 
@@ -21,7 +22,8 @@ class ProductInfo:
     """What a selection predicate sees of one product: ``primitive`` ("dot_general" or
     "conv_general_dilated"), ``path`` (equation indices from the top, through sub-Jaxprs: the
     key of its calibrated range), the two operands' shapes and dtypes, which operand is the
-    weight (0 = lhs, 1 = rhs) and the equation's params."""
+    weight (0 = lhs, 1 = rhs), the equation's params and its ``name_stack`` (the
+    ``funcgrad.named_scope``s it was staged in, "a/b")."""
     primitive: str
     path: Tuple
     lhs_shape: Tuple[int, ...]
@@ -29,6 +31,7 @@ class ProductInfo:
     dtype: Any
     weight_index: int
     params: dict
+    name_stack: str = ""
 
     @property
     def weight_shape(self):
@@ -60,11 +63,16 @@ class QuantizeConfig:
       of the activation's non-contracted axes, computed at run time; per example for
       convolutions) or "static" (one range per product, from ``static_ranges``, which
       ``funcgrad.quantize.calibrate`` returns); ``activation_dtype`` and
-      ``activation_symmetric`` as for weights.
+      ``activation_symmetric`` as for weights; ``activation_granularity`` "per_row" (default)
+      or "per_tensor" (one dynamic range for the whole activation, as PyTorch's dynamic
+      quantization); ``activation_narrow``: symmetric activation scales ``max|x| / qmax``
+      (default) or PyTorch's ``max|x| / ((qmax - qmin) / 2)``.
     * which products: all ``dot_general`` and ``conv_general_dilated`` equations with a
       floating result whose weight has at least ``min_weight_size`` elements and for which
       ``select(info)`` (a ``ProductInfo`` predicate, if given) is true; ``convolutions=False``
-      leaves convolutions alone.
+      leaves convolutions alone; ``scopes`` (names of ``funcgrad.named_scope``s, "a" or
+      "a/b") keeps only products staged inside one of them (a scope matches whole names
+      anywhere in the stack: "dense" matches "encoder/dense/x" but not "encoder/dense2").
     * ``weight_argnums``: the positional arguments of ``f`` that hold weights. The weight of a
       product is its rhs (the kernel of a convolution, ``w`` in ``x @ w``) unless the lhs is
       weight-derived and the rhs is not; weight-derived values are closed-over arrays,
@@ -89,15 +97,19 @@ class QuantizeConfig:
     activation: str = "dynamic"
     activation_dtype: str = "int8"
     activation_symmetric: bool = True
+    activation_granularity: str = "per_row"
+    activation_narrow: bool = True
     static_ranges: Any = None
     min_weight_size: int = 0
     select: Optional[Callable] = None
     convolutions: bool = True
+    scopes: Tuple[str, ...] = ()
     weight_argnums: Tuple[int, ...] = ()
 
     def __post_init__(self):
         for field, allowed in (("mode", MODES), ("activation", ACTIVATIONS),
-                               ("granularity", GRANULARITIES)):
+                               ("granularity", GRANULARITIES),
+                               ("activation_granularity", ACTIVATION_GRANULARITIES)):
             if getattr(self, field) not in allowed:
                 raise ValueError(f"QuantizeConfig: {field} must be one of {allowed}, got "
                                  f"{getattr(self, field)!r}")
@@ -119,6 +131,8 @@ class QuantizeConfig:
         if wf.storage.itemsize > 1 or af.storage.itemsize > 1:
             raise ValueError("QuantizeConfig: weight_dtype and activation_dtype must be 8-bit "
                              "or narrower formats")
+        object.__setattr__(self, "scopes", (self.scopes,) if isinstance(self.scopes, str)
+                           else tuple(self.scopes))
         object.__setattr__(self, "weight_argnums", tuple(
             (self.weight_argnums,) if isinstance(self.weight_argnums, int)
             else self.weight_argnums))
@@ -130,6 +144,21 @@ class QuantizeConfig:
     @property
     def activation_format(self):
         return get_format(self.activation_dtype)
+
+    def in_scopes(self, name_stack):
+        """Whether a product staged under ``name_stack`` is inside one of ``scopes`` (always
+        true when ``scopes`` is empty).
+
+        Example:
+            >>> from funcgrad.quantize import QuantizeConfig
+            >>> cfg = QuantizeConfig(scopes=("dense",))
+            >>> cfg.in_scopes("encoder/dense/x"), cfg.in_scopes("encoder/dense2")
+            (True, False)
+        """
+        if not self.scopes:
+            return True
+        stack = "/" + name_stack + "/"
+        return any("/" + s.strip("/") + "/" in stack for s in self.scopes)
 
     def replace(self, **changes):
         """A copy with ``changes`` (e.g. ``static_ranges`` after calibration).

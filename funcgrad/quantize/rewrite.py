@@ -22,7 +22,7 @@ from funcgrad import lax, tree_util
 from funcgrad import numpy as jnp
 from funcgrad.core.dce import dce_closed_jaxpr
 from funcgrad.core.interpreters import Tracer
-from funcgrad.core.jaxpr import ClosedJaxpr, Literal, map_subjaxprs, subjaxprs
+from funcgrad.core.jaxpr import ClosedJaxpr, Literal, map_subjaxprs, name_stack_as, subjaxprs
 from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.lax.convolution import conv_general_dilated_p
 from funcgrad.lax.dot import dot_general_p
@@ -145,6 +145,14 @@ def fake_quant_fn(fmt_name):
     return fq
 
 
+def _join_scopes(outer, inner):
+    """The scope of an equation staged with ``inner`` inside a body whose equation had
+    ``outer``: a body traced inside the scope already holds it."""
+    if not outer or inner == outer or inner.startswith(outer + "/"):
+        return inner or outer
+    return f"{outer}/{inner}" if inner else outer
+
+
 def _concrete(*xs):
     return not any(isinstance(x, Tracer) for x in xs)
 
@@ -232,7 +240,7 @@ class Rewriter:
     def __init__(self, config, observe=None):
         self.config, self.observe = config, observe
 
-    def run(self, jaxpr, consts, args, flags, path):
+    def run(self, jaxpr, consts, args, flags, path, scope=""):
         env, weight = {}, {}
 
         def read(a):
@@ -248,20 +256,23 @@ class Rewriter:
             ins = [read(a) for a in eqn.invars]
             fl = [is_weight(a) for a in eqn.invars]
             here = path + (i,)
-            info = self.select(eqn, fl, here) if eqn.prim in PRODUCTS else None
-            if info is not None:
-                outs = [self.product(eqn, ins, info)]
-            else:
-                if eqn.prim not in PRODUCTS and any(has_products(j) for j in subjaxprs(eqn)):
-                    eqn = self.rewrite_bodies(eqn, fl, here)
-                outs = eqn.prim.bind(*ins, **eqn.params)
-                if not eqn.prim.multiple_results:
-                    outs = [outs]
+            stack = _join_scopes(scope, eqn.name_stack)
+            with name_stack_as(stack):
+                info = self.select(eqn, fl, here, stack) if eqn.prim in PRODUCTS else None
+                if info is not None:
+                    outs = [self.product(eqn, ins, info)]
+                else:
+                    if eqn.prim not in PRODUCTS and any(has_products(j)
+                                                        for j in subjaxprs(eqn)):
+                        eqn = self.rewrite_bodies(eqn, fl, here, stack)
+                    outs = eqn.prim.bind(*ins, **eqn.params)
+                    if not eqn.prim.multiple_results:
+                        outs = [outs]
             for v, o in zip(eqn.outvars, outs):
                 env[v], weight[v] = o, all(fl)
         return [read(v) for v in jaxpr.outvars]
 
-    def rewrite_bodies(self, eqn, flags, path):
+    def rewrite_bodies(self, eqn, flags, path, scope=""):
         count = itertools.count()
 
         def body(sub):
@@ -275,12 +286,13 @@ class Rewriter:
             # loop's condition operands come first)
             sub_flags = list(flags[-n:]) if n <= len(flags) else [False] * n
             new, _ = trace_to_jaxpr(
-                lambda *a: self.run(closed.jaxpr, closed.consts, a, sub_flags, path + (k,)),
+                lambda *a: self.run(closed.jaxpr, closed.consts, a, sub_flags, path + (k,),
+                                    scope),
                 closed.in_avals)
             return new if isinstance(sub, ClosedJaxpr) else new.jaxpr
         return map_subjaxprs(eqn, body)
 
-    def select(self, eqn, flags, path):
+    def select(self, eqn, flags, path, stack=""):
         cfg = self.config
         if eqn.outvars[0].aval.dtype.name not in FLOATS:
             return None
@@ -289,8 +301,8 @@ class Rewriter:
         lhs, rhs = (a.aval for a in eqn.invars)
         weight_index = 0 if eqn.prim is dot_general_p and flags[0] and not flags[1] else 1
         info = ProductInfo(eqn.prim.name, path, tuple(lhs.shape), tuple(rhs.shape),
-                           lhs.dtype, weight_index, dict(eqn.params))
-        if info.weight_size < cfg.min_weight_size:
+                           lhs.dtype, weight_index, dict(eqn.params), stack)
+        if info.weight_size < cfg.min_weight_size or not cfg.in_scopes(stack):
             return None
         if cfg.select is not None and not cfg.select(info):
             return None
@@ -332,7 +344,8 @@ class Rewriter:
         cfg = self.config
         wi = info.weight_index
         ai = 1 - wi
-        geom = Geometry(eqn.prim, eqn.params, info.lhs_shape, info.rhs_shape)
+        shapes = (info.lhs_shape, info.rhs_shape)
+        geom = Geometry(eqn.prim, eqn.params, *shapes)
         out_dtype = eqn.outvars[0].aval.dtype
         wf = cfg.weight_format
         block = cfg.block_size if cfg.granularity == "per_block" else None
@@ -340,26 +353,15 @@ class Rewriter:
             raise ValueError(f"funcgrad.quantize: per_block scales apply to dot_general only, "
                              f"not to the convolution of {info.lhs_shape} and "
                              f"{info.rhs_shape}; select it out or use per_channel")
-        pgeom, split_shape, _ = _blocked(geom, block) if block else (geom, None, None)
         xp = np if _concrete(w) else jnp
-        w_in = xp.reshape(xp.asarray(w) if xp is np else w, split_shape(wi)) if block else \
-            (np.asarray(w) if xp is np else w)
-        if cfg.granularity == "per_tensor":
-            axes = tuple(range(len(pgeom.shapes[wi])))
-        elif block:
-            axes = (pgeom.params["dimension_numbers"][0][wi][0],)
-        else:
-            axes = geom.row_axes(wi)
-        w_stat = w_in if xp is np else lax.stop_gradient(w_in)
-        lo, hi = schemes.reduced_range(w_stat, axes, xp)
-        sw, zw = schemes.qparams(lo, hi, wf, cfg.symmetric, xp, narrow=True)
-        if cfg.symmetric:
-            zw = 0
-
+        w_in = np.asarray(w) if xp is np else w
         if cfg.mode == "fake":
-            wq = fake_quant_fn(wf.name)(w_in.astype(np.float32) if xp is jnp else
-                                        jnp.asarray(w_in, dtype=np.float32), sw,
-                                        jnp.asarray(zw, dtype=np.float32))
+            w_stat = w_in if xp is np else lax.stop_gradient(w_in)
+            sw, zw = weight_qparams(w_stat, geom, wi, cfg, xp)
+            wq = fake_quant_fn(wf.name)(
+                _blocked_weight(w_in.astype(np.float32) if xp is jnp else
+                                jnp.asarray(w_in, dtype=np.float32), geom, wi, block, jnp),
+                sw, jnp.asarray(zw, dtype=np.float32))
             wq = jnp.reshape(wq, geom.shapes[wi]).astype(out_dtype)
             if cfg.activation != "none":
                 sa, za = self.activation_qparams(act, geom, ai, info, jnp)
@@ -368,51 +370,17 @@ class Rewriter:
             ops = [None, None]
             ops[wi], ops[ai] = wq, act
             return eqn.prim.bind(*ops, **eqn.params)
-
-        qw = schemes.quantize(w_in, sw, zw, wf, xp)
-        if cfg.activation == "none":
-            wd = schemes.dequantize(jnp.asarray(qw), sw, zw, jnp)
-            ops = [None, None]
-            ops[wi], ops[ai] = jnp.reshape(wd, geom.shapes[wi]).astype(act.dtype), act
-            return eqn.prim.bind(*ops, **eqn.params)
-
-        af = cfg.activation_format
-        act_in = jnp.reshape(act, split_shape(ai)) if block else act
-        sa, za = self.activation_qparams(act_in, pgeom, ai, info, jnp)
-        qa = schemes.quantize(act_in, sa, za, af, jnp)
-        acc = np.float32 if wf.is_float else np.int32
-        params = dict(pgeom.params, preferred_element_type=np.dtype(acc), precision=None)
-
-        def prod(a_op, w_op):
-            ops = [None, None]
-            ops[ai], ops[wi] = a_op, w_op
-            return eqn.prim.bind(*ops, **params)
-        out = prod(qa, qw)
-        if not wf.is_float:
-            a_affine, w_affine = not cfg.activation_symmetric, not cfg.symmetric
-            if a_affine:
-                za_full = jnp.broadcast_to(za, qa.shape).astype(qa.dtype)
-                out = out - prod(za_full, qw)
-            if w_affine:
-                zw_full = (np.broadcast_to(zw, qw.shape) if xp is np else
-                           jnp.broadcast_to(zw, qw.shape)).astype(qw.dtype)
-                out = out - prod(qa, zw_full)
-            if a_affine and w_affine:
-                out = out + prod(za_full, zw_full)
-        scale = pgeom.to_out(sw, wi, xp)
-        res = out.astype(np.float32) * pgeom.to_out(sa, ai, jnp) * scale
-        if block:
-            res = jnp.sum(res, axis=0)
-        return res.astype(out_dtype)
+        sw, zw = weight_qparams(w_in, geom, wi, cfg, xp)
+        qw = schemes.quantize(_blocked_weight(w_in, geom, wi, block, xp), sw, zw, wf, xp)
+        return weight_product(eqn.prim, eqn.params, shapes, act, qw, sw, zw, wi, cfg, out_dtype,
+                              lambda a, g, side: self.activation_qparams(a, g, side, info,
+                                                                         jnp))
 
     def activation_qparams(self, act, geom, side, info, xp):
         """(scale, zero_point) of an activation: its rows' ranges now, or the static range."""
         cfg = self.config
-        af = cfg.activation_format
         if cfg.activation == "dynamic":
-            lo, hi = schemes.reduced_range(lax.stop_gradient(act), geom.row_axes(side), xp)
-            scale, zp = schemes.qparams(lo, hi, af, cfg.activation_symmetric, xp, narrow=True)
-            return scale, 0 if cfg.activation_symmetric else zp
+            return dynamic_qparams(act, geom, side, cfg)
         ranges = cfg.static_ranges
         if ranges is None:
             raise ValueError("funcgrad.quantize: activation='static' needs static_ranges; run "
@@ -433,5 +401,158 @@ class Rewriter:
             shape = [1] * ndim
             shape[axis] = lo.size
             lo, hi = lo.reshape(shape), hi.reshape(shape)
-        scale, zp = schemes.qparams(lo, hi, af, cfg.activation_symmetric, np, narrow=True)
+        scale, zp = schemes.qparams(lo, hi, cfg.activation_format, cfg.activation_symmetric,
+                                    np, narrow=True)
         return scale, 0 if cfg.activation_symmetric else zp
+
+
+# --- the pieces of a quantized product, shared with funcgrad.quantization's modules ------------
+def _block_of(cfg):
+    return cfg.block_size if cfg.granularity == "per_block" else None
+
+
+def _blocked_weight(w, geom, wi, block, xp):
+    """``w`` with its contracted axis split into (blocks, block) for per-block scales."""
+    if not block:
+        return w
+    _, split_shape, _ = _blocked(geom, block)
+    return xp.reshape(w, split_shape(wi))
+
+
+def weight_qparams(w, geom, wi, cfg, xp=np):
+    """(scale, zero_point) of the weight ``w`` (operand ``wi`` of the product ``geom``) under
+    ``cfg``'s format, symmetry and granularity, in the weight's layout (size 1 on the reduced
+    axes; split into blocks for per-block scales). A symmetric zero point is the Python 0."""
+    block = _block_of(cfg)
+    if block:
+        pgeom, _, _ = _blocked(geom, block)
+        w = _blocked_weight(w, geom, wi, block, xp)
+        axes = (pgeom.params["dimension_numbers"][0][wi][0],)
+    elif cfg.granularity == "per_tensor":
+        axes = tuple(range(len(geom.shapes[wi])))
+    else:
+        axes = geom.row_axes(wi)
+    lo, hi = schemes.reduced_range(w, axes, xp)
+    sw, zw = schemes.qparams(lo, hi, cfg.weight_format, cfg.symmetric, xp, narrow=True)
+    return sw, (0 if cfg.symmetric else zw)
+
+
+def dynamic_qparams(act, geom, side, cfg):
+    """(scale, zero_point) of an activation from its values now: per row (reduced over the
+    product's contracted axes) or per tensor, as ``cfg.activation_granularity`` says."""
+    axes = (geom.row_axes(side) if cfg.activation_granularity == "per_row"
+            else tuple(range(len(geom.shapes[side]))))
+    lo, hi = schemes.reduced_range(lax.stop_gradient(act), axes, jnp)
+    scale, zp = schemes.qparams(lo, hi, cfg.activation_format, cfg.activation_symmetric, jnp,
+                                narrow=cfg.activation_narrow)
+    return scale, 0 if cfg.activation_symmetric else zp
+
+
+def _as_int8(q, zp, fmt):
+    """An unsigned format's values and zero point moved into int8's range (both minus 128):
+    the differences ``q - zp`` the product needs are unchanged, and int8 x int8 products are
+    what the backends have."""
+    if fmt.qmin >= 0 and not fmt.is_float:
+        q = (q.astype(np.int32) - 128).astype(np.int8)
+        zp = (jnp.asarray(zp, dtype=np.int32) if isinstance(zp, Tracer) or
+              not isinstance(zp, np.ndarray) else zp.astype(np.int32)) - 128
+    return q, zp
+
+
+def weight_product(prim, params, shapes, act, qw, sw, zw, wi, cfg, out_dtype,
+                   act_qparams=None, float_accumulation=False):
+    """The product ``prim`` (dot_general or conv_general_dilated with ``params``, operand
+    shapes ``shapes``) of the float activation ``act`` and an already quantized weight: ``qw``
+    stored integers (or fp8) with scale ``sw`` and zero point ``zw`` in the weight's layout
+    (split into blocks for per-block configs), operand ``wi`` of the product.
+
+    ``cfg`` (a ``QuantizeConfig``) says how the activation is treated: weight-only (the
+    weight is dequantized into a float product), or quantized with ``act_qparams(act, geom,
+    side)`` (default: the dynamic ranges ``cfg`` asks for) and multiplied as integers. Zero
+    points enter by linearity, so the integer product is exact for affine schemes too.
+    ``float_accumulation=True`` multiplies the integer values as float32 operands instead
+    (zero points subtracted first; the same integers, exactly, while every partial sum stays
+    below 2**24: the caller checks); XLA:CPU's float convolutions are several times faster
+    than its int8 ones.
+
+    Example:
+        >>> from funcgrad.quantize import QuantizeConfig
+        >>> from funcgrad.quantize.rewrite import weight_product
+        >>> from funcgrad.lax.dot import dot_general_p
+        >>> qw = np.array([[10, -20], [30, 40]], np.int8)        # (in, out), scales per column
+        >>> y = weight_product(dot_general_p, dict(dimension_numbers=(((1,), (0,)), ((), ())),
+        ...                    precision=None, preferred_element_type=None), ((1, 2), (2, 2)),
+        ...                    jnp.array([[1.0, 2.0]]), qw, np.array([[0.1, 0.05]], np.float32), 0,
+        ...                    1, QuantizeConfig(), np.dtype("float32"))
+        >>> np.round(np.asarray(y), 3)
+        array([[7.008, 2.992]], dtype=float32)
+    """
+    ai = 1 - wi
+    geom = Geometry(prim, params, *shapes)
+    block = _block_of(cfg)
+    pgeom, split_shape, _ = _blocked(geom, block) if block else (geom, None, None)
+    wf = cfg.weight_format
+    xp = np if _concrete(qw, sw, zw) else jnp
+    if cfg.activation == "none":
+        wd = schemes.dequantize(jnp.asarray(qw), sw, zw, jnp)
+        ops = [None, None]
+        ops[wi], ops[ai] = jnp.reshape(wd, geom.shapes[wi]).astype(act.dtype), act
+        return prim.bind(*ops, **params)
+    af = cfg.activation_format
+    act_in = jnp.reshape(act, split_shape(ai)) if block else act
+    if act_qparams is None:
+        sa, za = dynamic_qparams(act_in, pgeom, ai, cfg)
+    else:
+        sa, za = act_qparams(act_in, pgeom, ai)
+    qa = schemes.quantize(act_in, sa, za, af, jnp)
+    acc = np.float32 if wf.is_float or float_accumulation else np.int32
+    iparams = dict(pgeom.params, preferred_element_type=np.dtype(acc), precision=None)
+
+    def prod(a_op, w_op):
+        ops = [None, None]
+        ops[ai], ops[wi] = a_op, w_op
+        return prim.bind(*ops, **iparams)
+    if float_accumulation and not wf.is_float:
+        # the zero points subtracted in float (exact: small integers), one product
+        a_f = qa.astype(np.float32)
+        if not schemes._is_zero(za):
+            a_f = a_f - jnp.asarray(za, dtype=np.float32)
+        w_f = qw.astype(np.float32)
+        if not schemes._is_zero(zw):
+            w_f = w_f - xp.asarray(zw, dtype=np.float32)
+        out = prod(a_f, w_f)
+        res = out * pgeom.to_out(sa, ai, jnp) * pgeom.to_out(sw, wi, xp)
+        return (jnp.sum(res, axis=0) if block else res).astype(out_dtype)
+    if not wf.is_float:
+        qa, za = _as_int8(qa, za, af)
+        qw, zw = _as_int8(qw, zw, wf)
+    out = prod(qa, qw)
+    if not wf.is_float:
+        a_affine, w_affine = not schemes._is_zero(za), not schemes._is_zero(zw)
+        w_sum = None
+        if a_affine:
+            if prim is dot_general_p:
+                # za is constant along the contracted axes: P(za, qw) = za * (sum of qw there)
+                axes = pgeom.row_axes(wi)
+                w_sum = (xp.sum(qw.astype(np.int32), axis=axes, keepdims=True) if xp is np
+                         else jnp.sum(qw.astype(np.int32), axis=axes, keepdims=True))
+                out = out - pgeom.to_out(jnp.asarray(za, dtype=np.int32), ai, jnp) * \
+                    pgeom.to_out(w_sum, wi, xp)
+            else:
+                # za is constant over all but the batch axis: the product of a one-example
+                # block of ones, scaled per example, is P(za, qw) (padding included)
+                batch_axis = pgeom.params["dimension_numbers"][0][0]
+                shape = list(qa.shape)
+                shape[batch_axis] = 1
+                ones = jnp.ones(shape, qa.dtype)
+                out = out - jnp.asarray(za, dtype=out.dtype) * prod(ones, qw).astype(out.dtype)
+        if w_affine:
+            zw_full = (np.broadcast_to(zw, qw.shape) if xp is np else
+                       jnp.broadcast_to(zw, qw.shape)).astype(qw.dtype)
+            out = out - prod(qa, zw_full)
+            if a_affine:
+                out = out + prod(jnp.broadcast_to(za, qa.shape).astype(qa.dtype), zw_full)
+    res = out.astype(np.float32) * pgeom.to_out(sa, ai, jnp) * pgeom.to_out(sw, wi, xp)
+    if block:
+        res = jnp.sum(res, axis=0)
+    return res.astype(out_dtype)

@@ -28,7 +28,7 @@ LAYERS = [
     {"numpy"},
     {"transforms", "random", "debug", "serialization", "checkpoint_header", "environment",
      "amp", "quantize", "export", "profiler"},
-    {"nn", "data", "scipy"},
+    {"nn", "data", "scipy", "quantization"},
     {"optim"},
     {"demo", "demo_train", "test_util", "__init__"},
 ]

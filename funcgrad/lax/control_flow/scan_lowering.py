@@ -40,7 +40,7 @@ def _pretranspose_invariant_dot_operands(j, num_consts, consts):
                     hoisted.append((by_const[rhs], index[rhs], (1, 0)))
                 params = dict(eqn.params, dimension_numbers=((tuple(lc), (0,)), ((), ())))
                 eqn = Eqn(eqn.prim, [eqn.invars[0], by_const[rhs]], params, eqn.outvars,
-                          eqn.source_info)
+                          eqn.source_info, eqn.name_stack)
         eqns.append(eqn)
     if not hoisted:
         return j, consts

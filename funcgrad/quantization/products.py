@@ -1,0 +1,130 @@
+"""The products of quantized modules: a float activation times a stored integer weight,
+computed by ``funcgrad.quantize``'s ``weight_product`` (the same integer product, zero-point
+algebra and rescale the transform emits), for ``Linear`` (``x @ W.T``) and ``Conv2d``
+(channels-last, as ``funcgrad.nn.functional.conv2d``) layouts.
+
+Example:
+    >>> from funcgrad.quantization.products import linear_product, DYNAMIC_X86
+    >>> qw = jnp.array([[100, -50], [20, 127]], dtype="int8")       # (out, in)
+    >>> y = linear_product(jnp.array([[1.0, 2.0]]), qw, jnp.array(0.01), 0, DYNAMIC_X86)
+    >>> np.round(np.asarray(y), 2)
+    array([[0.01, 2.74]], dtype=float32)
+"""
+import numpy as np
+
+from funcgrad import lax
+from funcgrad import numpy as jnp
+from funcgrad.lax.convolution import conv_general_dilated_p
+from funcgrad.lax.dot import dot_general_p
+from funcgrad.quantize import QuantizeConfig
+from funcgrad.quantize.rewrite import Geometry, _blocked_weight, weight_product
+from funcgrad.transforms.custom_derivatives import custom_jvp
+
+# PyTorch's dynamic quantization on x86 (fbgemm): activations per tensor, affine, quint8 with
+# reduce_range ([0, 127]), PyTorch's scale formula
+DYNAMIC_X86 = QuantizeConfig(activation="dynamic", activation_dtype="uint7",
+                             activation_symmetric=False, activation_granularity="per_tensor",
+                             activation_narrow=False)
+DYNAMIC_FULL = DYNAMIC_X86.replace(activation_dtype="uint8")
+# static: the input arrives on a quint8 grid (values may use the whole [0, 255])
+STATIC = QuantizeConfig(activation="static", activation_dtype="uint8",
+                        activation_symmetric=False)
+WEIGHT_ONLY = QuantizeConfig(activation="none")
+
+
+def _dot_params(x):
+    return dict(dimension_numbers=(((x.ndim - 1,), (1,)), ((), ())), precision=None,
+                preferred_element_type=None)
+
+
+def _straight_through(quantized, float_fn, x, arrays):
+    """``quantized(x, arrays)`` whose derivative in ``x`` is ``float_fn(t, arrays)``'s (a
+    linear function: the product with the dequantized weight), so ``grad`` through a quantized
+    module gives the float gradient rather than the zero derivative of rounding; the stored
+    integers and scales (``arrays``, a dict) get no derivative."""
+    keys = sorted(arrays)
+    f = custom_jvp(lambda x, *vals: quantized(x, dict(zip(keys, vals))))
+    f.defjvp(lambda p, t: (f(*p), float_fn(t[0], dict(zip(keys, p[1:])))))
+    return f(x, *[arrays[k] for k in keys])
+
+
+def _arrays(qw, sw, zw, act_scale, act_zero_point):
+    """The array operands of a product (Python constants stay out: they are not traced)."""
+    out = {"qw": qw, "sw": sw}
+    for k, v in (("zw", zw), ("sa", act_scale), ("za", act_zero_point)):
+        if v is not None and not isinstance(v, int):
+            out[k] = v
+    return out
+
+
+def _get(a, key, default):
+    return a.get(key, default)
+
+
+def _dequantized(qw, sw, zw):
+    return (qw.astype(np.float32) - (0 if isinstance(zw, int) else zw)) * sw
+
+
+def _static(scale, zero_point):
+    return None if scale is None else (lambda a, geom, side: (scale, zero_point))
+
+
+def linear_product(x, qw, sw, zw, cfg, act_scale=None, act_zero_point=None):
+    """``x @ dequantize(qw).T`` as an integer product (``cfg`` says how ``x`` is quantized:
+    dynamically, or with the static ``act_scale``/``act_zero_point``; weight-only configs
+    dequantize). ``sw``/``zw``: a scalar, or one per output row, or (out, in // group)."""
+    x = jnp.asarray(x)
+    params = _dot_params(x)
+    shapes = (tuple(x.shape), tuple(qw.shape))
+    block = cfg.block_size if cfg.granularity == "per_block" else None
+    if block:
+        geom = Geometry(dot_general_p, params, *shapes)
+        qw = _blocked_weight(qw, geom, 1, block, jnp)
+        sw = jnp.reshape(sw, tuple(sw.shape) + (1,))
+    elif np.ndim(sw) == 1:                 # one scale per output row (or one in all)
+        sw = jnp.reshape(sw, (-1, 1))
+        zw = zw if isinstance(zw, int) else jnp.reshape(zw, (-1, 1))
+    def quantized(x, a):
+        return weight_product(dot_general_p, params, shapes, x, a["qw"], a["sw"],
+                              _get(a, "zw", zw), 1, cfg, x.dtype,
+                              _static(a.get("sa"), _get(a, "za", act_zero_point)))
+
+    def float_fn(t, a):
+        w = _dequantized(a["qw"], a["sw"], _get(a, "zw", zw))
+        return dot_general_p.bind(t, jnp.reshape(w, shapes[1]).astype(t.dtype), **params)
+    return _straight_through(quantized, float_fn, x,
+                             _arrays(qw, sw, zw, act_scale, act_zero_point))
+
+
+def conv2d_product(x, qw, sw, zw, cfg, stride, padding, dilation, groups, act_scale=None,
+                   act_zero_point=None):
+    """The NCHW x OIHW convolution of ``x`` and the stored ``qw`` (scales per output channel
+    or one), computed channels-last as an integer convolution."""
+    x = jnp.asarray(x)
+    xt = jnp.transpose(x, (0, 2, 3, 1))
+    wt = jnp.transpose(qw, (2, 3, 1, 0))
+    if np.ndim(sw) == 1:
+        sw = jnp.reshape(sw, (1, 1, 1, -1))
+        zw = zw if isinstance(zw, int) else jnp.reshape(zw, (1, 1, 1, -1))
+    dn = lax.ConvDimensionNumbers((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2))
+    params = dict(window_strides=tuple(stride), padding=tuple(tuple(p) for p in padding),
+                  lhs_dilation=(1, 1), rhs_dilation=tuple(dilation), dimension_numbers=dn,
+                  feature_group_count=int(groups), batch_group_count=1, precision=None,
+                  preferred_element_type=None)
+    # XLA:CPU's float convolutions are several times faster than its int8 ones: multiply
+    # the integers (zero points subtracted: at most 255 in size) as float32 where that is
+    # exact, every partial sum below 2**24
+    terms = int(np.prod(wt.shape[:3]))
+    exact = terms * 255 * 255 < 2 ** 24
+
+    def quantized(xt, a):
+        return weight_product(conv_general_dilated_p, params, (tuple(xt.shape),
+                              tuple(wt.shape)), xt, a["qw"], a["sw"], _get(a, "zw", zw), 1,
+                              cfg, x.dtype, _static(a.get("sa"), _get(a, "za", act_zero_point)),
+                              float_accumulation=exact)
+
+    def float_fn(t, a):
+        w = _dequantized(a["qw"], a["sw"], _get(a, "zw", zw))
+        return conv_general_dilated_p.bind(t, w.astype(t.dtype), **params)
+    y = _straight_through(quantized, float_fn, xt, _arrays(wt, sw, zw, act_scale, act_zero_point))
+    return jnp.transpose(y, (0, 3, 1, 2))

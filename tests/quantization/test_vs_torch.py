@@ -1,0 +1,119 @@
+"""The workflows against PyTorch's on the same weights and data: same scales and zero points
+from the same observers (to 1e-6), the same integer weights, outputs within one quantization
+step. Live against torch when it is installed, against the stored ``torch_reference.npz``
+(made by ``torch_reference.py``) always."""
+import numpy as np
+import pytest
+
+import funcgrad.numpy as jnp
+from funcgrad import nn
+from funcgrad import quantization as tq
+from tests.quantization.torch_reference import STORED, inputs, torch_results
+
+
+class Net(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.quant, self.dequant = tq.QuantStub(), tq.DeQuantStub()
+        self.conv, self.relu = nn.Conv2d(1, 3, 3), nn.ReLU()
+        self.fc, self.relu2 = nn.Linear(12, 6), nn.ReLU()
+        self.fc2 = nn.Linear(6, 2)
+        self.load_state_dict({"conv.weight": d["conv_w"], "conv.bias": d["conv_b"],
+                              "fc.weight": d["fc_w"], "fc.bias": d["fc_b"],
+                              "fc2.weight": d["fc2_w"], "fc2.bias": d["fc2_b"]})
+
+    def forward(self, x):
+        x = self.relu(self.conv(self.quant(x)))
+        x = x.reshape(x.shape[0], -1)
+        return self.dequant(self.fc2(self.relu2(self.fc(x))))
+
+
+def static_model(d, qconfig):
+    net = tq.fuse_modules(Net(d).eval(), [["conv", "relu"], ["fc", "relu2"]])
+    p = tq.prepare(net, qconfig)
+    for b in d["calib"]:
+        p(jnp.asarray(b))
+    return tq.convert(p)
+
+
+QCONFIGS = {"minmax": tq.QConfig(activation=tq.MinMaxObserver.with_args(reduce_range=True),
+                                 weight=tq.default_per_channel_weight_observer),
+            "x86": tq.get_default_qconfig("x86")}
+
+
+@pytest.fixture(scope="module")
+def data():
+    return inputs()
+
+
+@pytest.fixture(scope="module", params=["stored", "live"])
+def ref(request, data):
+    if request.param == "live":
+        pytest.importorskip("torch")
+        return torch_results(data)
+    return dict(np.load(STORED))
+
+
+def test_dynamic_linear(ref, data):
+    lin = nn.Linear(16, 8)
+    lin.load_state_dict({"weight": data["lin_w"], "bias": data["lin_b"]})
+    q = tq.quantize_dynamic(nn.Sequential(lin), {nn.Linear}, dtype=tq.qint8)[0]
+    np.testing.assert_array_equal(np.asarray(q.weight), ref["dyn_w"])
+    np.testing.assert_allclose(np.asarray(q.weight_scale).item(), ref["dyn_w_scale"], rtol=1e-6)
+    y = np.asarray(q(jnp.asarray(data["lin_x"])))
+    # the same integers and scales: equal up to float rounding of the rescale
+    np.testing.assert_allclose(y, ref["dyn_y"], atol=1e-5)
+
+
+def test_dynamic_lstm(ref, data):
+    lstm = nn.LSTM(5, 6)
+    lstm.load_state_dict({k[5:]: v for k, v in data.items() if k.startswith("lstm.")})
+    q = tq.quantize_dynamic(nn.Sequential(lstm), {nn.LSTM})[0]
+    y = np.asarray(q(jnp.asarray(data["lstm_x"]))[0])
+    np.testing.assert_allclose(np.asarray(lstm(jnp.asarray(data["lstm_x"]))[0]),
+                               ref["lstm_float_y"], atol=1e-5)
+    np.testing.assert_allclose(y, ref["lstm_y"], atol=2e-4)
+
+
+@pytest.mark.parametrize("tag", ["minmax", "x86"])
+def test_static(ref, data, tag):
+    c = static_model(data, QCONFIGS[tag])
+    np.testing.assert_allclose(np.asarray(c.quant.scale).reshape(1), ref[f"{tag}_quant_scale"],
+                               rtol=1e-6)
+    assert np.asarray(c.quant.zero_point).item() == int(ref[f"{tag}_quant_zp"][0])
+    for name in ("conv", "fc", "fc2"):
+        m = getattr(c, name)
+        # the input range of a module is observed at its input: here the output of the
+        # module before it (after a reshape), so the same values PyTorch's observer saw
+        np.testing.assert_allclose(np.asarray(m.scale).item(), ref[f"{tag}_{name}_scale"], rtol=1e-6)
+        assert np.asarray(m.zero_point).item() == int(ref[f"{tag}_{name}_zp"])
+        np.testing.assert_allclose(np.asarray(m.weight_scale), ref[f"{tag}_{name}_w_scale"],
+                                   rtol=1e-6)
+        np.testing.assert_array_equal(np.asarray(m.weight), ref[f"{tag}_{name}_w"])
+    y = np.asarray(c(jnp.asarray(data["test_x"])))
+    step = float(ref[f"{tag}_fc2_scale"])
+    assert np.abs(y - ref[f"{tag}_y"]).max() <= step * 1.001
+
+
+@pytest.mark.parametrize("name, make, chunks", [
+    ("minmax", lambda: tq.MinMaxObserver(), 1),
+    ("minmax_sym", lambda: tq.MinMaxObserver(dtype=tq.qint8, qscheme=tq.per_tensor_symmetric), 1),
+    ("moving", lambda: tq.MovingAverageMinMaxObserver(averaging_constant=0.3), 2),
+    ("hist", lambda: tq.HistogramObserver(), 1),
+    ("hist_rr", lambda: tq.HistogramObserver(reduce_range=True), 1)])
+def test_observers(ref, data, name, make, chunks):
+    obs = make()
+    x = data["obs_x"]
+    for c in ((x[:1000], x[1000:]) if chunks == 2 else (x,)):
+        obs(c)
+    s, z = obs.calculate_qparams()
+    np.testing.assert_allclose(s, ref[f"obs_{name}_scale"], rtol=1e-6)
+    np.testing.assert_array_equal(z, ref[f"obs_{name}_zp"])
+
+
+def test_per_channel_observer(ref, data):
+    obs = tq.PerChannelMinMaxObserver(dtype=tq.qint8, qscheme=tq.per_channel_symmetric)
+    obs(data["obs_w"])
+    s, z = obs.calculate_qparams()
+    np.testing.assert_allclose(s, ref["obs_perchannel_scale"], rtol=1e-6)
+    np.testing.assert_array_equal(z, ref["obs_perchannel_zp"])

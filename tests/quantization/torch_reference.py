@@ -1,0 +1,118 @@
+"""PyTorch's results for the workflows that tests/quantization compares with: the same
+weights and data (made here with NumPy), run through ``torch.ao.quantization``. Used live
+when torch is installed; ``python tests/quantization/torch_reference.py`` (with torch) stores
+them in ``torch_reference.npz`` for runs without torch."""
+import os
+import warnings
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+STORED = os.path.join(HERE, "torch_reference.npz")
+
+
+def inputs():
+    """Weights and data, by name (float32 NumPy arrays)."""
+    rng = np.random.default_rng(22)
+    f = lambda *s: rng.normal(size=s).astype(np.float32)   # noqa: E731
+    d = {"lin_w": f(8, 16) / 4, "lin_b": f(8) / 10, "lin_x": f(5, 16),
+         "conv_w": f(3, 1, 3, 3) / 2, "conv_b": f(3) / 10, "fc_w": f(6, 12) / 3,
+         "fc_b": f(6) / 10, "fc2_w": f(2, 6) / 2, "fc2_b": f(2) / 10,
+         "calib": f(4, 4, 1, 4, 4), "test_x": f(6, 1, 4, 4),
+         "obs_x": np.concatenate([f(3000), [9.0, -4.0]]).astype(np.float32),
+         "obs_w": f(4, 6), "lstm_x": f(7, 3, 5)}
+    lstm = {f"lstm.{k}": f(*s) / 3 for k, s in (("weight_ih_l0", (24, 5)),
+                                                ("weight_hh_l0", (24, 6)),
+                                                ("bias_ih_l0", (24,)), ("bias_hh_l0", (24,)))}
+    d.update(lstm)
+    return d
+
+
+def torch_results(d):
+    """{name: array} of PyTorch's scales, zero points, integer weights and outputs."""
+    import torch
+    import torch.ao.quantization as tq
+    warnings.simplefilter("ignore")
+    torch.backends.quantized.engine = "x86"
+    t = {k: torch.from_numpy(v) for k, v in d.items()}
+    out = {}
+    # dynamic Linear
+    lin = torch.nn.Linear(16, 8)
+    lin.load_state_dict({"weight": t["lin_w"], "bias": t["lin_b"]})
+    q = tq.quantize_dynamic(torch.nn.Sequential(lin), {torch.nn.Linear}, dtype=torch.qint8)
+    w = q[0].weight()
+    out.update(dyn_w=w.int_repr().numpy(), dyn_w_scale=np.float32(w.q_scale()),
+               dyn_y=q(t["lin_x"]).detach().numpy())
+    # dynamic LSTM
+    lstm = torch.nn.LSTM(5, 6)
+    lstm.load_state_dict({k[5:]: t[k] for k in d if k.startswith("lstm.")})
+    ql = tq.quantize_dynamic(torch.nn.Sequential(lstm), {torch.nn.LSTM}, dtype=torch.qint8)
+    out["lstm_y"] = ql[0](t["lstm_x"])[0].detach().numpy()
+    out["lstm_float_y"] = lstm(t["lstm_x"])[0].detach().numpy()
+    # static: QuantStub, Conv+ReLU, Linear+ReLU, Linear, DeQuantStub
+    for tag, qconfig in (("minmax", tq.QConfig(
+            activation=tq.MinMaxObserver.with_args(reduce_range=True),
+            weight=tq.default_per_channel_weight_observer)),
+            ("x86", tq.get_default_qconfig("x86"))):
+        net = TorchNet(torch, t).eval()
+        net = tq.fuse_modules(net, [["conv", "relu"], ["fc", "relu2"]])
+        net.qconfig = qconfig
+        p = tq.prepare(net)
+        for b in t["calib"]:
+            p(b)
+        c = tq.convert(p)
+        out[f"{tag}_quant_scale"] = c.quant.scale.numpy()
+        out[f"{tag}_quant_zp"] = c.quant.zero_point.numpy()
+        for name in ("conv", "fc", "fc2"):
+            m = getattr(c, name)
+            out[f"{tag}_{name}_scale"] = np.float32(m.scale)
+            out[f"{tag}_{name}_zp"] = np.int32(m.zero_point)
+            wq = m.weight()
+            out[f"{tag}_{name}_w"] = wq.int_repr().numpy()
+            out[f"{tag}_{name}_w_scale"] = wq.q_per_channel_scales().numpy().astype(np.float32)
+        out[f"{tag}_y"] = c(t["test_x"]).detach().numpy()
+    # observers
+    x = t["obs_x"]
+    for name, obs in (("minmax", tq.MinMaxObserver()),
+                      ("minmax_sym", tq.MinMaxObserver(dtype=torch.qint8,
+                                                       qscheme=torch.per_tensor_symmetric)),
+                      ("moving", tq.MovingAverageMinMaxObserver(averaging_constant=0.3)),
+                      ("hist", tq.HistogramObserver()),
+                      ("hist_rr", tq.HistogramObserver(reduce_range=True))):
+        for chunk in (x[:1000], x[1000:]) if name == "moving" else (x,):
+            obs(chunk)
+        s, z = obs.calculate_qparams()
+        out[f"obs_{name}_scale"] = s.numpy().astype(np.float32).reshape(-1)
+        out[f"obs_{name}_zp"] = z.numpy().astype(np.int32).reshape(-1)
+    pc = tq.PerChannelMinMaxObserver(dtype=torch.qint8, qscheme=torch.per_channel_symmetric)
+    pc(t["obs_w"])
+    s, z = pc.calculate_qparams()
+    out["obs_perchannel_scale"], out["obs_perchannel_zp"] = s.numpy(), z.numpy()
+    return out
+
+
+def TorchNet(torch, t):
+    import torch.ao.quantization as tq
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.quant, self.dequant = tq.QuantStub(), tq.DeQuantStub()
+            self.conv, self.relu = torch.nn.Conv2d(1, 3, 3), torch.nn.ReLU()
+            self.fc, self.relu2 = torch.nn.Linear(12, 6), torch.nn.ReLU()
+            self.fc2 = torch.nn.Linear(6, 2)
+
+        def forward(self, x):
+            x = self.relu(self.conv(self.quant(x)))
+            x = x.reshape(x.shape[0], -1)
+            return self.dequant(self.fc2(self.relu2(self.fc(x))))
+    net = Net()
+    net.load_state_dict({"conv.weight": t["conv_w"], "conv.bias": t["conv_b"],
+                         "fc.weight": t["fc_w"], "fc.bias": t["fc_b"],
+                         "fc2.weight": t["fc2_w"], "fc2.bias": t["fc2_b"]})
+    return net
+
+
+if __name__ == "__main__":
+    np.savez_compressed(STORED, **torch_results(inputs()))
+    print("wrote", STORED)
