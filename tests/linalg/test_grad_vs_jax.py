@@ -121,3 +121,41 @@ def test_stored_refs_are_jax():
         fresh = dict(np.load(path))
     for key, value in fresh.items():
         np.testing.assert_allclose(value, REF[key], rtol=1e-10, atol=1e-12, err_msg=key)
+
+
+@pytest.mark.parametrize("kind", ["real", "complex"])
+def test_cholesky_gradient_is_hermitian(kind):
+    # the example: JAX symmetrizes, so grad(sum(cholesky)) is Hermitian; reading the
+    # lower triangle alone gives a triangular gradient
+    x = CASES[f"numpy.cholesky/{kind}"].inputs[0]
+    if kind == "real":
+        g = np.asarray(funcgrad.grad(lambda a: funcgrad.numpy.linalg.cholesky(a).sum())(x))
+    else:
+        g = np.asarray(funcgrad.grad(lambda a: funcgrad.numpy.linalg.cholesky(a).sum(),
+                                     holomorphic=True)(x))
+    np.testing.assert_allclose(g, g.conj().T, rtol=1e-12)
+    assert np.abs(np.triu(g, 1)).max() > 1e-3
+    # the JVP along a tangent is the JVP along its Hermitian part
+    t = CASES[f"numpy.cholesky/{kind}"].tangents[0]
+    f = funcgrad.numpy.linalg.cholesky
+    _, d1 = funcgrad.jvp(f, (x,), (t,))
+    _, d2 = funcgrad.jvp(f, (x,), ((t + t.conj().T) / 2,))
+    np.testing.assert_allclose(np.asarray(d1), np.asarray(d2), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("name", ["numpy.cholesky/complex", "numpy.qr_wide/real",
+                                  "numpy.svd_tall/complex", "lax.eig_right_vectors/real",
+                                  "scipy.solve_pos/real"])
+def test_jit_and_vmap_of_derivatives(name):
+    case = CASES[name]
+    f = case.fn(NS)
+    jvp = funcgrad.jit(lambda xs, ts: funcgrad.jvp(f, xs, ts)[1])
+    for got, want in zip(jvp(case.inputs, case.tangents), _outputs(name, "jvp")):
+        _close(got, want, f"jit(jvp({name}))")
+    # a batch of two copies of the same inputs: each row is JAX's VJP
+    stack = [np.stack([x, x]) for x in case.inputs]
+    primals = f(*case.inputs)
+    cts = cotangents([np.asarray(p) for p in primals], name)
+    batched = funcgrad.vmap(lambda *xs: funcgrad.vjp(f, *xs)[1](cts))(*stack)
+    for got, want in zip(batched, _outputs(name, "vjp")):
+        _close(np.asarray(got)[1], want, f"vmap(vjp({name}))")
