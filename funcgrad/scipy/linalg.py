@@ -193,11 +193,11 @@ def _solve_pos(a, b, lower):
     x = cho_solve(factors, lax.stop_gradient(b))
     # zero-valued terms that carry the derivative: d/db = a^-1 db, d/da = -a^-1 da x
     vec = b.ndim == 1
-    xm = x[:, None] if vec else x
-    bm = b[:, None] if vec else b
+    xm = x[..., None] if vec else x
+    bm = b[..., None] if vec else b
     resid = (bm - lax.stop_gradient(bm)) - (a - lax.stop_gradient(a)) @ lax.stop_gradient(xm)
     dx = cho_solve(factors, resid)
-    return x + (dx[:, 0] if vec else dx)
+    return x + (dx[..., 0] if vec else dx)
 
 
 def eigh(a, b=None, lower=True, eigvals_only=False, overwrite_a=False, overwrite_b=False,
