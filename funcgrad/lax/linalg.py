@@ -352,11 +352,19 @@ cholesky_p.def_batch(vectorized_batcher(cholesky_p))
 def cholesky(x, symmetrize_input=True):
     """The lower Cholesky factor ``L`` of a Hermitian positive-definite ``x`` (``x = L L^H``).
 
-    Only the lower triangle is read unless ``symmetrize_input`` (the default) averages ``x``
-    with its conjugate transpose first. Rows/batches that are not positive definite give NaN.
+    As in JAX, ``symmetrize_input`` (the default) factors ``(x + x^H) / 2``: the derivative
+    along a tangent is that along its Hermitian part, and gradients are Hermitian. With
+    ``symmetrize_input=False`` only the lower triangle of ``x`` is read and the derivative
+    rule applies to the whole tangent. Matrices that are not positive definite give NaN.
 
     Example:
-        >>> L = lax.linalg.cholesky(jnp.array([[4., 2.], [2., 3.]]))
+        >>> x = jnp.array([[4., 2.], [2., 3.]])
+        >>> lax.linalg.cholesky(x)
+        Array([[2.       , 0.       ],
+               [1.       , 1.4142135]], dtype=float32)
+        >>> funcgrad.grad(lambda x: lax.linalg.cholesky(x).sum())(x)   # symmetric
+        Array([[0.21338835, 0.07322331],
+               [0.07322331, 0.35355335]], dtype=float32)
     """
     _check_matrix("cholesky", aval_of(x), square=True)
     if symmetrize_input:
@@ -365,7 +373,13 @@ def cholesky(x, symmetrize_input=True):
 
 
 def symmetrize(x):
-    """``(x + x^H) / 2``. Example: ``lax.linalg.symmetrize(a)``."""
+    """``(x + x^H) / 2``, the Hermitian part of ``x``.
+
+    Example:
+        >>> lax.linalg.symmetrize(jnp.array([[1.0, 4.0], [0.0, 2.0]]))
+        Array([[1., 2.],
+               [2., 2.]], dtype=float32)
+    """
     xt = _mT(x)
     if dtypes.is_complex(aval_of(x).dtype):
         xt = lax.conj(xt)
@@ -1289,7 +1303,10 @@ def schur(x):
     (LAPACK's ``gees``); not differentiable (the decomposition is not unique).
 
     Example:
+        >>> a = jnp.array([[1.0, 2.0], [3.0, 4.0]])
         >>> t, z = lax.linalg.schur(a)
+        >>> bool(jnp.allclose(z @ t @ z.T, a, atol=1e-5)), bool(abs(t[1, 0]) < 1e-6)
+        (True, True)
     """
     _check_matrix("schur", aval_of(x), square=True)
     return schur_p.bind(x)

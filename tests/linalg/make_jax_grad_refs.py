@@ -47,16 +47,19 @@ def references(only=None):
     return out
 
 
+def main(argv):
+    """Write all references to ``argv[0]`` (default: beside this file); ``--only=a,b``
+    recomputes the named cases and keeps the file's other entries."""
+    paths = [a for a in argv if not a.startswith("--")]
+    path = paths[0] if paths else os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                               "jax_grad_refs.npz")
+    only = next((a.split("=", 1)[1].split(",") for a in argv if a.startswith("--only=")), None)
+    kept = {}
+    if only and os.path.exists(path):
+        kept = {k: v for k, v in np.load(path).items() if k.rsplit("/", 1)[0] not in only}
+    np.savez_compressed(path, **kept, **references(only))
+    return path
+
+
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    path = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                             "jax_grad_refs.npz")
-    only = [a[len("--only="):].split(",") for a in sys.argv if a.startswith("--only=")]
-    if only:
-        merged = dict(np.load(path)) if os.path.exists(path) else {}
-        merged = {k: v for k, v in merged.items() if k.rsplit("/", 1)[0] not in only[0]}
-        merged.update(references(only[0]))
-        np.savez_compressed(path, **merged)
-    else:
-        np.savez_compressed(path, **references())
-    print(path)
+    print(main(sys.argv[1:]))
