@@ -126,9 +126,12 @@ def test_getitem_with_array_indices_and_under_jit():
                                   _X[:, [2, 2]])
 
 
-def test_out_of_bounds_int_index_raises():
-    with pytest.raises(IndexError, match=r"index 5.*size 2|out of bounds"):
-        jnp.asarray(_X)[5]
+def test_out_of_bounds_int_index_clamps_and_raises_with_debug_checks():
+    # as JAX: a static int index clamps into its axis; the checking switch makes it raise
+    np.testing.assert_array_equal(np.asarray(jnp.asarray(_X)[5]), _X[-1])
+    with funcgrad.config.override("debug_checks", True):
+        with pytest.raises(IndexError, match=r"index 5 is out of bounds for axis 0 with size 2"):
+            jnp.asarray(_X)[5]
 
 
 def test_iteration_and_conversions():

@@ -29,8 +29,8 @@ unused triangle, NaN where the kernel reported failure, 0-based pivots) happens 
 lowering, so every primitive's output is the same on both platforms.
 
 Primitives: ``cholesky``, ``triangular_solve``, ``lu`` (with pivots and permutation), ``qr``,
-``eigh``, ``svd``, ``eig`` (no derivative: JAX has none either for eigenvectors of
-non-symmetric matrices beyond eigenvalues).
+``eigh``, ``svd``, ``eig`` (eigenvector derivatives behind ``enable_eigvec_derivs``, as
+JAX's). Every derivative is JAX's (``tests/linalg/test_grad_vs_jax.py`` compares them).
 
 Example:
     >>> a = jnp.array([[2.0, 1.0], [1.0, 2.0]])
@@ -352,11 +352,19 @@ cholesky_p.def_batch(vectorized_batcher(cholesky_p))
 def cholesky(x, symmetrize_input=True):
     """The lower Cholesky factor ``L`` of a Hermitian positive-definite ``x`` (``x = L L^H``).
 
-    Only the lower triangle is read unless ``symmetrize_input`` (the default) averages ``x``
-    with its conjugate transpose first. Rows/batches that are not positive definite give NaN.
+    As in JAX, ``symmetrize_input`` (the default) factors ``(x + x^H) / 2``: the derivative
+    along a tangent is that along its Hermitian part, and gradients are Hermitian. With
+    ``symmetrize_input=False`` only the lower triangle of ``x`` is read and the derivative
+    rule applies to the whole tangent. Matrices that are not positive definite give NaN.
 
     Example:
-        >>> L = lax.linalg.cholesky(jnp.array([[4., 2.], [2., 3.]]))
+        >>> x = jnp.array([[4., 2.], [2., 3.]])
+        >>> lax.linalg.cholesky(x)
+        Array([[2.       , 0.       ],
+               [1.       , 1.4142135]], dtype=float32)
+        >>> funcgrad.grad(lambda x: lax.linalg.cholesky(x).sum())(x)   # symmetric
+        Array([[0.21338835, 0.07322331],
+               [0.07322331, 0.35355335]], dtype=float32)
     """
     _check_matrix("cholesky", aval_of(x), square=True)
     if symmetrize_input:
@@ -365,7 +373,13 @@ def cholesky(x, symmetrize_input=True):
 
 
 def symmetrize(x):
-    """``(x + x^H) / 2``. Example: ``lax.linalg.symmetrize(a)``."""
+    """``(x + x^H) / 2``, the Hermitian part of ``x``.
+
+    Example:
+        >>> lax.linalg.symmetrize(jnp.array([[1.0, 4.0], [0.0, 2.0]]))
+        Array([[1., 2.],
+               [2., 2.]], dtype=float32)
+    """
     xt = _mT(x)
     if dtypes.is_complex(aval_of(x).dtype):
         xt = lax.conj(xt)
@@ -742,21 +756,48 @@ def _qr_jvp(primals, tangents, full_matrices):
         return [q, r], [_zero_out(aval_of(q)), _zero_out(aval_of(r))]
     aval = aval_of(a)
     m, n = aval.shape[-2:]
-    if m < n or (full_matrices and m > n):
-        raise TypeError(f"lax.linalg.qr: differentiation needs m >= n (and "
-                        f"full_matrices=False when m > n), got {aval.str_short()} with "
-                        f"full_matrices={full_matrices}")
+    if m < n:
+        # a = [a1 a2] with a1 square: q r1 = a1 is a square QR, and r2 = q^H a2 follows.
+        dq, dr1 = _thin_qr_jvp(q, _slice_mat(r, 0, m, 0, m), _slice_mat(da, 0, m, 0, m))
+        dr2 = lax.add(_mm(_H(dq), _slice_mat(a, 0, m, m, n)),
+                      _mm(_H(q), _slice_mat(da, 0, m, m, n)))
+        return [q, r], [dq, lax.concatenate([dr1, dr2], aval.ndim - 1)]
+    if not full_matrices or m == n:
+        dq, dr = _thin_qr_jvp(q, r, da)
+        return [q, r], [dq, dr]
+    # Tall with the complete q = [q1 q2] (m x n and m x (m - n)): q1 and the top of r as in
+    # the thin case; q2 is fixed by the Householder construction, whose derivative
+    # (Roberts & Roberts, arXiv:2409.13374, eqs. 32-33) uses Z = q1[n:] (q1[:n] - I)^-1.
+    nb = aval.ndim - 2
+    q1 = _slice_mat(q, 0, m, 0, n)
+    dq1, dr = _thin_qr_jvp(q1, _slice_mat(r, 0, n, 0, n), da)
+    q_top, q_bot = _slice_mat(q1, 0, n, 0, n), _slice_mat(q1, n, m, 0, n)
+    dq_top, dq_bot = _slice_mat(dq1, 0, n, 0, n), _slice_mat(dq1, n, m, 0, n)
+    shifted = lax.sub(q_top, _eye_like(aval_of(q_top).shape, aval.dtype))
+    z_h = solve(_H(shifted), _H(q_bot))                      # Z^H, n x (m - n)
+    z = _H(z_h)
+    q2 = _slice_mat(q, 0, m, n, m)
+    dq2 = lax.sub(_mm(dq1, z_h),
+                  _mm(lax.add(q1, _mm(q2, z)), _H(lax.sub(dq_bot, _mm(z, dq_top)))))
+    zeros = lax.full(aval.shape[:nb] + (m - n, n), 0, aval.dtype)
+    return [q, r], [lax.concatenate([dq1, dq2], nb + 1), lax.concatenate([dr, zeros], nb)]
+
+
+def _thin_qr_jvp(q, r, da):
+    """Tangents of ``q`` (m x n) and ``r`` (n x n, invertible) of a thin QR, m >= n."""
+    dt = aval_of(q).dtype
     dx_rinv = triangular_solve(r, da, left_side=False, lower=False)
     qt_dx_rinv = _mm(_H(q), dx_rinv)
     low = _tri(qt_dx_rinv, lower=True, k=-1)
     do = lax.sub(low, _H(low))
-    if dtypes.is_complex(aval.dtype):
+    if dtypes.is_complex(dt):
+        # LAPACK's r has a real diagonal: the imaginary part of diag(q^H dx r^-1) is q's
         im = lax.imag(_diag(qt_dx_rinv))
         zero = lax.full(aval_of(im).shape, 0, aval_of(im).dtype)
         do = lax.add(do, _from_diag(lax.complex(zero, im)))
     dq = lax.add(_mm(q, do), lax.sub(dx_rinv, _mm(q, qt_dx_rinv)))
     dr = _mm(lax.sub(qt_dx_rinv, do), r)
-    return [q, r], [dq, dr]
+    return dq, dr
 
 
 qr_p.def_jvp(_qr_jvp)
@@ -1001,7 +1042,8 @@ eig_p = Primitive("eig", multiple_results=True)
 
 
 @eig_p.def_abstract_eval
-def _eig_abstract(a, compute_left_eigenvectors, compute_right_eigenvectors):
+def _eig_abstract(a, compute_left_eigenvectors, compute_right_eigenvectors,
+                  enable_eigvec_derivs):
     _check_matrix("eig", a, square=True)
     cdt = dtypes.complex128 if a.dtype in (dtypes.float64, dtypes.complex128) else \
         dtypes.complex64
@@ -1015,7 +1057,8 @@ def _eig_abstract(a, compute_left_eigenvectors, compute_right_eigenvectors):
     return outs
 
 
-def _eig_lowering(ctx, a, compute_left_eigenvectors, compute_right_eigenvectors):
+def _eig_lowering(ctx, a, compute_left_eigenvectors, compute_right_eigenvectors,
+                  enable_eigvec_derivs):
     family = _kernel_family(ctx, "eig")
     aval = ctx.avals_in[0].strip_weak()
     w_aval = ctx.avals_out[0]
@@ -1123,30 +1166,59 @@ def _unpack_conjugate_pairs(w, v):
 eig_p.def_lowering(_eig_lowering)
 
 
-def _eig_jvp(primals, tangents, compute_left_eigenvectors, compute_right_eigenvectors):
+def _eig_jvp(primals, tangents, compute_left_eigenvectors, compute_right_eigenvectors,
+             enable_eigvec_derivs):
     (a,), (da,) = primals, tangents
-    outs = eig_p.bind(a, compute_left_eigenvectors=compute_left_eigenvectors,
-                      compute_right_eigenvectors=compute_right_eigenvectors)
+    params = dict(compute_left_eigenvectors=compute_left_eigenvectors,
+                  compute_right_eigenvectors=compute_right_eigenvectors,
+                  enable_eigvec_derivs=enable_eigvec_derivs)
+    vectors = compute_left_eigenvectors or compute_right_eigenvectors
+    if vectors and not enable_eigvec_derivs:
+        raise NotImplementedError(
+            "lax.linalg.eig: the derivative of eigenvectors of a non-symmetric matrix holds "
+            "only for distinct eigenvalues, which cannot be checked while tracing; as JAX, "
+            "pass enable_eigvec_derivs=True to lax.linalg.eig to opt in (or differentiate "
+            "eigenvalues only: compute_left_eigenvectors=False, "
+            "compute_right_eigenvectors=False, or numpy.linalg.eigvals)")
+    outs = eig_p.bind(a, **params)
     if ad_util.is_zero(da):
         return outs, [_zero_out(aval_of(o)) for o in outs]
+    if compute_right_eigenvectors:
+        w, vr = outs[0], outs[-1]
+    else:
+        w, vr = eig_p.bind(a, compute_left_eigenvectors=False, compute_right_eigenvectors=True,
+                           enable_eigvec_derivs=enable_eigvec_derivs)
+    da_c = _to(da, aval_of(w).dtype)
+    dw, dvr = _eig_vectors_jvp(w, vr, da_c)
+    tangents_out = [dw]
     if compute_left_eigenvectors:
-        raise TypeError("lax.linalg.eig: differentiation of left eigenvectors is not "
-                        "supported; use compute_left_eigenvectors=False")
-    w, vr = eig_p.bind(a, compute_left_eigenvectors=False, compute_right_eigenvectors=True)
-    cdt = aval_of(w).dtype
-    da_c = _to(da, cdt)
-    vinv_da_v = solve(vr, _mm(da_c, vr))
-    dw = _diag(vinv_da_v)
-    if not compute_right_eigenvectors:
-        return outs, [dw]
-    shape = aval_of(vr).shape
-    eye = _eye_like(shape, cdt)
+        tangents_out.append(_eig_vectors_jvp(lax.conj(w), outs[1], _H(da_c))[1])
+    if compute_right_eigenvectors:
+        tangents_out.append(dvr)
+    return outs, tangents_out
+
+
+def _eig_vectors_jvp(w, v, da):
+    """Tangents of the eigenvalues ``w`` and unit eigenvectors ``v`` (columns) of ``a`` along
+    ``da`` (first-order perturbation theory, distinct eigenvalues). ``dv_j = u_j + c_j v_j``
+    with ``c_j`` free; LAPACK's normalisation (unit 2-norm, largest-magnitude component real)
+    fixes it: ``c_j = -Re(v_j^H u_j) - i Im(u_kj) / v_kj`` with ``k = argmax_i |v_ij|``."""
+    shape = aval_of(v).shape
+    dt = aval_of(v).dtype
+    col_axis = len(shape) - 2
+    p = solve(v, _mm(da, v))                      # v^-1 da v
+    dw = _diag(p)
+    eye = _eye_like(shape, dt)
     F = _safe_reciprocal_offdiag(lax.sub(_row(w, shape), _col(w, shape)), eye)
-    dv = _mm(vr, lax.mul(F, vinv_da_v))
-    # keep the columns unit-norm: remove the component along v of Re(v^H dv)
-    proj = lax.reduce_sum(lax.mul(lax.conj(vr), dv), (len(shape) - 2,))
-    dv = lax.sub(dv, lax.mul(vr, _row(_to(lax.real(proj), cdt), shape)))
-    return outs, [dw, dv]
+    u = _mm(v, lax.mul(F, p))
+    biggest = lax.argmax(lax.abs(v), col_axis, np.int32)
+    rows = lax.broadcasted_iota(np.int32, shape, col_axis)
+    pick = _to(lax.eq(rows, lax.broadcast_in_dim(
+        biggest, shape, tuple(d for d in range(len(shape)) if d != col_axis))), dt)
+    re = lax.neg(lax.real(lax.reduce_sum(lax.mul(lax.conj(v), u), (col_axis,))))
+    im = lax.neg(lax.div(lax.imag(lax.reduce_sum(lax.mul(pick, u), (col_axis,))),
+                         lax.real(lax.reduce_sum(lax.mul(pick, v), (col_axis,)))))
+    return dw, lax.add(u, lax.mul(v, _row(lax.complex(re, im), shape)))
 
 
 eig_p.def_jvp(_eig_jvp)
@@ -1154,7 +1226,8 @@ eig_p.def_jvp(_eig_jvp)
 eig_p.def_batch(vectorized_batcher(eig_p))
 
 
-def eig(x, compute_left_eigenvectors=True, compute_right_eigenvectors=True):
+def eig(x, compute_left_eigenvectors=True, compute_right_eigenvectors=True,
+        enable_eigvec_derivs=False):
     """Eigendecomposition of a general square matrix: ``[w, vl?, vr?]``, complex.
 
     Right eigenvectors satisfy ``x @ vr == vr * w``; left ones ``vl^H @ x == w[:, None] * vl^H``;
@@ -1162,13 +1235,18 @@ def eig(x, compute_left_eigenvectors=True, compute_right_eigenvectors=True):
     the left ones come from ``inv(vr)`` (unit norm, largest component real and positive): skip
     them with ``compute_left_eigenvectors=False`` when only ``vr`` is needed.
 
+    Eigenvalues are differentiable. As in JAX, differentiating eigenvectors raises unless
+    ``enable_eigvec_derivs=True``: their derivative holds only for distinct eigenvalues (not
+    checked) and follows LAPACK's normalisation (unit norm, largest component real).
+
     Example:
         >>> w, vl, vr = lax.linalg.eig(jnp.array([[0.0, -1.0], [1.0, 0.0]]))   # a rotation
         >>> w
         Array([0.+1.j, 0.-1.j], dtype=complex64)
     """
     return eig_p.bind(x, compute_left_eigenvectors=bool(compute_left_eigenvectors),
-                      compute_right_eigenvectors=bool(compute_right_eigenvectors))
+                      compute_right_eigenvectors=bool(compute_right_eigenvectors),
+                      enable_eigvec_derivs=bool(enable_eigvec_derivs))
 
 
 # --- schur -----------------------------------------------------------------------------------
@@ -1225,7 +1303,10 @@ def schur(x):
     (LAPACK's ``gees``); not differentiable (the decomposition is not unique).
 
     Example:
+        >>> a = jnp.array([[1.0, 2.0], [3.0, 4.0]])
         >>> t, z = lax.linalg.schur(a)
+        >>> bool(jnp.allclose(z @ t @ z.T, a, atol=1e-5)), bool(abs(t[1, 0]) < 1e-6)
+        (True, True)
     """
     _check_matrix("schur", aval_of(x), square=True)
     return schur_p.bind(x)

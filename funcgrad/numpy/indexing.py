@@ -2,17 +2,25 @@
 
 Static ints and slices become ``slice``/``rev``/``squeeze``; integer arrays and traced integers
 become one ``gather`` (NumPy's rules for where the advanced-index axes go); boolean masks work
-on concrete arrays (their result shape depends on the values). Traced indices are clamped into
-bounds, as in JAX.
+on concrete arrays (their result shape depends on the values).
+
+Out-of-bounds indices never raise by default, as in JAX, static or traced: ``x[idx]`` and
+``x.at[idx].get()`` clamp each index into its axis, ``take``/``take_along_axis`` fill, and
+``x.at[idx].set/add/...`` drop the update (``mode=`` picks another rule). With
+``funcgrad.config.debug_checks`` on, those default rules raise ``IndexError`` instead: at once
+for concrete indices, when the compiled code runs (a host callback) for traced ones.
 """
 import builtins
+import functools
 
 import numpy as np
 
 from funcgrad import lax
+from funcgrad.config import config
 from funcgrad.core import dtypes
 from funcgrad.core.interpreters import Tracer, Value
 from funcgrad.core.values import aval_of
+from funcgrad.lax.callbacks import debug_callback
 from funcgrad.numpy._util import broadcast_shapes, broadcast_to_shape, canonicalize_axis
 
 
@@ -26,7 +34,7 @@ def _is_array_index(i):
 
 def _as_index_array(i):
     from funcgrad.numpy.creation import asarray
-    if isinstance(i, list):
+    if isinstance(i, (int, np.integer, list, tuple)) and not isinstance(i, bool):
         i = np.asarray(i)
         if i.size == 0:
             i = i.astype(np.int32)
@@ -96,8 +104,47 @@ def _has_advanced(entries):
                         for e in entries)
 
 
+# --- the checking switch (config.debug_checks) ----------------------------------------------
+def _raise_if_out_of_bounds(values, fname, axis, n, otherwise):
+    """Raise ``IndexError`` if a value of the integer array ``values`` is outside ``-n..n-1``."""
+    v = np.asarray(values)
+    bad = (v < -n) | (v >= n)
+    if bad.any():
+        raise IndexError(f"{fname}: index {v[bad].flat[0].item()} is out of bounds for axis "
+                         f"{axis} with size {n} (raised because funcgrad.config.debug_checks is "
+                         f"on; with it off, as in JAX, {otherwise})")
+
+
+def _check_index(fname, x_aval, idx, otherwise, axis_of=None):
+    """With ``config.debug_checks`` on, raise ``IndexError`` for an out-of-bounds integer in
+    ``idx`` (an index of an array of ``x_aval``): now for concrete indices, when the compiled
+    code runs for traced ones. ``axis_of`` fixes the axis for a single index array (take)."""
+    if not config.debug_checks:
+        return
+    shape = x_aval.shape
+    if axis_of is not None:
+        pairs = [(idx, axis_of)]
+    else:
+        entries, axes = _entries_with_axes(shape, idx)
+        pairs = [(e, ax) for e, ax in zip(entries, axes)
+                 if ax is not None and not isinstance(e, slice)]
+    for e, ax in pairs:
+        check = functools.partial(_raise_if_out_of_bounds, fname=fname, axis=ax, n=shape[ax],
+                                  otherwise=otherwise)
+        if isinstance(e, Tracer):
+            debug_callback(check, e)
+        else:
+            check(e)
+
+
 def getitem(x, idx):
     """``x[idx]`` with NumPy semantics (see the module docstring)."""
+    if config.debug_checks:
+        _check_index("Array.__getitem__", aval_of(x), idx, "the index is clamped into bounds")
+    return _getitem(x, idx)
+
+
+def _getitem(x, idx):
     fname = "Array.__getitem__"
     av = aval_of(x)
     entries = _expand(fname, idx, av.ndim)
@@ -117,10 +164,11 @@ def getitem(x, idx):
     for axis, (e, n) in enumerate(zip(entries, shape)):
         if _is_int_scalar(e):
             i = int(e)
-            if not -n <= i < n:
+            if n == 0:
                 raise IndexError(f"{fname}: index {i} is out of bounds for axis {axis} with size "
-                                 f"{n}")
-            i %= n
+                                 f"0")
+            # as JAX: negative indices count from the end once, then clamp into the axis
+            i = builtins.min(builtins.max(i + n if i < 0 else i, 0), n - 1)
             if has_advanced:
                 starts.append(0), limits.append(n), strides.append(1)
                 advanced[axis] = np.asarray(i, np.int32)
@@ -235,7 +283,11 @@ def take(a, indices, axis=None, mode=None, fill_value=None):
         axis = 0
     av = aval_of(a)
     axis = canonicalize_axis("take", axis, av.ndim)
-    gather_mode, idx = _take_mode("take", mode, _as_index_array(indices), av.shape[axis])
+    idx = _as_index_array(indices)
+    if mode is None:
+        _check_index("take", av, idx, "fill_value is returned there",
+                     axis_of=axis)
+    gather_mode, idx = _take_mode("take", mode, idx, av.shape[axis])
     idx = lax.convert_element_type(idx, dtypes.int32)
     ishape = aval_of(idx).shape
     dnums = lax.GatherDimensionNumbers(
@@ -273,6 +325,9 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
                          f"the rank of arr {av.str_short()}")
     shape = tuple(builtins.max(a, b) if i != axis else b
                   for i, (a, b) in enumerate(zip(av.shape, iav.shape)))
+    if mode is None:
+        _check_index("take_along_axis", av, idx, "fill_value is returned there",
+                     axis_of=axis)
     gather_mode, idx = _take_mode("take_along_axis", mode, idx, av.shape[axis])
     idx = broadcast_to_shape(lax.convert_element_type(idx, dtypes.int32), shape)
     parts = []
@@ -295,7 +350,7 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
 # Out-of-bounds handling (``mode``), as JAX:
 #   updates: "drop" (default; also "fill") skip updates at out-of-bounds positions, "clip" and
 #            "promise_in_bounds" clamp each index into its axis;
-#   get:     None (default) is ``x[idx]`` (array indices clamp, static ints are checked),
+#   get:     None (default) is ``x[idx]`` (every index clamps; ``config.debug_checks`` raises),
 #            "clip"/"promise_in_bounds" clamp every index, "fill" gives ``fill_value`` (NaN for
 #            inexact types, the minimum of signed, the maximum of unsigned ints, True for bool).
 # Negative indices count from the end once (-n..-1), as NumPy; anything beyond is out of bounds.
@@ -306,7 +361,7 @@ def _flat_positions(shape, idx):
     """The flat (row-major) positions of the elements ``idx`` selects in an array of ``shape``."""
     size = int(np.prod(shape, dtype=np.int64))
     iota = lax.reshape(lax.iota(dtypes.int32, size), shape)
-    return getitem(iota, idx)
+    return _getitem(iota, idx)
 
 
 def _entries_with_axes(shape, idx):
@@ -402,7 +457,7 @@ def _checked_positions(shape, idx):
             i = lax.convert_element_type(_normalize_negative(e, n), dtypes.int32)
             i = lax.clamp(np.int32(-1), i, np.int32(n))
             out.append(lax.add(i, lax.full(aval_of(i).shape, 1, dtypes.int32)))
-    return getitem(padded, _rewritten(entries, out))
+    return _getitem(padded, _rewritten(entries, out))
 
 
 def _bad_mode(mode):
@@ -427,12 +482,13 @@ def gather_with_mode(x, idx, mode=None, fill_value=None):
     x = asarray(x)
     av = aval_of(x)
     if mode is None:
-        return getitem(x, idx)
+        _check_index("Array.at[...].get", av, idx, "the index is clamped into bounds")
+        return _getitem(x, idx)
     if mode in ("clip", "promise_in_bounds", "drop") or not _needs_bounds_check(av.shape, idx):
         if mode == "drop":
             mode = "fill"
         else:
-            return getitem(x, _clamped_index(av.shape, idx))
+            return _getitem(x, _clamped_index(av.shape, idx))
     positions = _checked_positions(av.shape, idx)
     pshape = aval_of(positions).shape
     valid = lax.ge(positions, lax.full(pshape, 0, dtypes.int32))
@@ -503,6 +559,8 @@ def scatter_update(x, idx, values, kind, mode=None):
         _bad_mode(mode)
     x = asarray(x)
     av = aval_of(x)
+    if mode is None:
+        _check_index(f"Array.at[...].{kind}", av, idx, "the update is dropped")
     values = values if isinstance(values, Value) else asarray(values)
     mask = _single_mask(x, idx)
     if mask is not None:
@@ -551,8 +609,9 @@ class _IndexUpdateRef:
 
     ``mode`` picks what happens to out-of-bounds indices: updates drop them by default
     ("drop"), or clamp them ("clip"); ``get`` clamps (default, "clip") or returns
-    ``fill_value`` ("fill"). A boolean mask index works under jit when the values broadcast to
-    the unmasked axes (it becomes a ``where``).
+    ``fill_value`` ("fill", "drop"), as JAX. With ``funcgrad.config.debug_checks`` on, the
+    default modes raise ``IndexError`` for an out-of-bounds index instead. A boolean mask index
+    works under jit when the values broadcast to the unmasked axes (it becomes a ``where``).
 
     Example:
         >>> x = jnp.zeros(3)

@@ -108,10 +108,13 @@ def _matmul(a, b):
 
 
 # --- decompositions --------------------------------------------------------------------------
-def cholesky(a, *, upper=False, symmetrize_input=False):
+def cholesky(a, *, upper=False, symmetrize_input=True):
     """Cholesky factor of Hermitian positive-definite matrices: lower ``L`` with
-    ``a = L @ L^H`` (``upper=True``: ``U = L^H``). Only the lower triangle is read (unless
-    ``symmetrize_input``); non-positive-definite inputs give NaN.
+    ``a = L @ L^H`` (``upper=True``: ``U = L^H``); non-positive-definite inputs give NaN.
+
+    As in JAX, ``symmetrize_input`` (the default) factors the Hermitian part
+    ``(a + a^H) / 2``, so the derivative along any tangent is that of its Hermitian part
+    and the gradient is Hermitian; ``symmetrize_input=False`` reads the lower triangle only.
 
     Example:
         >>> jnp.linalg.cholesky(jnp.array([[4.0, 2.0], [2.0, 3.0]]))

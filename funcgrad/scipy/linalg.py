@@ -58,7 +58,10 @@ def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
                [1.       , 1.4142135]], dtype=float32)
     """
     a = _matrix("cholesky", a)
-    low = _la.cholesky(a)
+    # As JAX: no symmetrization. The lower factor reads a's lower triangle, the upper one its
+    # upper triangle (the lower triangle of a^H); the derivative is the factorization's own
+    # (along the whole tangent), not that of a Hermitian part.
+    low = _la.cholesky(a if lower else _H(a), symmetrize_input=False)
     return low if lower else _H(low)
 
 
@@ -178,10 +181,23 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
                          f"got {assume_a!r}")
     a = _matrix("solve", a)
     if assume_a in ("pos", "positive definite"):
-        keep = jnp.tri(a.shape[-1], dtype=bool)
-        full = jnp.where(keep if lower else keep.T, a, _H(a))
-        return cho_solve(cho_factor(full, lower=True), b)
+        return _solve_pos(a, jnp.asarray(b), bool(lower))
     return _nla.solve(a, b)
+
+
+def _solve_pos(a, b, lower):
+    """``solve(a, b, assume_a="pos")``: the values come from the Cholesky factor of ``a``'s
+    ``lower`` (or upper) triangle, the derivative is that of ``a^-1 b`` for the whole ``a``
+    (``dx = a^-1 (db - da x)``), as JAX's (a linear solve that reuses the factor)."""
+    factors = cho_factor(lax.stop_gradient(a), lower=lower)
+    x = cho_solve(factors, lax.stop_gradient(b))
+    # zero-valued terms that carry the derivative: d/db = a^-1 db, d/da = -a^-1 da x
+    vec = b.ndim == 1
+    xm = x[..., None] if vec else x
+    bm = b[..., None] if vec else b
+    resid = (bm - lax.stop_gradient(bm)) - (a - lax.stop_gradient(a)) @ lax.stop_gradient(xm)
+    dx = cho_solve(factors, resid)
+    return x + (dx[..., 0] if vec else dx)
 
 
 def eigh(a, b=None, lower=True, eigvals_only=False, overwrite_a=False, overwrite_b=False,

@@ -204,4 +204,9 @@ def test_eig_vector_grads():
     a = rng.standard_normal((3, 3))
     a = a @ a.T + np.diag([1.0, 2.0, 3.0]) + 0.3 * rng.standard_normal((3, 3))
     assert np.isreal(np.linalg.eigvals(a)).all()      # real, distinct eigenvalues
-    check_grads(lambda x: jnp.real(L.eig(x)[1]), (a,), order=1, atol=1e-4, rtol=1e-4)
+    vectors = lambda x: funcgrad.lax.linalg.eig(  # noqa: E731
+        x, compute_left_eigenvectors=False, enable_eigvec_derivs=True)[1]
+    check_grads(lambda x: jnp.real(vectors(x)), (a,), order=1, atol=1e-4, rtol=1e-4)
+    # as JAX: numpy.linalg.eig's eigenvectors are not differentiated without the opt-in
+    with pytest.raises(NotImplementedError, match="enable_eigvec_derivs=True"):
+        funcgrad.grad(lambda x: jnp.real(L.eig(x)[1]).sum())(a)
