@@ -142,7 +142,7 @@ def test_jit_of_pmap_runs_the_pmap_as_its_own_program():
     closed = funcgrad.make_jaxpr(step)(jnp.asarray(x), jnp.asarray(w))
     assert spmd.runs_in_pieces(closed.eqns[0].params["jaxpr"])
     compiled = step.lower(jnp.asarray(x), jnp.asarray(w)).compile()
-    pieces = compiled.loaded.hlo_modules()
+    pieces = compiled.executable.loaded.hlo_modules()
     assert len(pieces) == 2      # the code before the pmap and the code after it
 
 
