@@ -11,11 +11,12 @@ Example:
     (False, 1)
 """
 from funcgrad.distributed.runtime import (CoordinatorUnreachableError, DistributedError,
+                                          ProcessLostError,
                                           coordinator_address, environment_source, initialize,
                                           is_initialized, shutdown)
 from funcgrad.lowering.backend import device_count, devices, local_devices, process_count
 from funcgrad.lowering.backend import process_index
 
 __all__ = ["initialize", "shutdown", "is_initialized", "coordinator_address",
-           "environment_source", "DistributedError", "CoordinatorUnreachableError",
+           "environment_source", "DistributedError", "CoordinatorUnreachableError", "ProcessLostError",
            "process_index", "process_count", "devices", "local_devices", "device_count"]

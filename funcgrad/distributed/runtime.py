@@ -11,6 +11,8 @@ Example:
     False
 """
 import atexit
+import ctypes
+import sys
 import threading
 
 from funcgrad.distributed import cluster
@@ -29,6 +31,15 @@ class CoordinatorUnreachableError(DistributedError):
     """No coordination service answered at the coordinator address in time."""
 
 
+class ProcessLostError(DistributedError):
+    """Another process of the run stopped answering (it died, was killed, or hangs); raised in
+    this process's main thread within ``heartbeat_timeout`` of its last sign of life."""
+
+    def __init__(self, message, lost=()):
+        super().__init__(message)
+        self.lost = tuple(lost)
+
+
 class _State:
     def __init__(self):
         self.lock = threading.Lock()
@@ -36,7 +47,9 @@ class _State:
         self.client = None
         self.coordinator_address = None
         self.source = None
-        self.lost = None   # what the coordination service reported when contact was lost
+        self.shutdown_timeout = DEFAULT_SHUTDOWN_TIMEOUT
+        self.watchdog = None
+        self.failure = None   # the ProcessLostError message, once a process was lost
 
 
 _state = _State()
@@ -101,9 +114,61 @@ def _reason(exc):
 
 
 def _lost_contact(status=None):
-    # jaxlib calls this from its own thread when the coordination service reports an error (a
-    # missed heartbeat, a process lost); without it the runtime would abort the process.
-    _state.lost = status
+    # Given to jaxlib so that a failed connect raises instead of aborting the process. (After
+    # connect, jaxlib cannot pass its status to Python and terminates the process when it calls
+    # this: that happens when the coordination service itself, process 0, goes away.)
+    _state.failure = _state.failure or f"lost the coordination service: {status}"
+
+
+def _raise_in_main_thread(error_class):
+    # the exception is raised in the main thread at its next Python instruction
+    ident = threading.main_thread().ident
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident),
+                                               ctypes.py_object(error_class))
+
+
+class _Watchdog(threading.Thread):
+    """Asks the coordination service which processes are alive, again and again; when one is
+    missing, makes the main thread raise ProcessLostError naming it.
+
+    The question is answered once every live process has asked it (a process silent for
+    ``heartbeat_timeout`` counts as dead), so every process runs this thread."""
+
+    def __init__(self, client, process_id, num_processes, interval):
+        super().__init__(name="funcgrad-distributed-watchdog", daemon=True)
+        self.client, self.process_id, self.num_processes = client, process_id, num_processes
+        self.interval = interval
+        self.stopped = threading.Event()
+
+    def run(self):
+        everyone = list(range(self.num_processes))
+        while not self.stopped.is_set():
+            try:
+                live = self.client.get_live_nodes(everyone)
+            except Exception as exc:
+                if not self.stopped.is_set():
+                    self._lost((), f"lost contact with the coordination service ({exc})")
+                return
+            lost = sorted(set(everyone) - set(live))
+            if self.stopped.is_set():
+                return
+            if lost:
+                self._lost(lost, f"process{'es' if len(lost) > 1 else ''} "
+                                 f"{', '.join(map(str, lost))} of {self.num_processes} stopped "
+                                 "answering (died, was killed, or hangs)")
+                return
+            self.stopped.wait(self.interval)
+
+    def _lost(self, lost, what):
+        message = (f"funcgrad.distributed (process {self.process_id}): {what}; the run cannot go "
+                   "on (coordinator " f"{_state.coordinator_address})")
+        _state.failure = message
+
+        class Lost(ProcessLostError):
+            def __init__(self):
+                super().__init__(message, lost)
+        Lost.__name__ = Lost.__qualname__ = "ProcessLostError"
+        _raise_in_main_thread(Lost)
 
 
 def initialize(coordinator_address=None, num_processes=None, process_id=None,
@@ -155,7 +220,7 @@ def initialize(coordinator_address=None, num_processes=None, process_id=None,
             try:
                 service = _jax.get_distributed_runtime_service(
                     _bind_address(address), count, heartbeat_timeout=int(heartbeat_timeout),
-                    shutdown_timeout=int(shutdown_timeout))
+                    shutdown_timeout=int(shutdown_timeout), recoverable=True)
             except Exception as exc:
                 raise DistributedError(
                     f"funcgrad.distributed.initialize: process 0 could not start the "
@@ -182,7 +247,13 @@ def initialize(coordinator_address=None, num_processes=None, process_id=None,
             client, pid, count, float(initialization_timeout)))
         _state.service, _state.client = service, client
         _state.coordinator_address, _state.source = address, source
-    atexit.register(shutdown)
+        _state.failure = None
+        if count > 1:
+            _state.watchdog = _Watchdog(client, pid, count,
+                                        interval=min(1.0, heartbeat_timeout / 4))
+            _state.watchdog.start()
+        _state.shutdown_timeout = shutdown_timeout
+    atexit.register(_shutdown_at_exit)
 
 
 def shutdown():
@@ -194,16 +265,32 @@ def shutdown():
     Example:
         >>> funcgrad.distributed.shutdown()   # not initialized: nothing to do
     """
+    _leave(wait_for_others=True)
+
+
+def _shutdown_at_exit():
+    # after an uncaught exception (or a lost process) nobody waits for this one: leave at once
+    _leave(wait_for_others=_state.failure is None and getattr(sys, "last_value", None) is None)
+
+
+def _leave(wait_for_others):
     with _state.lock:
-        client, service = _state.client, _state.service
-        _state.client = _state.service = None
+        client, service, watchdog = _state.client, _state.service, _state.watchdog
+        _state.client = _state.service = _state.watchdog = None
         if client is None:
             return
+        if watchdog is not None:
+            watchdog.stopped.set()
         try:
-            client.shutdown()
+            if wait_for_others and _state.failure is None:
+                client.wait_at_barrier("funcgrad_shutdown",
+                                       int(_state.shutdown_timeout * 1000))
         finally:
-            if service is not None:
-                service.shutdown()
+            try:
+                client.shutdown()
+            finally:
+                if service is not None:
+                    service.shutdown()
 
 
 def is_initialized():

@@ -99,3 +99,25 @@ def test_bad_arguments(kwargs, message, monkeypatch):
 def test_bad_address():
     with pytest.raises(ValueError, match="'host:port', got 'localhost'"):
         funcgrad.distributed.initialize("localhost", num_processes=1, process_id=0)
+
+
+@pytest.mark.slow
+def test_lost_process_raises_in_the_survivor():
+    port = procs.free_port()
+    processes = []
+    try:
+        for rank in range(2):
+            processes.append(procs.start(["tests/distributed/lose_peer.py", "1"], procs.environment(
+                FUNCGRAD_CPU_DEVICES=2, MASTER_ADDR="127.0.0.1", MASTER_PORT=port, WORLD_SIZE=2,
+                RANK=rank)))
+        (code0, out0, err0), (code1, _, _) = procs.finish(processes, timeout=45)
+    finally:
+        procs.kill(processes)
+    assert code1 == 3                      # the one that died
+    assert code0 == 1, err0[-3000:]        # the survivor: an uncaught ProcessLostError
+    lost = next(line for line in out0.splitlines() if line.startswith("LOST"))
+    seconds = float(lost.split()[2])
+    assert seconds < 2 + 3 + 5             # died at 2 s, heartbeat_timeout=3, slack for load
+    assert "process 1 of 2 stopped answering" in lost and lost.endswith("(1,)")
+    assert f"127.0.0.1:{port}" in lost
+    assert "funcgrad.distributed.runtime.ProcessLostError" in err0
