@@ -10,6 +10,8 @@ Example:
     >>> funcgrad.distributed.is_initialized(), funcgrad.process_count()
     (False, 1)
 """
+from funcgrad.distributed.collectives import (all_reduce, broadcast_one_to_all,
+                                              process_allgather, sync_global_devices)
 from funcgrad.distributed.runtime import (CoordinatorUnreachableError, DistributedError,
                                           ProcessLostError,
                                           coordinator_address, environment_source, initialize,
@@ -17,6 +19,7 @@ from funcgrad.distributed.runtime import (CoordinatorUnreachableError, Distribut
 from funcgrad.lowering.backend import device_count, devices, local_devices, process_count
 from funcgrad.lowering.backend import process_index
 
-__all__ = ["initialize", "shutdown", "is_initialized", "coordinator_address",
+__all__ = ["all_reduce", "process_allgather", "broadcast_one_to_all", "sync_global_devices",
+           "initialize", "shutdown", "is_initialized", "coordinator_address",
            "environment_source", "DistributedError", "CoordinatorUnreachableError", "ProcessLostError",
            "process_index", "process_count", "devices", "local_devices", "device_count"]

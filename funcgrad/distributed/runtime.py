@@ -283,8 +283,14 @@ def _leave(wait_for_others):
             watchdog.stopped.set()
         try:
             if wait_for_others and _state.failure is None:
-                client.wait_at_barrier("funcgrad_shutdown",
-                                       int(_state.shutdown_timeout * 1000))
+                try:
+                    client.wait_at_barrier("funcgrad_shutdown",
+                                           int(_state.shutdown_timeout * 1000))
+                except Exception as exc:
+                    raise DistributedError(
+                        "funcgrad.distributed.shutdown: not every process reached shutdown "
+                        f"within shutdown_timeout={_state.shutdown_timeout} s (one may have "
+                        f"failed or still be working): {exc}") from None
         finally:
             try:
                 client.shutdown()

@@ -34,6 +34,14 @@ def _check(seen, port, source):
         assert view["source"] == source
         assert view["coordinator"] == f"127.0.0.1:{port}"
         assert view["eager"] == [rank + 0.0, rank + 1.0, rank + 2.0]
+        # process p sends [p + 1, 10 (p + 1)]: one contribution per process, not per device
+        assert view["reduce"] == {"sum": [3.0, 30.0], "mean": [1.5, 15.0], "max": [2.0, 20.0],
+                                  "min": [1.0, 10.0]}
+        assert view["int_sum"] == 5 + 6
+        assert view["gather"] == [[0, 1], [1, 2]]
+        assert view["gather_tiled"] == [[0], [1]]
+        assert view["broadcast"] == [7.0]
+        assert view["broadcast_from_1"] == [8]
 
 
 @pytest.mark.slow
