@@ -20,7 +20,7 @@ from funcgrad.lowering import backend
 
 DEFAULT_INITIALIZATION_TIMEOUT = 300   # seconds; as long as a slow cluster needs to start
 DEFAULT_HEARTBEAT_TIMEOUT = 30         # seconds without news before a process counts as lost
-DEFAULT_SHUTDOWN_TIMEOUT = 30          # seconds shutdown waits for the other processes
+DEFAULT_SHUTDOWN_TIMEOUT = 300         # seconds shutdown waits for the other processes
 
 
 class DistributedError(RuntimeError):

@@ -129,3 +129,20 @@ def test_lost_process_raises_in_the_survivor():
     assert "process 1 of 2 stopped answering" in lost and lost.endswith("(1,)")
     assert f"127.0.0.1:{port}" in lost
     assert "funcgrad.distributed.runtime.ProcessLostError" in err0
+
+
+@pytest.mark.slow
+def test_launcher_starts_a_run():
+    port = procs.free_port()
+    launcher = procs.start(["-m", "funcgrad.distributed.run", "--nproc-per-node", "2",
+                            "--master-port", str(port), "tests/distributed/worker.py"],
+                           procs.environment(FUNCGRAD_CPU_DEVICES=2))
+    [(code, out, err)] = procs.finish([launcher])
+    assert code == 0, err[-3000:]
+    seen = {}
+    for line in out.splitlines():
+        prefix, _, rest = line.partition(": ")
+        if rest.startswith("{"):
+            seen[prefix] = json.loads(rest)
+    assert sorted(seen) == ["[rank0]", "[rank1]"]
+    _check([seen["[rank0]"], seen["[rank1]"]], port, "torchrun")
