@@ -80,3 +80,4 @@ from funcgrad.nn.init import manual_seed  # noqa: E402
 from funcgrad import nn, optim  # noqa: E402,F401
 from funcgrad import profiler  # noqa: E402,F401  (profiler traces: docs/debugging.md)
 from funcgrad import quantization  # noqa: E402,F401  (PyTorch's quantization workflows)
+from funcgrad import distributed  # noqa: E402,F401  (many processes: docs/parallel.md)

@@ -14,6 +14,7 @@ Example:
     'cpu'
 """
 import contextlib
+import dataclasses
 import gc
 import sys
 import threading
@@ -118,6 +119,36 @@ def get_client(platform=None):
         return _clients[platform]
 
 
+@dataclasses.dataclass(frozen=True)
+class DistributedRuntime:
+    """This process's connection to the coordination service of a multi-process run
+    (``funcgrad.distributed.initialize`` makes it)."""
+    client: object             # jaxlib's DistributedRuntimeClient, connected
+    process_id: int
+    num_processes: int
+    initialization_timeout: float
+
+
+def attach_distributed(runtime):
+    """Make the clients of this process part of the multi-process run ``runtime`` (None: detach).
+
+    Only before the first client is made: a client's device set is fixed when it starts.
+    """
+    with _lock:
+        if _clients and runtime is not None:
+            raise RuntimeError(
+                "funcgrad.distributed.initialize must be called before funcgrad makes its first "
+                f"device client (already started: {sorted(_clients)}); call it at the top of the "
+                "program, before any array is created or any function is compiled")
+        cpu.CPU.distributed = runtime
+        _default.clear()
+
+
+def distributed_runtime():
+    """The DistributedRuntime attached to this process, or None in a single-process run."""
+    return cpu.CPU.distributed
+
+
 def _usable(platform):
     """Whether ``platform`` is installed and its client starts (a broken driver or no GPU
     makes it unusable, and the next platform is the default)."""
@@ -185,7 +216,23 @@ def devices(backend=None):
 
 
 def local_devices(backend=None):
+    """The devices of ``backend`` that this process drives (all of them in a one-process run).
+
+    Example:
+        >>> funcgrad.local_devices()
+        [CpuDevice(id=0)]
+    """
     return list(get_client(backend).local_devices())
+
+
+def process_index(backend=None):
+    """This process's index among the processes of the run (0 in a one-process run)."""
+    return get_client(backend).process_index()
+
+
+def process_count(backend=None):
+    """The number of processes whose devices form the run's global device set."""
+    return len({d.process_index for d in get_client(backend).devices()})
 
 
 def device_count(backend=None):
@@ -196,7 +243,7 @@ def default_device():
     """The device that new arrays and uncommitted computations go to."""
     device = _default.get("device")
     if device is None:
-        device = _default["device"] = devices()[0]
+        device = _default["device"] = local_devices()[0]
     return device
 
 

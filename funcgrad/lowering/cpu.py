@@ -33,9 +33,21 @@ class CpuPlatform(platforms.Platform):
     aliases = ("host",)
     priority = 0
     compile_options = CPU_COMPILE_OPTIONS
+    distributed = None   # a backend.DistributedRuntime once funcgrad.distributed.initialize ran
 
     def make_client(self, config):
-        return xc.make_cpu_client(num_devices=int(config.cpu_devices))
+        runtime = self.distributed
+        if runtime is None:
+            return xc.make_cpu_client(num_devices=int(config.cpu_devices))
+        # one process of many: the client learns the other processes' devices through the
+        # coordination service, and its collectives run over TCP with gloo
+        minutes = max(1, -(-int(runtime.initialization_timeout) // 60))
+        return xc.make_cpu_client(
+            num_devices=int(config.cpu_devices), distributed_client=runtime.client,
+            node_id=runtime.process_id, num_nodes=runtime.num_processes,
+            collectives=_jax.make_gloo_tcp_collectives(distributed_client=runtime.client),
+            get_local_topology_timeout_minutes=minutes,
+            get_global_topology_timeout_minutes=minutes)
 
     def register_custom_call(self, target, handler, api_version=1):
         _jax.register_custom_call_target(target, handler, "cpu", api_version=api_version)

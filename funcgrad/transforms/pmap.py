@@ -314,24 +314,26 @@ def local_device_count(backend_name=None):
     return len(backend.local_devices(backend_name))
 
 
-def process_index():
-    """This process's index among the processes of a multi-process run (0: one process).
+def process_index(backend_name=None):
+    """This process's index among the processes of a multi-process run (0: one process; see
+    ``funcgrad.distributed.initialize``).
 
     Example:
         >>> funcgrad.process_index()
         0
     """
-    return 0
+    return backend.process_index(backend_name)
 
 
-def process_count():
-    """The number of processes in the run (1: multi-process runs are not supported yet).
+def process_count(backend_name=None):
+    """The number of processes in the run (1 unless ``funcgrad.distributed.initialize`` joined
+    this process to others).
 
     Example:
         >>> funcgrad.process_count()
         1
     """
-    return 1
+    return backend.process_count(backend_name)
 
 
 __all__ = ["pmap", "PmapFunction", "local_device_count", "process_index", "process_count",

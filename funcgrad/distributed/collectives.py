@@ -1,0 +1,151 @@
+"""Eager collectives across the processes of a run, for metrics, logging and agreement.
+
+Each is one XLA program over the run's global devices (a ``pmap`` over ``funcgrad.devices()``
+whose body calls ``lax.psum``, ``lax.pmax``, ``lax.pmin`` or ``lax.all_gather``), fed by this
+process's local devices: the values travel through the platform's collectives (gloo over TCP on
+the CPU), never through a transport of funcgrad's own. Every process must make the same calls
+in the same order with values of the same shape and dtype. In a one-process run they compute
+over the local devices alone.
+
+Example:
+    >>> import funcgrad.distributed as dist
+    >>> dist.all_reduce(np.float32(3.0), op="max")   # one process: its own value
+    Array(3., dtype=float32)
+"""
+import functools
+import zlib
+
+import numpy as np
+
+from funcgrad import lax
+from funcgrad import numpy as jnp
+from funcgrad.core import dtypes
+from funcgrad.core.avals import ShapedArray
+from funcgrad.distributed.runtime import DistributedError
+from funcgrad.lowering import backend, sharding
+from funcgrad.lowering.array import device_put
+from funcgrad.transforms.pmap import pmap
+
+_AXIS = "processes"
+_BODIES = {"sum": lax.psum, "max": lax.pmax, "min": lax.pmin, "gather": lax.all_gather}
+OPS = ("sum", "mean", "max", "min")
+
+
+@functools.lru_cache(maxsize=None)
+def _program(kind, devices):
+    """The pmap over ``devices`` (cached) applying collective ``kind`` to each device's row."""
+    return pmap(functools.partial(_BODIES[kind], axis_name=_AXIS), axis_name=_AXIS,
+                devices=devices)
+
+
+def _host_value(x, fn):
+    value = np.asarray(x)
+    if value.dtype == object:
+        raise TypeError(f"funcgrad.distributed.{fn}: cannot send a {type(x).__name__} holding "
+                        "Python objects; pass an array or a number")
+    return value.astype(dtypes.canonicalize(value.dtype), copy=False)
+
+
+def _collective(kind, fn, value, first_only):
+    """Run collective ``kind`` over every device of the run. This process's first local device
+    holds ``value``; its other devices hold ``value`` too, or zeros when ``first_only`` (so a
+    sum counts each process once). Returns this process's (first local device's) result."""
+    devices = tuple(backend.devices())
+    me = backend.process_index()
+    local = [d for d in devices if d.process_index == me]
+    filler = np.zeros_like(value) if first_only else value
+    aval = ShapedArray((len(devices),) + value.shape, value.dtype, False)
+    bufs = [device_put((value if i == 0 else filler)[None], d)._buf
+            for i, d in enumerate(local)]
+    arr = sharding.assemble(aval, sharding.mapped_sharding(devices, aval.ndim, 0), bufs)
+    try:
+        out = _program(kind, devices)(arr)
+        row = np.asarray(out._buf._arrays[0])[0]
+    except Exception as exc:
+        raise DistributedError(
+            f"funcgrad.distributed.{fn}: the collective over {len(devices)} devices of "
+            f"{backend.process_count()} processes failed (value {value.dtype}{list(value.shape)}"
+            f"; every process must call it with the same shape and dtype): {exc}") from exc
+    return row, devices
+
+
+def all_reduce(x, op="sum"):
+    """``x`` reduced over the processes of the run: 'sum', 'mean', 'max' or 'min'. Every
+    process passes a value of the same shape and dtype and gets the same result (a 'mean' of
+    integers is a float, as ``jnp.mean`` gives).
+
+    Example:
+        >>> import funcgrad.distributed as dist
+        >>> dist.all_reduce(np.array([1.0, 2.0], np.float32), op="sum")   # one process
+        Array([1., 2.], dtype=float32)
+    """
+    if op not in OPS:
+        raise ValueError(f"funcgrad.distributed.all_reduce: op must be one of {list(OPS)}, "
+                         f"got {op!r}")
+    value = _host_value(x, "all_reduce")
+    row, _ = _collective("sum" if op == "mean" else op, "all_reduce", value,
+                         first_only=op in ("sum", "mean"))
+    result = jnp.asarray(row)
+    return result / backend.process_count() if op == "mean" else result
+
+
+def process_allgather(x, tiled=False):
+    """Every process's ``x``, stacked along a new leading axis in process order (or
+    concatenated along axis 0 when ``tiled``), on every process.
+
+    Example:
+        >>> import funcgrad.distributed as dist
+        >>> dist.process_allgather(np.array([5, 6], np.int32))   # one process
+        Array([[5, 6]], dtype=int32)
+    """
+    value = _host_value(x, "process_allgather")
+    rows, devices = _collective("gather", "process_allgather", value, first_only=False)
+    firsts, seen = [], set()
+    for i, d in enumerate(devices):   # one row per process: its first device's
+        if d.process_index not in seen:
+            seen.add(d.process_index)
+            firsts.append((d.process_index, i))
+    out = np.stack([rows[i] for _, i in sorted(firsts)])
+    if tiled:
+        if out.ndim < 2:
+            raise ValueError("funcgrad.distributed.process_allgather: tiled=True needs values "
+                             f"with at least one axis, got shape {value.shape}")
+        out = out.reshape((-1,) + out.shape[2:])
+    return jnp.asarray(out)
+
+
+def broadcast_one_to_all(x, is_source=None):
+    """The value ``x`` of the one source process (default: process 0), on every process. The
+    others' ``x`` only gives the shape and dtype.
+
+    Example:
+        >>> import funcgrad.distributed as dist
+        >>> dist.broadcast_one_to_all(np.array([1, 2], np.int32))   # one process: the source
+        Array([1, 2], dtype=int32)
+    """
+    if is_source is None:
+        is_source = backend.process_index() == 0
+    value = _host_value(x, "broadcast_one_to_all")
+    sources = int(all_reduce(np.int32(bool(is_source)), "sum"))
+    if sources != 1:
+        raise DistributedError(f"funcgrad.distributed.broadcast_one_to_all: {sources} processes "
+                               "said is_source=True; exactly one must")
+    sent = value if is_source else np.zeros_like(value)
+    row, _ = _collective("sum", "broadcast_one_to_all", sent, first_only=True)
+    return jnp.asarray(row)
+
+
+def sync_global_devices(name):
+    """Wait until every process reached the call with this ``name``; a process that reached a
+    call with a different name makes all of them raise DistributedError.
+
+    Example:
+        >>> import funcgrad.distributed as dist
+        >>> dist.sync_global_devices("after loading")   # one process: returns at once
+    """
+    digest = np.array(zlib.crc32(str(name).encode()) & 0x7FFFFFFF, np.int32)
+    low, _ = _collective("min", "sync_global_devices", digest, first_only=False)
+    high, _ = _collective("max", "sync_global_devices", digest, first_only=False)
+    if low != high:
+        raise DistributedError(f"funcgrad.distributed.sync_global_devices({name!r}): the "
+                               "processes reached barriers of different names")

@@ -1,0 +1,43 @@
+"""The eager collectives in a one-process run (the two-process values are checked by
+test_multiprocess.py): results, dtypes and errors."""
+import numpy as np
+import pytest
+
+import funcgrad.distributed as dist
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "max", "min"])
+def test_all_reduce_of_one_process_is_its_value(op):
+    x = np.array([[1.5, -2.0], [3.0, 4.25]], np.float32)
+    out = dist.all_reduce(x, op)
+    assert out.dtype == np.float32 and out.shape == (2, 2)
+    np.testing.assert_array_equal(np.asarray(out), x)
+
+
+def test_integer_sum_stays_integer_and_mean_is_float():
+    assert dist.all_reduce(np.arange(4, dtype=np.int32)).dtype == np.int32
+    mean = dist.all_reduce(np.arange(4, dtype=np.int32), "mean")
+    assert np.issubdtype(mean.dtype, np.floating)
+    np.testing.assert_array_equal(np.asarray(mean), [0.0, 1.0, 2.0, 3.0])
+
+
+def test_allgather_stacks_or_tiles():
+    x = np.array([[1, 2], [3, 4]], np.int32)
+    np.testing.assert_array_equal(np.asarray(dist.process_allgather(x)), x[None])
+    np.testing.assert_array_equal(np.asarray(dist.process_allgather(x, tiled=True)), x)
+    with pytest.raises(ValueError, match="tiled=True needs values with at least one axis"):
+        dist.process_allgather(np.float32(1.0), tiled=True)
+
+
+def test_broadcast_needs_exactly_one_source():
+    np.testing.assert_array_equal(np.asarray(dist.broadcast_one_to_all(np.array([9.0]))), [9.0])
+    with pytest.raises(dist.DistributedError, match="0 processes said is_source=True"):
+        dist.broadcast_one_to_all(np.array([9.0]), is_source=False)
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="op must be one of .*got 'prod'"):
+        dist.all_reduce(np.ones(2), "prod")
+    with pytest.raises(TypeError, match="all_reduce: cannot send a list holding Python objects"):
+        dist.all_reduce([object()])
+    assert dist.sync_global_devices("checkpoint written") is None
