@@ -58,3 +58,5 @@ from funcgrad.lax.convenience import (  # noqa: E402
     batch_matmul, broadcast_like, collapse, dtype, dynamic_slice_in_dim,
     dynamic_update_index_in_dim, dynamic_update_slice_in_dim, empty, full_like, index_take,
     platform_dependent, scatter_apply, shape_as_value)
+from funcgrad.lax.linear_solve import (  # noqa: E402
+    custom_linear_solve, custom_root, linear_solve_p)
