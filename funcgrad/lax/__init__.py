@@ -60,3 +60,4 @@ from funcgrad.lax.convenience import (  # noqa: E402
     platform_dependent, scatter_apply, shape_as_value)
 from funcgrad.lax.linear_solve import (  # noqa: E402
     custom_linear_solve, custom_root, linear_solve_p)
+from funcgrad.lax.generic_reduce import reduce, reduce_p  # noqa: E402
