@@ -61,3 +61,5 @@ from funcgrad.lax.convenience import (  # noqa: E402
 from funcgrad.lax.linear_solve import (  # noqa: E402
     custom_linear_solve, custom_root, linear_solve_p)
 from funcgrad.lax.generic_reduce import reduce, reduce_p  # noqa: E402
+from funcgrad.lax.rng import (  # noqa: E402
+    rng_bit_generator, rng_bit_generator_p, rng_uniform, rng_uniform_p)
