@@ -63,3 +63,5 @@ from funcgrad.lax.linear_solve import (  # noqa: E402
 from funcgrad.lax.generic_reduce import reduce, reduce_p  # noqa: E402
 from funcgrad.lax.rng import (  # noqa: E402
     rng_bit_generator, rng_bit_generator_p, rng_uniform, rng_uniform_p)
+from funcgrad.lax.patches import (  # noqa: E402
+    conv_general_dilated_local, conv_general_dilated_patches)
