@@ -65,3 +65,4 @@ from funcgrad.lax.rng import (  # noqa: E402
     rng_bit_generator, rng_bit_generator_p, rng_uniform, rng_uniform_p)
 from funcgrad.lax.patches import (  # noqa: E402
     conv_general_dilated_local, conv_general_dilated_patches)
+from funcgrad.lax.ragged import ragged_dot, ragged_dot_general, scaled_dot  # noqa: E402
