@@ -66,3 +66,4 @@ from funcgrad.lax.rng import (  # noqa: E402
 from funcgrad.lax.patches import (  # noqa: E402
     conv_general_dilated_local, conv_general_dilated_patches)
 from funcgrad.lax.ragged import ragged_dot, ragged_dot_general, scaled_dot  # noqa: E402
+from funcgrad.lax.betainc import betainc, regularized_incomplete_beta_p  # noqa: E402
