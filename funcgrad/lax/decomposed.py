@@ -26,13 +26,13 @@ def _as_list(out, multiple_results):
 def decomposed_primitive(name, decompose, multiple_results=False):
     """A primitive ``name`` with all of its rules derived from ``decompose``.
 
+    ``lax.square_p`` is made this way from ``lambda x: x * x``:
+
     Example:
-        >>> from funcgrad.lax.decomposed import decomposed_primitive
-        >>> cube_p = decomposed_primitive("cube_example", lambda x: x * x * x)
-        >>> cube_p.bind(jnp.array([2.0, 3.0]))
-        Array([ 8., 27.], dtype=float32)
-        >>> funcgrad.grad(lambda x: cube_p.bind(x))(2.0)
-        Array(12., dtype=float32, weak_type=True)
+        >>> lax.square_p.bind(jnp.array([2.0, 3.0]))
+        Array([4., 9.], dtype=float32)
+        >>> funcgrad.grad(lambda x: lax.square_p.bind(x))(jnp.float32(3.0))
+        Array(6., dtype=float32)
     """
     prim = Primitive(name, multiple_results=multiple_results)
 

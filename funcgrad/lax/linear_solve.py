@@ -326,7 +326,7 @@ def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
         ...     return lax.custom_root(lambda x: x * x - a, 1.0, newton,
         ...                            lambda g, y: y / g(1.0))
         >>> sqrt(2.0), funcgrad.grad(sqrt)(2.0)     # d sqrt(a)/da = 1 / (2 sqrt(a))
-        (Array(1.4142135, dtype=float32), Array(0.35355338, dtype=float32))
+        (Array(1.4142135, dtype=float32), Array(0.35355338, dtype=float32, weak_type=True))
     """
     where = "lax.custom_root"
     g_leaves, g_tree = tree_util.tree_flatten(initial_guess)

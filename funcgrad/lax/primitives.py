@@ -7,7 +7,7 @@ directly read them from here, as from ``jax.lax``.
 Example:
     >>> from funcgrad.lax.primitives import add_p
     >>> jx = funcgrad.make_jaxpr(lambda x: x + 1.0)(jnp.ones(2))
-    >>> jx.jaxpr.eqns[0].prim is add_p
+    >>> jx.jaxpr.eqns[-1].prim is add_p
     True
     >>> add_p.bind(jnp.ones(2), jnp.ones(2))
     Array([2., 2.], dtype=float32)
