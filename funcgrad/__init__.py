@@ -76,3 +76,11 @@ from funcgrad.serialization import CheckpointError, load, save  # noqa: E402
 from funcgrad.environment import print_environment_info  # noqa: E402
 from funcgrad.nn.init import manual_seed  # noqa: E402
 from funcgrad import nn, optim  # noqa: E402,F401
+
+# --- JAX's remaining top-level names and small modules (jax.dtypes, jax.errors, jax.dlpack,
+# jax.custom_batching)
+from funcgrad.transforms.jax_api import (  # noqa: E402
+    closure_convert, custom_gradient, enable_x64, jacobian, linear_transpose, live_arrays,
+    named_call, typeof)
+from funcgrad.core.dtypes import float0  # noqa: E402
+from funcgrad import custom_batching, dlpack, dtypes, errors  # noqa: E402,F401

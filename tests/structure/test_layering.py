@@ -26,7 +26,7 @@ LAYERS = [
     {"lowering"},
     {"numpy"},
     {"transforms", "random", "debug", "serialization", "checkpoint_header", "environment",
-     "amp", "quantize"},
+     "amp", "quantize", "custom_batching", "dlpack", "dtypes", "errors"},
     {"nn", "data", "scipy"},
     {"optim"},
     {"demo", "demo_train", "test_util", "__init__"},
