@@ -83,4 +83,4 @@ from funcgrad.transforms.jax_api import (  # noqa: E402
     closure_convert, custom_gradient, enable_x64, jacobian, linear_transpose, live_arrays,
     named_call, typeof)
 from funcgrad.core.dtypes import float0  # noqa: E402
-from funcgrad import custom_batching, dlpack, dtypes, errors  # noqa: E402,F401
+from funcgrad import custom_batching, dlpack, dtypes, errors, image  # noqa: E402,F401

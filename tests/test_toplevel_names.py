@@ -142,3 +142,22 @@ def test_names_exist_like_jax():
              "enable_x64 live_arrays float0 dtypes errors dlpack custom_batching clear_caches")
     assert [n for n in names.split() if not hasattr(funcgrad, n)] == []
     assert all(hasattr(funcgrad.random, n) for n in ("key", "key_data", "wrap_key_data"))
+
+
+def test_image_resize_under_jit_vmap_and_errors():
+    from funcgrad import image
+    img = jnp.asarray(RNG.uniform(0, 1, (3, 8, 6)).astype(np.float32))
+    one = np.stack([np.asarray(image.resize(i, (4, 9), "cubic")) for i in img])
+    batched = funcgrad.jit(funcgrad.vmap(lambda i: image.resize(i, (4, 9), "cubic")))(img)
+    np.testing.assert_allclose(np.asarray(batched), one, rtol=1e-5, atol=1e-6)
+    # linear upsampling by 2 of a ramp interpolates between pixel centres
+    up = image.resize(jnp.arange(4.0), (8,), "linear")
+    np.testing.assert_allclose(np.asarray(up), [0, 0.25, 0.75, 1.25, 1.75, 2.25, 2.75, 3.0])
+    g = funcgrad.grad(lambda x: image.resize(x, (4, 3), "area").sum())(img[0])
+    np.testing.assert_allclose(np.asarray(g), np.full((8, 6), 12 / 48), rtol=1e-5)
+    with pytest.raises(ValueError, match="unknown resize method"):
+        image.resize(img, (3, 4, 4), "bogus")
+    with pytest.raises(ValueError, match="one size per dimension"):
+        image.resize(img, (4, 4), "linear")
+    with pytest.raises(ValueError, match="NEAREST"):
+        image.scale_and_translate(img, (3, 4, 4), (1, 2), [1.0, 1.0], [0.0, 0.0], "nearest")

@@ -167,6 +167,32 @@ def cases(fw):
             out[f"rng_bit_generator_{alg}_{dt}"] = [_np(k), _np(bits)]
     k, bits = fw.jit(lambda k: lax.rng_bit_generator(k, (5,)))(key)
     out["rng_bit_generator_jit"] = [_np(k), _np(bits)]
+    out.update(image_cases(fw))
+    return out
+
+
+def image_cases(fw):
+    """``resize`` and ``scale_and_translate`` of ``fw.image`` for every method."""
+    import importlib
+    image = importlib.import_module(fw.__name__ + ".image")
+    rng = np.random.default_rng(1)
+    img = rng.uniform(0, 1, (2, 9, 7, 3)).astype(np.float32)
+    out = {}
+    for method in ("nearest", "linear", "lanczos3", "lanczos5", "cubic", "cubic-pytorch",
+                   "area"):
+        for shape in ((2, 4, 12, 3), (2, 17, 5, 3)):
+            for antialias in (True, False):
+                key = f"image_resize_{method}_{shape[1]}x{shape[2]}_{antialias}"
+                out[key] = _np(image.resize(img, shape, method, antialias=antialias))
+    out["image_resize_int_nearest"] = _np(image.resize(np.arange(6, dtype=np.int32).reshape(2, 3),
+                                                       (4, 5), "nearest"))
+    scale, trans = np.array([1.7, 0.6], np.float32), np.array([-2.0, 1.5], np.float32)
+    for method in ("linear", "cubic", "lanczos3", "area"):
+        out[f"image_scale_and_translate_{method}"] = _np(image.scale_and_translate(
+            img, (2, 11, 6, 3), (1, 2), scale, trans, method))
+    out["image_scale_and_translate_grad"] = _np(fw.grad(
+        lambda s: (image.scale_and_translate(img, (2, 11, 6, 3), (1, 2), s, trans, "linear")
+                   ** 2).sum())(scale))
     return out
 
 
