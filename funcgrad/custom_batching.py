@@ -11,7 +11,7 @@ from funcgrad.core.batching_util import bdim_at, not_mapped
 from funcgrad.core.jaxpr import consts_as_args
 from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.core.values import aval_of
-from funcgrad.lax.decomposed import decomposed_primitive
+from funcgrad.lax.decomposed import FunctionParam, decomposed_primitive
 
 __all__ = ["custom_vmap"]
 
@@ -41,16 +41,6 @@ def _batch(args, dims, call, rule, num_consts, in_tree, out_tree):
                         f"out_batched) with out of the function's structure {out_tree} and one "
                         f"bool per output array")
     return out_leaves, [0 if b else not_mapped for b in flags]
-
-
-class _Rule:
-    __slots__ = ("fn",)
-
-    def __init__(self, fn):
-        self.fn = fn
-
-    def __repr__(self):
-        return getattr(self.fn, "__name__", "rule")
 
 
 class custom_vmap:
@@ -94,6 +84,6 @@ class custom_vmap:
 
         closed, _ = trace_to_jaxpr(flat, [aval_of(x) for x in leaves], debug_name=self.__name__)
         call, consts = consts_as_args(closed)
-        outs = custom_vmap_p.bind(*consts, *leaves, call=call, rule=_Rule(self.vmap_rule),
+        outs = custom_vmap_p.bind(*consts, *leaves, call=call, rule=FunctionParam(self.vmap_rule),
                                   num_consts=len(consts), in_tree=in_tree, out_tree=trees[0])
         return tree_util.tree_unflatten(trees[0], list(outs))

@@ -76,15 +76,22 @@ def decomposed_primitive(name, decompose, multiple_results=False):
     return prim
 
 
-class _Decomposition:
-    """A user function as a hashable primitive parameter (compared by identity)."""
+class FunctionParam:
+    """A Python function as a primitive parameter: hashable, compared by identity, printed by
+    name (user decompositions, batching rules, tangent solvers).
+
+    Example:
+        >>> from funcgrad.lax.decomposed import FunctionParam
+        >>> FunctionParam(jnp.sin)
+        sin
+    """
     __slots__ = ("fn",)
 
     def __init__(self, fn):
         self.fn = fn
 
     def __repr__(self):
-        return getattr(self.fn, "__name__", "decomposition")
+        return getattr(self.fn, "__name__", "function")
 
 
 def _run_composite(*args, decomposition, name, version, kwargs):
@@ -110,7 +117,7 @@ def composite(decomposition, name, version=0):
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"lax.composite: name must be a non-empty string, got {name!r}")
-    holder = _Decomposition(decomposition)
+    holder = FunctionParam(decomposition)
 
     def call(*args, **kwargs):
         leaves = composite_p.bind(*args, decomposition=holder, name=name, version=int(version),

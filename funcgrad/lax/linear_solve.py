@@ -23,6 +23,7 @@ from funcgrad.core.primitive import Primitive
 from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.core.values import aval_of
 from funcgrad.lax import elementwise as ew
+from funcgrad.lax.decomposed import FunctionParam
 
 __all__ = ["custom_linear_solve", "custom_root", "linear_solve_p"]
 
@@ -49,6 +50,17 @@ def _check_like(where, what, tree, avals, want_tree, want_avals):
     if tree != want_tree or got != want:
         raise TypeError(f"{where}: {what} must return the structure, shapes and dtypes of b "
                         f"{want_tree} {want}, got {tree} {got}")
+
+
+def _flatten_and_trace(where, value, fn, what):
+    """The leaves, treedef and (strongly typed) avals of ``value``, and ``fn`` traced at them
+    (a map from ``value``'s structure to itself) as (Jaxpr taking consts first, consts)."""
+    leaves, tree = tree_util.tree_flatten(value)
+    avals = [aval_of(v).update(weak_type=False) for v in leaves]
+    leaves = [ew.convert_element_type(v, a.dtype) for v, a in zip(leaves, avals)]
+    jaxpr, consts, out_tree = _trace(fn, tree, avals, what)
+    _check_like(where, what, out_tree, jaxpr.out_avals, tree, avals)
+    return leaves, tree, avals, jaxpr, consts
 
 
 def _drop_outputs(closed, n):
@@ -166,11 +178,7 @@ def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
         Array([0.18181819, 0.27272728], dtype=float32)
     """
     where = "lax.custom_linear_solve"
-    b_leaves, b_tree = tree_util.tree_flatten(b)
-    b_avals = [aval_of(v).update(weak_type=False) for v in b_leaves]
-    b_leaves = [ew.convert_element_type(v, a.dtype) for v, a in zip(b_leaves, b_avals)]
-    mv, mc, mv_tree = _trace(matvec, b_tree, b_avals, "matvec")
-    _check_like(where, "matvec", mv_tree, mv.out_avals, b_tree, b_avals)
+    b_leaves, b_tree, b_avals, mv, mc = _flatten_and_trace(where, b, matvec, "matvec")
 
     def run_solve(fn, mat, has):
         def call(rhs):
@@ -220,17 +228,6 @@ def _transpose_apply(matvec, b_tree, b_avals, v):
 
 
 # --- custom_root ------------------------------------------------------------------------------
-class _Fn:
-    """A Python function as a primitive parameter, compared by identity."""
-    __slots__ = ("fn",)
-
-    def __init__(self, fn):
-        self.fn = fn
-
-    def __repr__(self):
-        return getattr(self.fn, "__name__", "fn")
-
-
 custom_root_p = Primitive("custom_root", multiple_results=True)
 
 
@@ -282,7 +279,7 @@ def _root_batch(args, dims, f, solve, tangent_solve, const_counts, num_aux, x_tr
     cdims = cdims[:len(cdims) - n_x] + [0] * n_x
     fv, _ = batch_jaxpr(f, size, cdims[:nf] + [0] * n_x, 0)
     sv, _ = batch_jaxpr(solve, size, cdims[nf:], 0)
-    vts = _Fn(_vmapped_tangent_solve(tangent_solve.fn, size))
+    vts = FunctionParam(_vmapped_tangent_solve(tangent_solve.fn, size))
     out = custom_root_p.bind(*args, f=fv, solve=sv, tangent_solve=vts, const_counts=const_counts,
                              num_aux=num_aux, x_tree=x_tree)
     return list(out), [0] * len(out)
@@ -329,11 +326,7 @@ def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
         (Array(1.4142135, dtype=float32), Array(0.35355338, dtype=float32, weak_type=True))
     """
     where = "lax.custom_root"
-    g_leaves, g_tree = tree_util.tree_flatten(initial_guess)
-    g_avals = [aval_of(v).update(weak_type=False) for v in g_leaves]
-    g_leaves = [ew.convert_element_type(v, a.dtype) for v, a in zip(g_leaves, g_avals)]
-    fj, fc, f_tree = _trace(f, g_tree, g_avals, "f")
-    _check_like(where, "f", f_tree, fj.out_avals, g_tree, g_avals)
+    g_leaves, g_tree, g_avals, fj, fc = _flatten_and_trace(where, initial_guess, f, "f")
 
     def call(x0):
         out = solve(f, x0)
@@ -342,7 +335,7 @@ def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
     x_tree, aux_tree = _pair_trees(where, s_tree)
     n_x = len(g_avals)
     _check_like(where, "solve", x_tree, sj.out_avals[:n_x], g_tree, g_avals)
-    outs = custom_root_p.bind(*fc, *sc, *g_leaves, f=fj, solve=sj, tangent_solve=_Fn(
+    outs = custom_root_p.bind(*fc, *sc, *g_leaves, f=fj, solve=sj, tangent_solve=FunctionParam(
         tangent_solve), const_counts=(len(fc), len(sc)), num_aux=len(sj.out_avals) - n_x,
         x_tree=g_tree)
     x = tree_util.tree_unflatten(g_tree, list(outs[:n_x]))
