@@ -161,3 +161,9 @@ def test_image_resize_under_jit_vmap_and_errors():
         image.resize(img, (4, 4), "linear")
     with pytest.raises(ValueError, match="NEAREST"):
         image.scale_and_translate(img, (3, 4, 4), (1, 2), [1.0, 1.0], [0.0, 0.0], "nearest")
+
+
+def test_array_copy_to_host_async_then_read():
+    x = jnp.arange(4.0) * 3.0
+    assert x.copy_to_host_async() is None
+    np.testing.assert_array_equal(np.asarray(x), [0.0, 3.0, 6.0, 9.0])
