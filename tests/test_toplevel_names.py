@@ -144,6 +144,7 @@ def test_names_exist_like_jax():
     assert all(hasattr(funcgrad.random, n) for n in ("key", "key_data", "wrap_key_data"))
 
 
+@pytest.mark.slow
 def test_image_resize_under_jit_vmap_and_errors():
     from funcgrad import image
     img = jnp.asarray(RNG.uniform(0, 1, (3, 8, 6)).astype(np.float32))

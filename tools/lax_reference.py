@@ -22,8 +22,9 @@ def _np(x):
     return np.asarray(x).tolist()
 
 
-def cases(fw):
-    """{case name: nested lists} computed with the library ``fw`` (jax or funcgrad)."""
+def cases(fw, images=True):
+    """{case name: nested lists} computed with the library ``fw`` (jax or funcgrad); the
+    ``image_*`` cases of ``image_cases`` too unless ``images=False``."""
     lax, jnp = fw.lax, fw.numpy
     rng = np.random.default_rng(0)
     out = {}
@@ -103,6 +104,15 @@ def cases(fw):
     v, i = lax.reduce((x.reshape(1, 11), np.arange(11, dtype=np.int32).reshape(1, 11)),
                       (np.float32(-np.inf), np.int32(0)), keep_larger, (1,))
     out["reduce_argmax"] = [_np(v), _np(i)]
+    xw = rng.normal(size=(5, 6)).astype(np.float32)
+    out["reduce_window_prod"] = _np(lax.reduce_window(xw, np.float32(1.0), lax.mul, (2, 3),
+                                                      (1, 2), "SAME"))
+    out["reduce_window_add_init"] = _np(lax.reduce_window(xw, np.float32(1.5), lax.add, (2, 2),
+                                                          (2, 2), "VALID"))
+    v, i = lax.reduce_window((xw, np.tile(np.arange(6, dtype=np.int32), (5, 1))),
+                             (np.float32(-np.inf), np.int32(0)), keep_larger, (1, 3), (1, 3),
+                             "VALID")
+    out["reduce_window_argmax"] = [_np(v), _np(i)]
 
     # implicit solvers
     A = np.array([[4.0, 1.0, 0.5], [2.0, 3.0, 0.0], [0.0, 1.0, 5.0]], np.float32)
@@ -167,7 +177,8 @@ def cases(fw):
             out[f"rng_bit_generator_{alg}_{dt}"] = [_np(k), _np(bits)]
     k, bits = fw.jit(lambda k: lax.rng_bit_generator(k, (5,)))(key)
     out["rng_bit_generator_jit"] = [_np(k), _np(bits)]
-    out.update(image_cases(fw))
+    if images:
+        out.update(image_cases(fw))
     return out
 
 

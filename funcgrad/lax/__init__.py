@@ -60,7 +60,7 @@ from funcgrad.lax.convenience import (  # noqa: E402
     platform_dependent, scatter_apply, shape_as_value)
 from funcgrad.lax.linear_solve import (  # noqa: E402
     custom_linear_solve, custom_root, linear_solve_p)
-from funcgrad.lax.generic_reduce import reduce, reduce_p  # noqa: E402
+from funcgrad.lax.generic_reduce import reduce, reduce_p, reduce_window_p  # noqa: E402
 from funcgrad.lax.rng import (  # noqa: E402
     rng_bit_generator, rng_bit_generator_p, rng_uniform, rng_uniform_p)
 from funcgrad.lax.patches import (  # noqa: E402
