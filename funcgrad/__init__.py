@@ -81,3 +81,11 @@ from funcgrad import nn, optim  # noqa: E402,F401
 from funcgrad import profiler  # noqa: E402,F401  (profiler traces: docs/debugging.md)
 from funcgrad import quantization  # noqa: E402,F401  (PyTorch's quantization workflows)
 from funcgrad import distributed  # noqa: E402,F401  (many processes: docs/parallel.md)
+
+# --- JAX's remaining top-level names and small modules (jax.dtypes, jax.errors, jax.dlpack,
+# jax.custom_batching)
+from funcgrad.transforms.jax_api import (  # noqa: E402
+    closure_convert, custom_gradient, enable_x64, jacobian, linear_transpose, live_arrays,
+    named_call, typeof)
+from funcgrad.core.dtypes import float0  # noqa: E402
+from funcgrad import custom_batching, dlpack, dtypes, errors, image  # noqa: E402,F401

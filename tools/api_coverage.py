@@ -1,7 +1,8 @@
 """Write docs/api_coverage.md: the public callables of funcgrad.numpy (and its linalg/fft
 submodules when present), grouped by the module that defines them, with the Python array API
-standard (2023.12) names marked; then present/missing tables of funcgrad.scipy and
-funcgrad.nn.initializers against the names of jax.scipy and jax.nn.initializers.
+standard (2023.12) names marked; then present/missing tables of funcgrad.scipy,
+funcgrad.nn.initializers and funcgrad.lax against the names of jax.scipy, jax.nn.initializers
+and jax.lax (the jax.lax list is stored in tools/data/jax_lax_names.txt).
 
 Usage:
     python tools/api_coverage.py            # rewrite docs/api_coverage.md
@@ -94,6 +95,17 @@ JAX_NN_INITIALIZERS = """Initializer constant delta_orthogonal glorot_normal glo
     he_normal he_uniform kaiming_normal kaiming_uniform lecun_normal lecun_uniform normal ones
     orthogonal truncated_normal uniform variance_scaling xavier_normal xavier_uniform zeros"""
 
+# Public names of jax.lax, one per line (sorted(dir(jax.lax)) without private names);
+# tests/lax/test_jax_names.py checks the file against an installed jax.
+JAX_LAX_NAMES_FILE = ROOT / "tools" / "data" / "jax_lax_names.txt"
+
+
+def jax_lax_names():
+    """The stored public names of jax.lax."""
+    lines = JAX_LAX_NAMES_FILE.read_text().splitlines()
+    return [n.strip() for n in lines if n.strip() and not n.startswith("#")]
+
+
 AREAS = {
     "funcgrad.numpy.creation": "Array creation",
     "funcgrad.numpy.ufuncs": "Elementwise functions",
@@ -165,7 +177,7 @@ def _module_or_none(name):
 
 def collect_against_jax():
     """[(namespace, jax names, present, missing)] for funcgrad.scipy's submodules, the
-    distributions of funcgrad.scipy.stats and funcgrad.nn.initializers."""
+    distributions of funcgrad.scipy.stats, funcgrad.nn.initializers and funcgrad.lax."""
     rows = []
 
     def row(title, module_name, names):
@@ -179,6 +191,7 @@ def collect_against_jax():
     for dist, names in JAX_STATS.items():
         row(f"scipy.stats.{dist}", f"funcgrad.scipy.stats.{dist}", names)
     row("nn.initializers", "funcgrad.nn.initializers", JAX_NN_INITIALIZERS)
+    row("lax", "funcgrad.lax", " ".join(jax_lax_names()))
     return rows
 
 
@@ -186,10 +199,10 @@ def render_against_jax(rows):
     total = sum(len(r[1]) for r in rows)
     have = sum(len(r[2]) for r in rows)
     lines = [
-        f"# funcgrad.scipy and funcgrad.nn.initializers against JAX {JAX_VERSION}",
+        f"# funcgrad.scipy, funcgrad.nn.initializers and funcgrad.lax against JAX {JAX_VERSION}",
         "",
         f"Public names of `jax.scipy.*`, of each `jax.scipy.stats` distribution that funcgrad "
-        f"has, and of `jax.nn.initializers`: **{have} of {total}** present.",
+        f"has, of `jax.nn.initializers` and of `jax.lax`: **{have} of {total}** present.",
         "",
         "| namespace | JAX names | present | missing | missing names |",
         "| --- | ---: | ---: | ---: | --- |",

@@ -35,6 +35,8 @@ _NAMES = {"default": "DEFAULT", "fastest": "DEFAULT", "bfloat16": "DEFAULT",
 
 
 def _one(name, where):
+    if not isinstance(name, str) and isinstance(getattr(name, "precision", None), str):
+        name = name.precision     # lax.DotAlgorithmPreset / lax.DotAlgorithm
     key = name.lower() if isinstance(name, str) else None
     if key not in _NAMES:
         raise ValueError(f"{where}: unknown precision {name!r}; use one of "

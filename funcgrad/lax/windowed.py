@@ -26,7 +26,7 @@ from funcgrad.core import ad_util
 from funcgrad.core.avals import ShapedArray
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import aval_of
-from funcgrad.lax import _hlo, elementwise
+from funcgrad.lax import _hlo, elementwise, generic_reduce
 from funcgrad.lax.convolution import _vjp_lhs_padding, padtype_to_pads
 from funcgrad.lax.elementwise import add, bitwise_and, bitwise_or, eq, mul, ne, select
 from funcgrad.lax.reductions import (_MONOID_HLO, argmax, argmin, identity_value, reduce_min,
@@ -143,7 +143,7 @@ reduce_window_sum_p.def_batch(_batcher(reduce_window_sum_p))
 
 
 # --- reduce_window_max/min: the tangent of the first element attaining the extreme --------
-def _window_patches(x, fill, window_dimensions, window_strides, padding, base_dilation,
+def window_patches(x, fill, window_dimensions, window_strides, padding, base_dilation,
                     window_dilation, out_shape):
     """The K = prod(window) elements of every window, stacked on a new leading axis."""
     dtype = aval_of(x).dtype
@@ -204,8 +204,8 @@ def _chooser_jvp(prim, kind):
                 all(d == 1 for d in params["window_dilation"]):
             return out, _tiled_chooser_tangent(kind, x, t, out, win)
         dtype = aval_of(x).dtype
-        xs = _window_patches(x, identity_value(kind, dtype), out_shape=out_aval.shape, **params)
-        ts = _window_patches(t, np.zeros((), aval_of(t).dtype), out_shape=out_aval.shape,
+        xs = window_patches(x, identity_value(kind, dtype), out_shape=out_aval.shape, **params)
+        ts = window_patches(t, np.zeros((), aval_of(t).dtype), out_shape=out_aval.shape,
                              **params)
         which = (argmax if kind == "max" else argmin)(xs, 0, "int32")
         k = aval_of(xs).shape[0]
@@ -245,19 +245,61 @@ def _kind_of(computation):
     return kind
 
 
+def _monoid_kind(computation, operand, init_value):
+    """"sum"/"max"/"min" when ``computation`` is that monoid on one array with a concrete
+    init value, else None (a general computation)."""
+    if isinstance(computation, str):
+        return _kind_of(computation)
+    try:
+        kind = _kind_of(computation)
+    except TypeError:
+        return None
+    if isinstance(operand, (list, tuple, dict)) or not isinstance(
+            init_value, (int, float, bool, np.ndarray, np.generic)):
+        return None
+    dtype = aval_of(operand).dtype
+    init = np.asarray(init_value)
+    return kind if init.shape == () and init.astype(dtype) == identity_value(kind, dtype) \
+        else None
+
+
+def _generic_window(operands, init_values, computation, window_dimensions, window_strides,
+                    padding, base_dilation, window_dilation):
+    first = aval_of(generic_reduce.tree_util.tree_leaves(operands)[0])
+    nd = first.ndim
+    window_dimensions = tuple(int(k) for k in window_dimensions)
+    window_strides = tuple(int(s) for s in (window_strides or (1,) * nd))
+    base_dilation = tuple(int(d) for d in (base_dilation or (1,) * nd))
+    window_dilation = tuple(int(d) for d in (window_dilation or (1,) * nd))
+    if isinstance(padding, str):
+        padding = padtype_to_pads([_dilate(n, d) for n, d in zip(first.shape, base_dilation)],
+                                  [_dilate(k, d) for k, d in zip(window_dimensions,
+                                                                 window_dilation)],
+                                  window_strides, padding)
+    padding = tuple(tuple(int(v) for v in p) for p in padding)
+    return generic_reduce.reduce_window_generic(operands, init_values, computation,
+                                                window_dimensions, window_strides, padding,
+                                                base_dilation, window_dilation)
+
+
 def reduce_window(operand, init_value, computation, window_dimensions, window_strides=None,
                   padding="VALID", base_dilation=None, window_dilation=None):
-    """Reduce each window of ``operand`` with ``computation`` (lax.add, lax.max or lax.min).
+    """Reduce each window of ``operand`` with ``computation`` from ``init_value`` (which also
+    fills the padding). ``padding`` is "SAME", "VALID" or (low, high) pairs.
 
-    ``init_value`` must be the computation's identity (0 for add, -inf / the dtype's minimum for
-    max, +inf / maximum for min): padding is filled with it. ``padding`` is "SAME", "VALID" or
-    (low, high) pairs.
+    ``lax.add``, ``lax.max`` and ``lax.min`` with their identity bind ``reduce_window_sum`` &
+    co.; any other associative computation, or a pytree of operands, binds ``reduce_window``.
 
     Example:
         >>> lax.reduce_window(jnp.arange(6.0), 0.0, lax.add, (2,), (2,), "VALID")
         Array([1., 5., 9.], dtype=float32)
+        >>> lax.reduce_window(jnp.arange(1.0, 5.0), 1.0, lax.mul, (2,), (1,), "VALID")
+        Array([ 2.,  6., 12.], dtype=float32)
     """
-    kind = _kind_of(computation)
+    kind = _monoid_kind(computation, operand, init_value)
+    if kind is None:      # any other computation, or several operands: reduce_window_p
+        return _generic_window(operand, init_value, computation, window_dimensions,
+                               window_strides, padding, base_dilation, window_dilation)
     aval = aval_of(operand)
     init = np.asarray(init_value)
     ident = identity_value(kind, aval.dtype)

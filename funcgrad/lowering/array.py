@@ -147,6 +147,18 @@ class Array(Value):
     def is_ready(self):
         return self._buf.is_ready()
 
+    def copy_to_host_async(self):
+        """Start copying the value to host memory without waiting, so a later read (``np.asarray``,
+        ``print``) does not wait for the transfer.
+
+        Example:
+            >>> x = jnp.arange(3.0) * 2
+            >>> x.copy_to_host_async()
+            >>> np.asarray(x)
+            array([0., 2., 4.], dtype=float32)
+        """
+        self._buf._copy_single_device_array_to_host_async()
+
     def delete(self):
         self._buf.delete()
 
