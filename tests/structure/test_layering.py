@@ -9,7 +9,7 @@ dependency, only a later one). The layers, lowest first:
     numpy     the NumPy / array-API surface
     api       the transformations' user API (transforms/), random numbers, debugging, files,
               mixed precision (amp/), quantization (quantize/),
-              exported artifacts (export/)
+              exported artifacts (export/), meshes and shardings (sharding)
     nn, data  PyTorch-style modules and data loading
     optim     optimizers (over nn's parameters)
     top       the demo and test helpers
@@ -27,7 +27,7 @@ LAYERS = [
     {"lowering"},
     {"numpy"},
     {"transforms", "random", "debug", "serialization", "checkpoint_header", "environment",
-     "amp", "quantize", "export", "profiler"},
+     "amp", "quantize", "export", "profiler", "sharding"},
     {"nn", "data", "scipy", "quantization"},
     {"optim"},
     {"demo", "demo_train", "test_util", "__init__"},
