@@ -12,6 +12,7 @@ Example:
 from funcgrad.lowering.array import DeviceSharding as SingleDeviceSharding
 from funcgrad.lowering.mesh import Mesh, NamedSharding, P, PartitionSpec, make_mesh
 from funcgrad.lowering.sharding import MappedSharding, Shard
+from funcgrad.lowering import spmd_jit  # noqa: F401  (with_sharding_constraint's eager rule)
 
 __all__ = ["Mesh", "PartitionSpec", "P", "NamedSharding", "SingleDeviceSharding",
            "MappedSharding", "Shard", "make_mesh"]

@@ -277,6 +277,10 @@ class NamedSharding(_jax.GSPMDSharding):
             splits.append(n)
         return splits
 
+    def check_shape(self, shape, where):
+        """Raise, naming ``where``, if an array of ``shape`` cannot be laid out this way."""
+        self._splits(shape, where)
+
     def shard_shape(self, shape):
         """The shape of each device's block of an array of ``shape``."""
         return tuple(s // n for s, n in zip(shape, self._splits(shape, "shard_shape")))

@@ -18,12 +18,18 @@ from funcgrad import tree_util
 from funcgrad.core.dce import dce_closed_jaxpr
 from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.core.values import aval_of
+from funcgrad.lax.sharding import sharding_constraint_p
 from funcgrad.lowering import backend, mlir
 from funcgrad.lowering.array import _BufferAval
 from funcgrad.lowering.executable import _option_overrides
 from funcgrad.lowering.jaxlib_compat import array_result_handler
 from funcgrad.lowering.mesh import NamedSharding, PartitionSpec
 from funcgrad.lowering.sharding import ShardedArray, put_named
+
+
+# an eager with_sharding_constraint places the value
+sharding_constraint_p.def_impl(lambda x, sharding: put_named(x, sharding,
+                                                             "with_sharding_constraint"))
 
 
 class ShardedJitFunction:
@@ -112,8 +118,8 @@ class ShardedJitFunction:
         out_shardings = [s.with_rank(a.ndim, f"jit({self.__name__}) output {i}")
                          for i, (s, a) in enumerate(zip(
                              self._out_shardings(len(closed.out_avals), mesh), closed.out_avals))]
-        for s, a in zip(out_shardings, closed.out_avals):
-            s.shard_shape(a.shape)          # divisibility, with the shape named in the error
+        for i, (s, a) in enumerate(zip(out_shardings, closed.out_avals)):
+            s.check_shape(a.shape, f"jit({self.__name__}) output {i}")
         const_shardings = [NamedSharding(mesh, PartitionSpec()).with_rank(v.aval.ndim)
                            for v in closed.jaxpr.constvars]
         program = SpmdExecutable(closed, mesh, const_shardings + list(shardings),
