@@ -98,6 +98,8 @@ class Mesh:
         self.axis_names = axis_names
         self._flat = flat
         self._device_list = _jax.DeviceList(flat)
+        self._id = (axis_names, devices.shape, tuple(d.id for d in flat), flat[0].platform)
+        self._hash = hash(self._id)
 
     @property
     def shape(self):
@@ -121,15 +123,11 @@ class Mesh:
     def local_devices(self):
         return list(self._flat)
 
-    def _key(self):
-        return (self.axis_names, self.devices.shape, tuple(d.id for d in self._flat),
-                self._flat[0].platform)
-
     def __eq__(self, other):
-        return isinstance(other, Mesh) and (self is other or self._key() == other._key())
+        return isinstance(other, Mesh) and (self is other or self._id == other._id)
 
     def __hash__(self):
-        return hash(self._key())
+        return self._hash
 
     def __repr__(self):
         return f"Mesh({', '.join(f'{n!r}: {s}' for n, s in self.shape.items())})"
@@ -306,8 +304,8 @@ class NamedSharding(_jax.GSPMDSharding):
         return out
 
     def __eq__(self, other):
-        return (isinstance(other, NamedSharding) and self.mesh == other.mesh
-                and _normalized(self.spec) == _normalized(other.spec))
+        return self is other or (isinstance(other, NamedSharding) and self.mesh == other.mesh
+                                 and _normalized(self.spec) == _normalized(other.spec))
 
     def __hash__(self):
         return hash((self.mesh, _normalized(self.spec)))
