@@ -12,9 +12,7 @@ Run: ``python bench/sharding.py`` (``--quick`` for fewer repeats).
 """
 import argparse
 import os
-import statistics
 import sys
-import time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ["FUNCGRAD_CPU_DEVICES"] = "4"
@@ -25,22 +23,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pmap import per_call_us  # noqa: E402  (the same alternating-rounds timer)
+
 SIZES = (64, 256, 256, 10)
 BATCH = 64
-
-
-def per_call_us(fns, number, repeat):
-    times = {name: [] for name in fns}
-    for fn in fns.values():
-        for _ in range(5):
-            fn()
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            for _ in range(number):
-                fn()
-            times[name].append((time.perf_counter() - t0) / number * 1e6)
-    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def data():

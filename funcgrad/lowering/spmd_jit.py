@@ -89,8 +89,7 @@ class ShardedJitFunction:
         if len(meshes) != 1:
             raise ValueError(f"{where}: the arguments and out_shardings must lie on one mesh, got "
                              f"{sorted(map(repr, meshes)) or 'none'}")
-        mesh = meshes.pop()
-        replicated = NamedSharding(mesh, PartitionSpec())
+        replicated = _replicated(meshes.pop())
         return [s if s is not None else replicated for s in per_leaf]
 
     def _out_shardings(self, n, mesh):
@@ -100,7 +99,7 @@ class ShardedJitFunction:
             given = (given,) * n
         if len(given) != n:
             raise ValueError(f"{where}: out_shardings has {len(given)} entries for {n} outputs")
-        return [s if s is not None else NamedSharding(mesh, PartitionSpec()) for s in given]
+        return [s if s is not None else _replicated(mesh) for s in given]
 
     # --- compiling --------------------------------------------------------------------------
     def _compile(self, treedef, avals, shardings):
@@ -120,12 +119,22 @@ class ShardedJitFunction:
                              self._out_shardings(len(closed.out_avals), mesh), closed.out_avals))]
         for i, (s, a) in enumerate(zip(out_shardings, closed.out_avals)):
             s.check_shape(a.shape, f"jit({self.__name__}) output {i}")
-        const_shardings = [NamedSharding(mesh, PartitionSpec()).with_rank(v.aval.ndim)
+        const_shardings = [_replicated(mesh).with_rank(v.aval.ndim)
                            for v in closed.jaxpr.constvars]
         program = SpmdExecutable(closed, mesh, const_shardings + list(shardings),
                                  out_shardings, self.__name__)
         consts = [put_named(c, s)._buf for c, s in zip(closed.consts, const_shardings)]
         return program, consts, out_tree[0]
+
+
+_replicated_on = {}     # mesh -> NamedSharding(mesh, P()): made once (a C++ object)
+
+
+def _replicated(mesh):
+    s = _replicated_on.get(mesh)
+    if s is None:
+        s = _replicated_on[mesh] = NamedSharding(mesh, PartitionSpec())
+    return s
 
 
 def _set_sharding_attrs(module, in_shardings, in_avals, out_shardings, out_avals):
