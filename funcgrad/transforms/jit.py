@@ -52,6 +52,10 @@ def _sharded_jit(fun, static_argnums, static_argnames, donate_argnums, in_shardi
     if static_argnums or static_argnames or donate_argnums:
         raise ValueError("jit: static_argnums, static_argnames and donate_argnums cannot be "
                          "combined with in_shardings/out_shardings yet")
+    if _is_callable_pytree(fun):
+        raise TypeError(f"jit: in_shardings/out_shardings with a module ({type(fun).__name__}) "
+                        f"are not supported yet; jit a function that takes the parameters "
+                        f"(e.g. via funcgrad.nn.functional_call) instead")
     return ShardedJitFunction(fun, in_shardings, out_shardings)
 
 

@@ -177,6 +177,10 @@ def test_jit_with_shardings_errors(mesh):
         h(np.ones((4, 3)))
     with pytest.raises(ValueError, match="one per positional argument"):
         funcgrad.jit(lambda a: a, in_shardings=(None, None))(np.ones(4))
+    with pytest.raises(ValueError, match="static_argnums.*cannot be combined"):
+        funcgrad.jit(lambda a, n: a, static_argnums=1, in_shardings=NamedSharding(mesh, P()))
+    with pytest.raises(TypeError, match=r"with a module \(Linear\) are not supported yet"):
+        funcgrad.jit(funcgrad.nn.Linear(4, 2), in_shardings=NamedSharding(mesh, P()))
 
 
 def test_with_sharding_constraint_in_jit_eager_and_grad(mesh):
@@ -199,6 +203,10 @@ def test_with_sharding_constraint_in_jit_eager_and_grad(mesh):
     vm = funcgrad.jit(funcgrad.vmap(lambda a: lax.with_sharding_constraint(a * 2, NamedSharding(
         mesh, P("y")))), in_shardings=row)(x)
     np.testing.assert_allclose(np.asarray(vm), 2 * x, rtol=1e-6)
+    # inside a single-device jit the constraint changes nothing
+    one = funcgrad.jit(lambda a: lax.with_sharding_constraint(a * 2, col).sum())(x)
+    np.testing.assert_allclose(float(one), 2 * x.sum(), rtol=1e-5)
+    assert one.device == funcgrad.local_devices()[0]
     # eager: placed at once; bad input: a clear error
     e = lax.with_sharding_constraint(jnp.asarray(x), col)
     assert e.sharding.spec == P(None, "y") and np.array_equal(np.asarray(e), x)
