@@ -1,5 +1,8 @@
 """Meshes, NamedShardings and device_put on 4 host CPU devices (run by test_sharding.py in a
 subprocess with FUNCGRAD_CPU_DEVICES=4)."""
+import json
+import os
+
 import numpy as np
 import pytest
 
@@ -60,6 +63,28 @@ def test_device_put_places_each_block(mesh, spec):
     np.testing.assert_allclose(np.asarray(jnp.tanh(a) @ a.T), np.tanh(H) @ H.T, rtol=1e-6)
     if spec in HLO:
         assert str(a.sharding._to_xla_hlo_sharding(2)) == str(a.sharding._hlo_sharding) == HLO[spec]
+
+
+def test_layouts_equal_jax(mesh):
+    # tests/sharding/jax_reference.json: JAX 0.10.2's HloSharding and blocks for these specs
+    # (tools/gen_sharding_reference.py); funcgrad's must be the same
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                           "jax_reference.json")) as f:
+        ref = json.load(f)
+    shape = tuple(ref["shape"])
+    assert len(ref["cases"]) == 9
+    for case in ref["cases"]:
+        spec = P(*[tuple(p) if isinstance(p, list) else p for p in case["spec"]])
+        s = NamedSharding(mesh, spec)
+        assert str(s._to_xla_hlo_sharding(len(shape))) == case["hlo"], spec
+        got = {str(d.id): [list(ix.indices(n)[:2]) for ix, n in zip(index, shape)]
+               for d, index in s.devices_indices_map(shape).items()}
+        assert got == case["blocks"], spec
+        a = funcgrad.device_put(np.arange(32.0).reshape(shape), s)
+        for sh in a.addressable_shards:
+            (r0, r1), (c0, c1) = case["blocks"][str(sh.device.id)]
+            np.testing.assert_array_equal(np.asarray(sh.data),
+                                          np.arange(32.0).reshape(shape)[r0:r1, c0:c1])
 
 
 def test_reshard_and_round_trips(mesh):
