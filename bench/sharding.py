@@ -14,17 +14,11 @@ import argparse
 import os
 import sys
 
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
-os.environ["FUNCGRAD_CPU_DEVICES"] = "4"
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                           + " --xla_force_host_platform_device_count=4").strip()
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import numpy as np  # noqa: E402
-
+# bench/pmap.py sets up 4 host CPU devices for both libraries when imported
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pmap import per_call_us  # noqa: E402  (the same alternating-rounds timer)
+
+import numpy as np  # noqa: E402
 
 SIZES = (64, 256, 256, 10)
 BATCH = 64
