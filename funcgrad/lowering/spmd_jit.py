@@ -24,6 +24,7 @@ from funcgrad.lowering.array import _BufferAval
 from funcgrad.lowering.executable import _option_overrides
 from funcgrad.lowering.jaxlib_compat import array_result_handler
 from funcgrad.lowering.mesh import NamedSharding, PartitionSpec
+from funcgrad.lowering import spmd
 from funcgrad.lowering.sharding import ShardedArray, put_named
 
 
@@ -183,7 +184,11 @@ class SpmdExecutable:
                           for a, s in zip(self.out_avals, out_shardings)]
 
     def __call__(self, bufs):
+        # one multi-device launch in flight at a time, as for pmap (spmd.py's docstring: XLA:CPU
+        # partitions waiting in a collective hold the threads the others need)
+        spmd.wait_for_previous_launch()
         outs = self.loaded.execute_sharded(bufs).consume_with_handlers(self._handlers)
+        spmd._last[0] = outs
         return [ShardedArray(a, b) for a, b in zip(self.out_avals, outs)]
 
     def as_text(self):
