@@ -42,6 +42,8 @@ from funcgrad.transforms.pmap import (local_device_count, pmap, process_count,  
                                       process_index)
 from funcgrad.lowering.sharding import (device_put_replicated,  # noqa: E402
                                         device_put_sharded)
+from funcgrad import sharding  # noqa: E402,F401  (Mesh, PartitionSpec, NamedSharding)
+from funcgrad.sharding import make_mesh  # noqa: E402
 from funcgrad import random  # noqa: E402
 from funcgrad.core.errors import (ConcretizationTypeError,  # noqa: E402
                                   TracerArrayConversionError, UnexpectedTracerError)

@@ -97,3 +97,39 @@ def check_ids(ids, size, where, what="index", ignore=None, of=None):
     elif config.debug_checks:
         debug_callback(functools.partial(_raise_out_of_range, size=size, where=where,
                                          what=what, ignore=ignore, of=of), ids)
+
+
+def visualize_array_sharding(x, *, file=None):
+    """Print which devices hold which block of ``x`` (a 1-d or 2-d Array), as a text grid:
+    one cell per block, naming the devices holding it (several when replicated).
+
+    Example:
+        >>> funcgrad.debug.visualize_array_sharding(jnp.ones((2, 3)))
+        +-------+
+        | CPU 0 |
+        +-------+
+    """
+    from funcgrad.lowering.array import Array
+    if not isinstance(x, Array):
+        raise TypeError(f"visualize_array_sharding: expected an Array, got {type(x).__name__}")
+    if x.ndim > 2:
+        raise ValueError(f"visualize_array_sharding: only 1-d and 2-d arrays can be shown, got "
+                         f"shape {x.shape}")
+    index = x.sharding.devices_indices_map(x.shape)
+    shape = x.shape if x.ndim == 2 else (1,) + x.shape
+    index = {d: (slice(None),) * (2 - x.ndim) + tuple(ix) for d, ix in index.items()}
+    bounds = [sorted({ix[k].indices(shape[k])[:2] for ix in index.values()}) for k in (0, 1)]
+    cells = {}
+    for d, ix in sorted(index.items(), key=lambda item: item[0].id):
+        at = tuple(bounds[k].index(ix[k].indices(shape[k])[:2]) for k in (0, 1))
+        cells.setdefault(at, []).append(d)
+    labels = {at: f"{ds[0].platform.upper()} {','.join(str(d.id) for d in ds)}"
+              for at, ds in cells.items()}
+    width = max(len(s) for s in labels.values()) + 2
+    rule = "+" + "+".join(["-" * width] * len(bounds[1])) + "+"
+    lines = [rule]
+    for r in range(len(bounds[0])):
+        lines.append("|" + "|".join(labels[(r, c)].center(width)
+                                    for c in range(len(bounds[1]))) + "|")
+        lines.append(rule)
+    builtins.print("\n".join(lines), file=file)

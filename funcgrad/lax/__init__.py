@@ -38,6 +38,7 @@ from funcgrad.lax.special import (
     bessel_i1e, cumlogsumexp, digamma, erf, erf_inv, erfc, igamma, igammac, lgamma,
     logaddexp, logsumexp, polygamma, zeta)
 from funcgrad.lax.autodiff import stop_gradient
+from funcgrad.lax.sharding import with_sharding_constraint  # noqa: E402
 from funcgrad.lax import linalg  # noqa: E402  (module, as jax.lax.linalg)
 from funcgrad.lax.fft import fft  # noqa: E402
 

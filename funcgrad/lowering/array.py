@@ -283,6 +283,9 @@ def device_put(x, device=None):
     """Place ``x`` (NumPy array, Python scalar, Array, or a pytree of them) on ``device``.
 
     Python scalars stay weakly typed; 64-bit inputs narrow to 32 bits unless x64 is enabled.
+    ``device`` may also be a list of devices (replicated on each) or a sharding
+    (``funcgrad.sharding.NamedSharding``, ``SingleDeviceSharding``; a bare ``PartitionSpec``
+    inside ``with mesh:``).
 
     Example:
         >>> a = funcgrad.device_put(np.ones(3))
@@ -290,9 +293,9 @@ def device_put(x, device=None):
         CpuDevice(id=0)
     """
     from funcgrad import tree_util
-    if isinstance(device, (list, tuple)):
-        from funcgrad.lowering import sharding   # a list of devices: replicated on each
-        return tree_util.tree_map(lambda leaf: sharding.replicate(leaf, device), x)
+    if isinstance(device, (list, tuple)) or not isinstance(device, (_jax.Device, type(None))):
+        from funcgrad.lowering import sharding   # a list of devices, or a sharding
+        return sharding.put_tree(x, device)
     return tree_util.tree_map(lambda leaf: _put_leaf(leaf, device), x)
 
 

@@ -200,22 +200,9 @@ def shard_value(x, devices, axis, fn="device_put_sharded"):
     devices = tuple(devices)
     if isinstance(x, ShardedArray):
         s = x._buf._sharding
-        if tuple(s._devices) == devices and _axis_of(s) == axis:
+        if tuple(s._devices) == devices and _axes.get(id(s), "other") == axis:
             return x
-    if isinstance(x, Value) and not isinstance(x, Array):
-        raise TypeError(f"{fn}: cannot place a traced value {x.aval.str_short()} on devices "
-                        f"inside a transformation")
-    if isinstance(x, Array):
-        aval = x.aval
-        host = np.asarray(x)
-    else:
-        host = np.asarray(x)
-        if host.dtype == object:
-            raise TypeError(f"{fn}: cannot convert {type(x).__name__} holding Python objects "
-                            f"to an array")
-        aval = ShapedArray(host.shape, dtypes.canonicalize(host.dtype),
-                           isinstance(x, (int, float, complex)) and not isinstance(x, bool))
-    host = host.astype(storage_dtype(aval.dtype), copy=False)
+    aval, host = host_value(x, fn)
     n = len(devices)
     if axis is None:
         pieces = [host] * n
@@ -224,11 +211,50 @@ def shard_value(x, devices, axis, fn="device_put_sharded"):
             raise ValueError(f"{fn}: axis {axis} of an argument of shape {aval.shape} must have "
                              f"one entry per device ({n} devices)")
         pieces = [np.ascontiguousarray(p) for p in np.split(host, n, axis=axis)]
-    sharding = mapped_sharding(devices, aval.ndim, axis)
+    return put_pieces(aval, mapped_sharding(devices, aval.ndim, axis), pieces, devices)
+
+
+def host_value(x, fn):
+    """``(aval, NumPy value in its storage dtype)`` of ``x`` (NumPy value, scalar or Array)."""
+    if isinstance(x, Value) and not isinstance(x, Array):
+        raise TypeError(f"{fn}: cannot place a traced value {x.aval.str_short()} on devices "
+                        f"inside a transformation")
+    host = np.asarray(x)
+    if isinstance(x, Array):
+        aval = x.aval
+    else:
+        if host.dtype == object:
+            raise TypeError(f"{fn}: cannot convert {type(x).__name__} holding Python objects "
+                            f"to an array")
+        aval = ShapedArray(host.shape, dtypes.canonicalize(host.dtype),
+                           isinstance(x, (int, float, complex)) and not isinstance(x, bool))
+    return aval, host.astype(storage_dtype(aval.dtype), copy=False)
+
+
+def put_pieces(aval, sharding, pieces, devices):
+    """A ShardedArray of global ``aval`` from host ``pieces``, one per device of ``devices``
+    (the order of ``sharding``'s devices)."""
     with backend.wide_transfers() if aval.dtype.itemsize == 8 else contextlib.nullcontext():
         buf = _jax.batched_device_put(_BufferAval(aval), sharding, pieces, list(devices), True,
                                       False)
     return ShardedArray(aval, buf)
+
+
+def put_named(x, sharding, fn="device_put"):
+    """``x`` (NumPy value, scalar, Array or ShardedArray) laid out as ``sharding`` (a
+    ``NamedSharding``): an Array already laid out that way is returned as is; otherwise its
+    value is split on the host and each device's block copied to it."""
+    if isinstance(x, ShardedArray) and x._buf._sharding == sharding:
+        return x
+    aval, host = host_value(x, fn)
+    try:
+        sharding = sharding.with_rank(aval.ndim, fn)
+        index = sharding.devices_indices_map(aval.shape)
+    except ValueError as e:
+        raise ValueError(f"{e} (an argument of shape {aval.shape}, {aval.dtype})") from None
+    devices = sharding._device_assignment
+    pieces = [np.array(host[index[d]], order="C") for d in devices]
+    return put_pieces(aval, sharding, pieces, devices)
 
 
 def device_put_sharded(shards, devices=None):
@@ -290,10 +316,31 @@ def device_put_replicated(x, devices=None):
                                  "device_put_replicated"), x)
 
 
+def put_tree(x, target):
+    """``device_put(x, target)`` for ``target`` a list of devices (replicated on each), a
+    ``NamedSharding``, a ``SingleDeviceSharding``, or a ``PartitionSpec`` inside ``with mesh:``."""
+    from funcgrad import tree_util
+    from funcgrad.lowering import array, mesh
+    if isinstance(target, (list, tuple)) and not isinstance(target, mesh.PartitionSpec):
+        return tree_util.tree_map(lambda leaf: replicate(leaf, target), x)
+    if isinstance(target, _jax.SingleDeviceSharding):
+        return array.device_put(x, target._device)
+    if isinstance(target, mesh.PartitionSpec):
+        current = mesh.current_mesh()
+        if current is None:
+            raise ValueError(f"device_put: a bare {target} needs a mesh: use "
+                             f"NamedSharding(mesh, spec), or call inside `with mesh:`")
+        target = mesh.NamedSharding(current, target)
+    if isinstance(target, mesh.NamedSharding):
+        return tree_util.tree_map(lambda leaf: put_named(leaf, target), x)
+    raise TypeError(f"device_put: expected a device, a list of devices or a sharding, got "
+                    f"{type(target).__name__}: {target!r}")
+
+
 def replicate(x, devices):
     """``x`` on every one of ``devices``, with the same (unstacked) shape: replicated."""
     return shard_value(x, devices, None, "device_put")
 
 
 __all__ = ["MappedSharding", "ShardedArray", "Shard", "mapped_sharding", "shard_value",
-           "assemble", "device_put_sharded", "device_put_replicated", "replicate"]
+           "assemble", "put_named", "put_pieces", "host_value", "device_put_sharded", "device_put_replicated", "replicate"]

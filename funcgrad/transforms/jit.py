@@ -17,9 +17,15 @@ from funcgrad.lowering import eager
 from funcgrad.lowering.dispatch import JitFunction, clear_jit_caches
 
 
-def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=()):
+def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(),
+        in_shardings=None, out_shardings=None):
     """Compile ``fun`` with XLA: traced once per input signature (pytree structure, shapes,
     dtypes, static arguments, device), then cached.
+
+    With ``in_shardings``/``out_shardings`` (``funcgrad.sharding.NamedSharding``s: one for all,
+    or a tuple with one per positional argument / output, None taking an argument's own
+    NamedSharding or replicating) the program is compiled for the mesh's devices by XLA's SPMD
+    partitioner and returns sharded Arrays (docs/parallel.md, "jit with shardings").
 
     Example:
         >>> @funcgrad.jit
@@ -30,10 +36,27 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=()):
     """
     if fun is None:
         return functools.partial(jit, static_argnums=static_argnums,
-                                 static_argnames=static_argnames, donate_argnums=donate_argnums)
+                                 static_argnames=static_argnames, donate_argnums=donate_argnums,
+                                 in_shardings=in_shardings, out_shardings=out_shardings)
+    if in_shardings is not None or out_shardings is not None:
+        return _sharded_jit(fun, static_argnums, static_argnames, donate_argnums, in_shardings,
+                            out_shardings)
     if _is_callable_pytree(fun):
         return _jit_callable_pytree(fun, static_argnums, static_argnames, donate_argnums)
     return JitFunction(fun, static_argnums, static_argnames, donate_argnums)
+
+
+def _sharded_jit(fun, static_argnums, static_argnames, donate_argnums, in_shardings,
+                 out_shardings):
+    from funcgrad.lowering.spmd_jit import ShardedJitFunction
+    if static_argnums or static_argnames or donate_argnums:
+        raise ValueError("jit: static_argnums, static_argnames and donate_argnums cannot be "
+                         "combined with in_shardings/out_shardings yet")
+    if _is_callable_pytree(fun):
+        raise TypeError(f"jit: in_shardings/out_shardings with a module ({type(fun).__name__}) "
+                        f"are not supported yet; jit a function that takes the parameters "
+                        f"(e.g. via funcgrad.nn.functional_call) instead")
+    return ShardedJitFunction(fun, in_shardings, out_shardings)
 
 
 def _is_callable_pytree(fun):

@@ -9,7 +9,8 @@ dependency, only a later one). The layers, lowest first:
     numpy     the NumPy / array-API surface
     api       the transformations' user API (transforms/), random numbers, debugging, files,
               mixed precision (amp/), quantization (quantize/),
-              exported artifacts (export/), multi-process runs (distributed/)
+              exported artifacts (export/), multi-process runs (distributed/), meshes and
+              shardings (sharding)
     nn, data  PyTorch-style modules and data loading
     optim     optimizers (over nn's parameters)
     top       the demo and test helpers
@@ -28,7 +29,7 @@ LAYERS = [
     {"numpy"},
     {"transforms", "random", "debug", "serialization", "checkpoint_header", "environment",
      "amp", "quantize", "export", "profiler", "distributed", "custom_batching", "dlpack",
-     "dtypes", "errors", "image"},
+     "dtypes", "errors", "image", "sharding"},
     {"nn", "data", "scipy", "quantization"},
     {"optim"},
     {"demo", "demo_train", "test_util", "__init__"},

@@ -1,0 +1,240 @@
+"""Meshes, NamedShardings and device_put on 4 host CPU devices (run by test_sharding.py in a
+subprocess with FUNCGRAD_CPU_DEVICES=4)."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+import funcgrad
+import funcgrad.numpy as jnp
+from funcgrad.sharding import Mesh, NamedSharding, P, SingleDeviceSharding
+
+H = np.arange(32, dtype=np.float32).reshape(4, 8)
+
+
+@pytest.fixture(scope="module")
+def mesh():
+    assert funcgrad.local_device_count() == 4
+    return funcgrad.make_mesh((2, 2), ("x", "y"))
+
+
+# spec -> (device id -> (row slice, column slice)) of a (4, 8) array on the 2x2 mesh
+CASES = {
+    P("x", "y"): {0: ((0, 2), (0, 4)), 1: ((0, 2), (4, 8)), 2: ((2, 4), (0, 4)),
+                  3: ((2, 4), (4, 8))},
+    P("y", "x"): {0: ((0, 2), (0, 4)), 1: ((2, 4), (0, 4)), 2: ((0, 2), (4, 8)),
+                  3: ((2, 4), (4, 8))},
+    P("x"): {0: ((0, 2), (0, 8)), 1: ((0, 2), (0, 8)), 2: ((2, 4), (0, 8)),
+             3: ((2, 4), (0, 8))},
+    P(None, "y"): {0: ((0, 4), (0, 4)), 1: ((0, 4), (4, 8)), 2: ((0, 4), (0, 4)),
+                   3: ((0, 4), (4, 8))},
+    P(("x", "y")): {0: ((0, 1), (0, 8)), 1: ((1, 2), (0, 8)), 2: ((2, 3), (0, 8)),
+                    3: ((3, 4), (0, 8))},
+    P(("y", "x"), None): {0: ((0, 1), (0, 8)), 1: ((2, 3), (0, 8)), 2: ((1, 2), (0, 8)),
+                          3: ((3, 4), (0, 8))},
+    P(): {d: ((0, 4), (0, 8)) for d in range(4)},
+}
+
+HLO = {P("x", "y"): "{devices=[2,2]<=[4]}",
+       P("x"): "{devices=[2,1,2]<=[4] last_tile_dim_replicate}",
+       P(None, "y"): "{devices=[1,2,2]<=[2,2]T(1,0) last_tile_dim_replicate}",
+       P(): "{replicated}"}
+
+
+@pytest.mark.parametrize("spec", list(CASES), ids=str)
+def test_device_put_places_each_block(mesh, spec):
+    s = NamedSharding(mesh, spec)
+    a = funcgrad.device_put(H, s)
+    assert a.sharding == s and a.shape == (4, 8) and a.dtype == np.float32
+    want = CASES[spec]
+    shards = a.addressable_shards
+    assert sorted(sh.device.id for sh in shards) == [0, 1, 2, 3]
+    for sh in shards:
+        (r0, r1), (c0, c1) = want[sh.device.id]
+        assert sh.data.shape == (r1 - r0, c1 - c0) == s.shard_shape(H.shape)
+        assert sh.data.device == sh.device
+        np.testing.assert_array_equal(np.asarray(sh.data), H[r0:r1, c0:c1])
+        assert tuple(ix.indices(n)[:2] for ix, n in zip(sh.index, H.shape)) == ((r0, r1),
+                                                                                 (c0, c1))
+    np.testing.assert_array_equal(np.asarray(a), H)
+    assert a.is_fully_replicated == (spec == P())
+    # operations on a sharded Array give the single-device computation's values
+    np.testing.assert_allclose(np.asarray(jnp.tanh(a) @ a.T), np.tanh(H) @ H.T, rtol=1e-6)
+    if spec in HLO:
+        assert str(a.sharding._to_xla_hlo_sharding(2)) == str(a.sharding._hlo_sharding) == HLO[spec]
+
+
+def test_layouts_equal_jax(mesh):
+    # tests/sharding/jax_reference.json: JAX 0.10.2's HloSharding and blocks for these specs
+    # (tools/gen_sharding_reference.py); funcgrad's must be the same
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                           "jax_reference.json")) as f:
+        ref = json.load(f)
+    shape = tuple(ref["shape"])
+    assert len(ref["cases"]) == 9
+    for case in ref["cases"]:
+        spec = P(*[tuple(p) if isinstance(p, list) else p for p in case["spec"]])
+        s = NamedSharding(mesh, spec)
+        assert str(s._to_xla_hlo_sharding(len(shape))) == case["hlo"], spec
+        got = {str(d.id): [list(ix.indices(n)[:2]) for ix, n in zip(index, shape)]
+               for d, index in s.devices_indices_map(shape).items()}
+        assert got == case["blocks"], spec
+        a = funcgrad.device_put(np.arange(32.0).reshape(shape), s)
+        for sh in a.addressable_shards:
+            (r0, r1), (c0, c1) = case["blocks"][str(sh.device.id)]
+            np.testing.assert_array_equal(np.asarray(sh.data),
+                                          np.arange(32.0).reshape(shape)[r0:r1, c0:c1])
+
+
+def test_reshard_and_round_trips(mesh):
+    a = funcgrad.device_put(H, NamedSharding(mesh, P("x", "y")))
+    assert funcgrad.device_put(a, NamedSharding(mesh, P("x", "y"))) is a
+    b = funcgrad.device_put(a, NamedSharding(mesh, P(None, "x")))
+    assert b.sharding.spec == P(None, "x")
+    np.testing.assert_array_equal(np.asarray(b), H)
+    c = funcgrad.device_put(b, SingleDeviceSharding(funcgrad.local_devices()[2]))
+    assert c.device == funcgrad.local_devices()[2]
+    np.testing.assert_array_equal(np.asarray(c), H)
+    d = funcgrad.device_put(b, funcgrad.local_devices()[1])
+    assert d.device.id == 1 and np.array_equal(np.asarray(d), H)
+
+
+def test_pytrees_scalars_dtypes_and_mesh_context(mesh):
+    tree = {"w": np.ones((4, 2), np.int32), "b": np.arange(4.0)}
+    with mesh:
+        out = funcgrad.device_put(tree, P("x"))
+    assert out["w"].sharding.spec == P("x") and out["w"].dtype == np.int32
+    assert out["b"].sharding.shard_shape((4,)) == (2,)
+    np.testing.assert_array_equal(np.asarray(out["b"]), np.arange(4.0, dtype=np.float32))
+    s = funcgrad.device_put(3.0, NamedSharding(mesh, P()))
+    assert s.shape == () and s.weak_type and float(s) == 3.0
+    # a spec shorter than the rank leaves the trailing dimensions whole
+    x = funcgrad.device_put(np.zeros((2, 4, 3)), NamedSharding(mesh, P("y")))
+    assert x.sharding.shard_shape(x.shape) == (1, 4, 3)
+
+
+def test_visualize(mesh, capsys):
+    funcgrad.debug.visualize_array_sharding(
+        funcgrad.device_put(H, NamedSharding(mesh, P("y", "x"))))
+    funcgrad.debug.visualize_array_sharding(
+        funcgrad.device_put(np.arange(8.0), NamedSharding(mesh, P("y"))))
+    assert capsys.readouterr().out == (
+        "+-------+-------+\n| CPU 0 | CPU 2 |\n+-------+-------+\n"
+        "| CPU 1 | CPU 3 |\n+-------+-------+\n"
+        "+---------+---------+\n| CPU 0,2 | CPU 1,3 |\n+---------+---------+\n")
+
+
+def test_errors(mesh):
+    with pytest.raises(ValueError, match=r"names axis 'z', which Mesh\('x': 2, 'y': 2\)"):
+        NamedSharding(mesh, P("x", "z"))
+    with pytest.raises(ValueError, match="uses a mesh axis .* more than once"):
+        NamedSharding(mesh, P("x", "x"))
+    with pytest.raises(TypeError, match="expected a PartitionSpec"):
+        NamedSharding(mesh, ("x",))
+    with pytest.raises(ValueError, match=r"dimension 1 of shape \(4, 3\) \(size 3\) is not "
+                                         r"divisible by 2.*PartitionSpec\(None, 'y'\)"):
+        funcgrad.device_put(np.zeros((4, 3)), NamedSharding(mesh, P(None, "y")))
+    with pytest.raises(ValueError, match=r"PartitionSpec\('x', 'y'\) has 2 entries, more than "
+                                         r"the 1 dimensions"):
+        funcgrad.device_put(np.zeros(4), NamedSharding(mesh, P("x", "y")))
+    with pytest.raises(ValueError, match="needs a mesh"):
+        funcgrad.device_put(np.zeros(4), P("x"))
+    with pytest.raises(ValueError, match=r"a mesh of shape \(3, 2\) needs 6 devices, but 4"):
+        funcgrad.make_mesh((3, 2), ("a", "b"))
+    with pytest.raises(ValueError, match=r"shape \(2, 2\) needs 2 axis names, got 1"):
+        Mesh(mesh.devices, ("x",))
+    with pytest.raises(ValueError, match="repeat a device"):
+        Mesh(np.array([mesh.devices[0, 0]] * 2), ("x",))
+    with pytest.raises(TypeError, match="expected a device, a list of devices or a sharding"):
+        funcgrad.device_put(np.zeros(4), "cpu:0")
+
+
+def test_mesh_properties(mesh):
+    assert mesh.shape == {"x": 2, "y": 2} and mesh.size == 4 and mesh.axis_sizes == (2, 2)
+    np.testing.assert_array_equal(mesh.device_ids, [[0, 1], [2, 3]])
+    assert mesh == funcgrad.make_mesh((2, 2), ("x", "y")) != funcgrad.make_mesh((4,), ("x",))
+    assert NamedSharding(mesh, P("x")) == NamedSharding(mesh, P("x", None))
+    assert hash(NamedSharding(mesh, P("x"))) == hash(NamedSharding(mesh, P("x", None)))
+
+
+def _rand(*shape, seed=0):
+    return np.random.default_rng(seed).normal(size=shape).astype(np.float32)
+
+
+def test_jit_with_shardings_matches_one_device(mesh):
+    x, w = _rand(8, 6), _rand(6, 4, seed=1)
+    f = lambda a, b: jnp.tanh(a @ b).sum(1) + 1.0           # noqa: E731
+    g = funcgrad.jit(f, in_shardings=(NamedSharding(mesh, P("x")),
+                                      NamedSharding(mesh, P(None, "y"))),
+                     out_shardings=NamedSharding(mesh, P("x")))
+    r = g(x, w)
+    assert r.sharding == NamedSharding(mesh, P("x")) and r.shape == (8,)
+    assert [s.data.shape for s in r.addressable_shards] == [(4,)] * 4
+    np.testing.assert_allclose(np.asarray(r), np.asarray(funcgrad.jit(f)(x, w)), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(r), np.tanh(x @ w).sum(1) + 1.0, rtol=1e-5)
+    program = list(g._cache.values())[0][0]
+    assert g(x, w).sharding == r.sharding and len(g._cache) == 1
+    # XLA partitioned the program: per-device blocks, the sum over "y" an all-reduce
+    hlo = program.as_text()
+    assert "f32[4,6]" in hlo and "f32[6,2]" in hlo and "all-reduce" in hlo, hlo
+
+
+def test_jit_shardings_from_arguments_and_default_replication(mesh):
+    x = funcgrad.device_put(_rand(4, 8), NamedSharding(mesh, P("x", "y")))
+    g = funcgrad.jit(lambda a: (a * 2.0, a.sum()), out_shardings=(NamedSharding(mesh, P("y")),
+                                                                  None))
+    doubled, total = g(x)
+    assert doubled.sharding.spec == P("y") and total.sharding.spec == P()
+    assert total.is_fully_replicated
+    np.testing.assert_allclose(np.asarray(doubled), 2 * np.asarray(x), rtol=1e-6)
+    np.testing.assert_allclose(float(np.asarray(total)), np.asarray(x).sum(), rtol=1e-5)
+
+
+def test_jit_with_shardings_errors(mesh):
+    other = Mesh(mesh.devices.T, ("x", "y"))
+    g = funcgrad.jit(lambda a, b: a + b, in_shardings=(NamedSharding(mesh, P("x")),
+                                                       NamedSharding(other, P("x"))))
+    with pytest.raises(ValueError, match="must lie on one mesh"):
+        g(np.ones(4), np.ones(4))
+    h = funcgrad.jit(lambda a: a, in_shardings=NamedSharding(mesh, P("x", "y")))
+    with pytest.raises(ValueError, match=r"dimension 1 of shape \(4, 3\) .* not divisible"):
+        h(np.ones((4, 3)))
+    with pytest.raises(ValueError, match="one per positional argument"):
+        funcgrad.jit(lambda a: a, in_shardings=(None, None))(np.ones(4))
+    with pytest.raises(ValueError, match="static_argnums.*cannot be combined"):
+        funcgrad.jit(lambda a, n: a, static_argnums=1, in_shardings=NamedSharding(mesh, P()))
+    with pytest.raises(TypeError, match=r"with a module \(Linear\) are not supported yet"):
+        funcgrad.jit(funcgrad.nn.Linear(4, 2), in_shardings=NamedSharding(mesh, P()))
+
+
+def test_with_sharding_constraint_in_jit_eager_and_grad(mesh):
+    from funcgrad import lax
+    x, w = _rand(8, 4), _rand(4, 6, seed=2)
+    row = NamedSharding(mesh, P(("x", "y")))
+    col = NamedSharding(mesh, P(None, "y"))
+
+    def f(a, b):
+        h = lax.with_sharding_constraint(jnp.tanh(a @ b), col)
+        return (h * h).sum()
+    g = funcgrad.jit(f, in_shardings=(row, None))
+    np.testing.assert_allclose(float(np.asarray(g(x, w))), (np.tanh(x @ w) ** 2).sum(),
+                               rtol=1e-5)
+    program = list(g._cache.values())[0][0]
+    assert "f32[8,3]" in program.as_text()      # h is split over "y" as constrained
+    # grad through the constraint (its transpose constrains the cotangent) and vmap over it
+    dg = funcgrad.jit(funcgrad.grad(f), in_shardings=(row, None))(x, w)
+    np.testing.assert_allclose(np.asarray(dg), np.asarray(funcgrad.grad(f)(x, w)), rtol=1e-5)
+    vm = funcgrad.jit(funcgrad.vmap(lambda a: lax.with_sharding_constraint(a * 2, NamedSharding(
+        mesh, P("y")))), in_shardings=row)(x)
+    np.testing.assert_allclose(np.asarray(vm), 2 * x, rtol=1e-6)
+    # inside a single-device jit the constraint changes nothing
+    one = funcgrad.jit(lambda a: lax.with_sharding_constraint(a * 2, col).sum())(x)
+    np.testing.assert_allclose(float(one), 2 * x.sum(), rtol=1e-5)
+    assert one.device == funcgrad.local_devices()[0]
+    # eager: placed at once; bad input: a clear error
+    e = lax.with_sharding_constraint(jnp.asarray(x), col)
+    assert e.sharding.spec == P(None, "y") and np.array_equal(np.asarray(e), x)
+    with pytest.raises(ValueError, match=r"with_sharding_constraint: dimension 1 of shape "
+                                         r"\(8, 5\)"):
+        lax.with_sharding_constraint(jnp.ones((8, 5)), col)
