@@ -13,6 +13,7 @@ Example:
     >>> [x.shape for x, y in loader]
     [(32, 3), (32, 3), (32, 3)]
 """
+from ._main_rerun import UnguardedMainError
 from ._pool import WorkerDiedError, WorkerTimeoutError
 from ._worker import WorkerInfo, current_rng, get_worker_info
 from .collate import default_collate, default_convert
@@ -32,5 +33,5 @@ __all__ = [
     "WeightedRandomSampler", "DistributedSampler",
     "default_collate", "default_convert", "get_worker_info", "WorkerInfo", "current_rng",
     "prefetch_to_device", "shard", "progress", "WorkerDiedError", "WorkerTimeoutError",
-    "datasets", "transforms",
+    "UnguardedMainError", "datasets", "transforms",
 ]
