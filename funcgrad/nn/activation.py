@@ -305,3 +305,25 @@ class Softmax2d(Module):
             raise ValueError(f"Softmax2d: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, "
                              f"got shape {tuple(jnp.shape(x))}")
         return F.softmax(x, -3)
+
+
+class RReLU(Module):
+    """Randomized leaky ReLU (``F.rrelu``): in training, negative inputs are scaled by slopes
+    drawn uniformly from [lower, upper]; in eval mode by (lower + upper) / 2. ``forward(x,
+    key=None)``: ``key`` seeds the slopes (else the host generator, fixed at trace time).
+
+    Example:
+        >>> m = nn.RReLU(0.1, 0.3).eval()
+        >>> m(jnp.array([-3.0, 2.0]))
+        Array([-0.6,  2. ], dtype=float32)
+    """
+
+    def __init__(self, lower=1.0 / 8, upper=1.0 / 3, inplace=False):
+        super().__init__()
+        self.lower, self.upper = lower, upper
+
+    def forward(self, x, key=None):
+        return F.rrelu(x, self.lower, self.upper, self.training, key=key)
+
+    def extra_repr(self):
+        return f"lower={self.lower}, upper={self.upper}"

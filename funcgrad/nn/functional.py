@@ -1813,3 +1813,10 @@ def _with_target_check(fname, fn):
 
 nll_loss = _with_target_check("F.nll_loss", nll_loss)
 cross_entropy = _with_target_check("F.cross_entropy", cross_entropy)
+
+
+# --- the rest of torch.nn.functional, one module per family (they import this one) -------------
+from funcgrad.nn.functional_pooling import *  # noqa: E402,F401,F403
+from funcgrad.nn.functional_sampling import *  # noqa: E402,F401,F403
+from funcgrad.nn.functional_extra import *  # noqa: E402,F401,F403
+from funcgrad.nn.functional_losses import *  # noqa: E402,F401,F403
