@@ -19,7 +19,7 @@ from ._worker import WorkerInfo, current_rng, get_worker_info
 from .collate import default_collate, default_convert
 from .dataloader import DataLoader
 from .dataset import (ArrayDataset, ChainDataset, ConcatDataset, Dataset, IterableDataset,
-                      Subset, TensorDataset, random_split)
+                      StackDataset, Subset, TensorDataset, random_split)
 from .prefetch import prefetch_to_device, shard
 from .progress import progress
 from .sampler import (BatchSampler, DistributedSampler, RandomSampler, Sampler,
@@ -28,7 +28,7 @@ from . import datasets, transforms
 
 __all__ = [
     "DataLoader", "Dataset", "IterableDataset", "TensorDataset", "ArrayDataset", "Subset",
-    "ConcatDataset", "ChainDataset", "random_split",
+    "ConcatDataset", "ChainDataset", "StackDataset", "random_split",
     "Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "BatchSampler",
     "WeightedRandomSampler", "DistributedSampler",
     "default_collate", "default_convert", "get_worker_info", "WorkerInfo", "current_rng",
