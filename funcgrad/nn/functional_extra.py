@@ -17,8 +17,7 @@ Example:
 import numpy as np
 
 import funcgrad.numpy as jnp
-from funcgrad import lax
-from funcgrad.core.interpreters import Tracer
+from funcgrad import debug, lax
 from funcgrad.nn import functional as _F
 
 __all__ = [
@@ -119,11 +118,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
         raise ValueError(f"F.embedding_bag: input must be 1-d or 2-d, got shape "
                          f"{tuple(idx.shape)}")
     n = w.shape[0]
-    if not isinstance(idx, Tracer) and idx.size:
-        lo, hi = int(jnp.min(idx)), int(jnp.max(idx))
-        if lo < 0 or hi >= n:
-            raise IndexError(f"F.embedding_bag: index {lo if lo < 0 else hi} out of range "
-                             f"for a table of {n} rows")
+    debug.check_ids(idx, n, "F.embedding_bag", of=f"a table of {n} rows")
     keep = bag >= 0
     if padding_idx is not None:
         keep = keep & (idx != padding_idx % n)

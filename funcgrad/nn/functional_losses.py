@@ -10,7 +10,7 @@ Example:
 import numpy as np
 
 import funcgrad.numpy as jnp
-from funcgrad import lax
+from funcgrad import debug, lax
 from funcgrad.core.interpreters import Tracer
 from funcgrad.nn import functional as _F
 
@@ -41,11 +41,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         raise ValueError(f"F.multi_margin_loss: target {tuple(jnp.shape(target))} must have "
                          f"shape {tuple(x.shape[:1])} for input {tuple(jnp.shape(input))}")
     c = x.shape[1]
-    if not isinstance(t, Tracer) and t.size:
-        lo, hi = int(jnp.min(t)), int(jnp.max(t))
-        if lo < 0 or hi >= c:
-            raise IndexError(f"F.multi_margin_loss: target {lo if lo < 0 else hi} is out of "
-                             f"bounds for {c} classes")
+    debug.check_ids(t, c, "F.multi_margin_loss", what="target", of=f"{c} classes")
     t = t.astype("int32")
     xy = jnp.take_along_axis(x, t[:, None], axis=1)
     z = jnp.maximum(margin - xy + x, 0)

@@ -17,8 +17,7 @@ Example:
 import numpy as np
 
 import funcgrad.numpy as jnp
-from funcgrad import lax
-from funcgrad.core.interpreters import Tracer
+from funcgrad import debug, lax
 from funcgrad.nn import functional as _F
 
 __all__ = [
@@ -286,11 +285,8 @@ def _max_unpool(n, fname, x, indices, kernel_size, stride, padding, output_size)
     rows = int(np.prod(lead, dtype=np.int64))
     flat_x = jnp.reshape(x, (rows, -1))
     flat_i = jnp.reshape(indices, (rows, -1)).astype("int32")
-    if not isinstance(flat_i, Tracer) and flat_i.size:
-        lo, hi = int(jnp.min(flat_i)), int(jnp.max(flat_i))
-        if lo < 0 or hi >= total:
-            raise IndexError(f"{fname}: found an index {lo if lo < 0 else hi} outside the "
-                             f"output of {total} elements per plane (output_size {out})")
+    debug.check_ids(flat_i, total, fname,
+                    of=f"the output of {total} elements per plane (output_size {out})")
     row_ids = jnp.broadcast_to(jnp.arange(rows, dtype="int32")[:, None], flat_i.shape)
     zeros = jnp.zeros((rows, total), x.dtype)
     # Overlapping windows can pick one element twice: the value is written once, and (as in

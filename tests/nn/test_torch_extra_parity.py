@@ -21,6 +21,10 @@ import torch_extra_harness as harness  # noqa: E402
 DATA = os.path.join(os.path.dirname(__file__), "data", "torch_extra_ref.npz")
 RTOL = 1e-5
 NAMES = [c[0] for c in harness.all_cases()]
+# grid_sample's border/reflection variants run in the slow set (the zeros variants of every
+# mode, and all variants live and under jit, stay)
+_SLOW_STORED = {n for n in NAMES if n.startswith("grid_sample") and "zeros" not in n}
+STORED = [pytest.param(n, marks=pytest.mark.slow) if n in _SLOW_STORED else n for n in NAMES]
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +61,7 @@ def _case(name):
     return next(c for c in harness.all_cases() if c[0] == name)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", STORED)
 def test_against_stored_pytorch_values(name, stored):
     _, inputs, fn, diff = _case(name)
     _compare(harness.FuncgradLib().run(name, inputs, fn, diff), stored, name)

@@ -4,7 +4,11 @@ import numpy as np
 
 import torch_extra_cases as cases
 
-NO_JIT = {"lazy_modules"}           # a lazy module's first call must be eager
+# Not jitted whole: a lazy module's first call must be eager; concatenated CTC targets need
+# concrete lengths; modules made inside a trace do not see their own buffer updates there
+# (they are carried out to the module, as update_buffer documents).
+NO_JIT = {"lazy_modules", "ctc_loss_concatenated_blank", "instance_norm_1d_3d",
+          "sync_batchnorm_one_process"}
 NO_GRAD = {"lazy_modules", "embedding_bag_module", "conv_transpose3d_module",
            "sync_batchnorm_one_process"}
 
@@ -95,7 +99,7 @@ class FuncgradLib:
             return sum(jnp.sum(v * jnp.asarray(c)) for v, c in zip(o, cots) if c is not None)
 
         grad = funcgrad.grad(total, argnums=tuple(range(len(diff))))
-        if jit:
+        if jit and name not in NO_JIT:
             grad = funcgrad.jit(grad)
         grads = grad(*[xs[j] for j in diff])
         for j, g in zip(diff, grads):
