@@ -94,9 +94,16 @@ def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weig
         >>> F.linear_cross_entropy(x, w, jnp.array([0]))
         Array(0.12692805, dtype=float32)
     """
-    logits = _F.linear(input, linear_weight, linear_bias)
-    if logits.ndim > 2:       # (N, d1, ..., C) -> the class axis second, as cross_entropy's
-        logits = jnp.moveaxis(logits, -1, 1)
+    x, w = jnp.asarray(input), jnp.asarray(linear_weight)
+    if w.ndim < 2 or w.shape[-1] != x.shape[-1]:
+        raise ValueError(f"F.linear_cross_entropy: linear_weight must be (C, ..., D) with D = "
+                         f"input's last axis, got input {tuple(x.shape)} and linear_weight "
+                         f"{tuple(w.shape)}")
+    classes = tuple(w.shape[:-1])            # (C, *out_features): logits (N, C, *out_features)
+    logits = _F.linear(x, jnp.reshape(w, (-1, w.shape[-1])))
+    logits = jnp.reshape(logits, tuple(x.shape[:-1]) + classes)
+    if linear_bias is not None:
+        logits = logits + jnp.reshape(jnp.asarray(linear_bias), classes)
     return _F.cross_entropy(logits, target, weight=weight,
                             ignore_index=-100 if ignore_index is None else ignore_index,
                             reduction=reduction, label_smoothing=label_smoothing)

@@ -340,3 +340,45 @@ class CTCLoss(_Loss):
     def forward(self, log_probs, targets, input_lengths, target_lengths):
         return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank,
                           self.reduction, self.zero_infinity)
+
+
+class LinearCrossEntropyLoss(_Loss):
+    """PyTorch 2.13's fused linear layer + cross-entropy: holds ``linear`` (``Linear(in_features,
+    num_classes * prod(out_features), bias)``) and computes ``F.linear_cross_entropy`` of its
+    logits reshaped to (N, num_classes, *out_features).
+
+    Example:
+        >>> loss = nn.LinearCrossEntropyLoss(4, 3)
+        >>> loss(jnp.ones((2, 4)), jnp.array([0, 2])).shape
+        ()
+    """
+
+    def __init__(self, in_features, num_classes, *, out_features=(), bias=False, device=None,
+                 dtype=None, reduction="mean", weight=None, ignore_index=None,
+                 label_smoothing=0.0, options=None):
+        super().__init__(reduction)
+        from funcgrad.nn.linear import Linear
+        if weight is not None and tuple(weight.shape) != (num_classes,):
+            raise ValueError(f"LinearCrossEntropyLoss: expected weight shape {(num_classes,)}, "
+                             f"got {tuple(weight.shape)}")
+        if not 0.0 <= label_smoothing <= 1.0:
+            raise ValueError(f"LinearCrossEntropyLoss: label_smoothing must be in [0, 1], got "
+                             f"{label_smoothing}")
+        self.num_classes, self.out_features = int(num_classes), tuple(out_features)
+        self.ignore_index, self.label_smoothing, self.options = (ignore_index, label_smoothing,
+                                                                 options)
+        size = self.num_classes
+        for d in self.out_features:
+            size *= int(d)
+        self.linear = Linear(in_features, size, bias=bias, dtype=dtype)
+        if weight is not None:
+            self.register_buffer("weight", weight)
+
+    def forward(self, input, target):
+        shape = (self.num_classes,) + self.out_features
+        w = self.linear.weight.reshape(shape + (self.linear.in_features,))
+        b = None if self.linear.bias is None else self.linear.bias.reshape(shape)
+        return F.linear_cross_entropy(input, w, target, linear_bias=b,
+                                      weight=self._buffers.get("weight"),
+                                      reduction=self.reduction, ignore_index=self.ignore_index,
+                                      label_smoothing=self.label_smoothing)

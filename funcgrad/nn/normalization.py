@@ -293,3 +293,40 @@ class LocalResponseNorm(Module):
 
     def extra_repr(self):
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+class CrossMapLRN2d(Module):
+    """PyTorch's legacy cross-channel LRN of (N, C, H, W): x * (k + alpha / size * s) ** -beta
+    with s the sum of squares over a window of channels laid out as PyTorch's running-sum
+    kernel lays it (channels [c - p + 1, c + p - 1] with p = (size - 1) // 2 + 1, clipped, and
+    for c <= p starting at channel 0; that kernel never subtracts channel 0 again, so later
+    windows include it too — kept, for the same outputs).
+
+    Example:
+        >>> nn.CrossMapLRN2d(3)(jnp.ones((1, 4, 2, 2))).shape
+        (1, 4, 2, 2)
+    """
+
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = int(size), alpha, beta, k
+
+    def forward(self, x):
+        x = jnp.asarray(x)
+        if x.ndim != 4:
+            raise ValueError(f"CrossMapLRN2d: expected a 4-d input, got shape "
+                             f"{tuple(x.shape)}")
+        c = x.shape[1]
+        p = (self.size - 1) // 2 + 1
+        hi = np.minimum(np.arange(c) + p - 1, c - 1)
+        lo = np.where(np.arange(c) <= p, 0, np.arange(c) - p + 1)
+        sq = x * x
+        prefix = jnp.concatenate([jnp.zeros_like(sq[:, :1]), jnp.cumsum(sq, axis=1)], axis=1)
+        window = prefix[:, hi + 1] - prefix[:, lo]
+        # PyTorch's running sum never subtracts channel 0 once the window has passed it
+        late = jnp.asarray((np.arange(c) > p).astype(np.dtype(x.dtype)))
+        window = window + sq[:, :1] * late[None, :, None, None]
+        return x * (self.k + self.alpha / self.size * window) ** -self.beta
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

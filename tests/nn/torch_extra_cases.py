@@ -387,3 +387,19 @@ def _(r):
         y = m(x)
         return y, m.running_mean, m.running_var, m.eval()(x)
     return [f32(r, 4, 3, 5)], fn
+
+
+@case("cross_map_lrn2d", diff=())
+def _(r):
+    return [f32(r, 2, 9, 3, 2)], lambda lib, x: (lib.nn.CrossMapLRN2d(3, 0.1, 0.6, 1.5)(x),
+                                                 lib.nn.CrossMapLRN2d(4, 0.2)(x))
+
+
+@case("linear_cross_entropy_module", diff=(0,))
+def _(r):
+    y = r.integers(0, 4, (5, 3)).astype(np.int64)
+    def fn(lib, x, y):
+        m = lib.load(lib.nn.LinearCrossEntropyLoss(6, 4, out_features=(3,), bias=True,
+                                                   label_smoothing=0.05), "lce")
+        return m(x, y)
+    return [f32(r, 5, 6), y], fn
