@@ -61,6 +61,7 @@ from funcgrad.nn.init import manual_seed  # noqa: F401
 from funcgrad.nn import utils  # noqa: F401,E402
 # --- more of torch.nn (issue 21) ---
 from funcgrad.nn.activation import RReLU  # noqa: F401,E402
+from funcgrad.nn.adaptive import AdaptiveLogSoftmaxWithLoss  # noqa: F401,E402
 from funcgrad.nn.conv import ConvTranspose3d  # noqa: F401,E402
 from funcgrad.nn.embedding import EmbeddingBag  # noqa: F401,E402
 from funcgrad.nn.lazy import *  # noqa: F401,F403,E402  (LazyLinear, LazyConv2d, ...)

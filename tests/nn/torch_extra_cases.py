@@ -403,3 +403,14 @@ def _(r):
                                                    label_smoothing=0.05), "lce")
         return m(x, y)
     return [f32(r, 5, 6), y], fn
+
+
+@case("adaptive_log_softmax", diff=(0,))
+def _(r):
+    t = r.integers(0, 20, (7,)).astype(np.int64)
+    def fn(lib, x, t):
+        m = lib.load(lib.nn.AdaptiveLogSoftmaxWithLoss(16, 20, [5, 12], div_value=2.0,
+                                                       head_bias=True), "asm")
+        out = m(x, t)
+        return out.output, out.loss, m.log_prob(x), m.predict(x), m(x[0], t[0]).output
+    return [f32(r, 7, 16), t], fn

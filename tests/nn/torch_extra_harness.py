@@ -14,7 +14,7 @@ NO_GRAD = {"lazy_modules", "embedding_bag_module", "conv_transpose3d_module",
 
 
 def _flat(out):
-    if isinstance(out, (tuple, list)):
+    if isinstance(out, (tuple, list)):          # named tuples of results too
         return [leaf for o in out for leaf in _flat(o)]
     return [out]
 
