@@ -7,7 +7,8 @@ variance are then ``psum``-reduced over that axis, so every replica normalizes w
 statistics of the global batch and the gradients flow across replicas as in PyTorch. Without
 ``axis_name`` (one process, or outside a mapped function) it is exactly ``BatchNorm``, as
 PyTorch's ``SyncBatchNorm`` is on a single process. Running statistics use the global batch
-(unbiased variance over all replicas' samples).
+(unbiased variance over all replicas' samples); under ``pmap`` return them from the mapped
+function to keep them (see docs/nn.md).
 
 Example:
     >>> import funcgrad.nn as nn

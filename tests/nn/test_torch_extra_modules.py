@@ -123,3 +123,33 @@ def test_errors_name_the_function_and_shapes():
         F.ctc_loss(jnp.zeros((3, 1, 4)), jnp.array([[1]]), [5], [1])
     with pytest.raises(IndexError, match="F.multi_margin_loss: target 7 is out of range"):
         F.multi_margin_loss(jnp.ones((1, 3)), jnp.array([7]))
+
+
+_PMAP_SYNC_BN = """
+import numpy as np
+import funcgrad, funcgrad.numpy as jnp, funcgrad.nn as nn
+assert funcgrad.device_count() == 4
+x = np.random.default_rng(2).standard_normal((4, 6, 3)).astype("float32")   # 4 devices
+sync = nn.SyncBatchNorm(3, axis_name="d", momentum=0.5)
+step = funcgrad.pmap(lambda m, v: (m(v), m.running_mean, m.running_var), axis_name="d",
+                     in_axes=(None, 0))
+y, rm, rv = step(sync, x)
+ref = nn.BatchNorm1d(3, momentum=0.5)
+want = ref(jnp.asarray(x.reshape(24, 3)))
+np.testing.assert_allclose(np.asarray(y).reshape(24, 3), np.asarray(want), atol=2e-6)
+# every replica computed the global running statistics (pmap returns them; docs/nn.md)
+for got, exp in ((rm, ref.running_mean), (rv, ref.running_var)):
+    np.testing.assert_allclose(np.asarray(got), np.tile(np.asarray(exp), (4, 1)), rtol=1e-5)
+print("OK")
+"""
+
+
+def test_sync_batchnorm_under_pmap_on_four_devices():
+    import os
+    import subprocess
+    import sys
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, FUNCGRAD_CPU_DEVICES="4", FUNCGRAD_PLATFORM="cpu", PYTHONPATH=repo)
+    proc = subprocess.run([sys.executable, "-c", _PMAP_SYNC_BN], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]
