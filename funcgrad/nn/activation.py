@@ -23,7 +23,6 @@ Sigmoid = _simple("Sigmoid", F.sigmoid, "1 / (1 + exp(-x)). Example: ``nn.Sigmoi
 Hardswish = _simple("Hardswish", F.hardswish, "x * relu6(x + 3) / 6. Example: ``nn.Hardswish()(x)``.")
 Hardsigmoid = _simple("Hardsigmoid", F.hardsigmoid, "relu6(x + 3) / 6. Example: ``nn.Hardsigmoid()(x)``.")
 Mish = _simple("Mish", F.mish, "x * tanh(softplus(x)). Example: ``nn.Mish()(x)``.")
-Hardtanh = _simple("Hardtanh", F.hardtanh, "clip(x, -1, 1). Example: ``nn.Hardtanh()(x)``.")
 SELU = _simple("SELU", F.selu, "Scaled ELU. Example: ``nn.SELU()(x)``.")
 Softsign = _simple("Softsign", F.softsign, "x / (1 + |x|). Example: ``nn.Softsign()(x)``.")
 LogSigmoid = _simple("LogSigmoid", F.logsigmoid, "log(sigmoid(x)). Example: ``nn.LogSigmoid()(x)``.")
@@ -327,3 +326,21 @@ class RReLU(Module):
 
     def extra_repr(self):
         return f"lower={self.lower}, upper={self.upper}"
+
+
+class Hardtanh(_WithArgs):
+    """clip(x, min_val, max_val) (``F.hardtanh``).
+
+    Example:
+        >>> nn.Hardtanh(-0.5, 0.5)(jnp.array([-1.0, 0.2, 1.0]))
+        Array([-0.5,  0.2,  0.5], dtype=float32)
+    """
+
+    _fn, _args = staticmethod(F.hardtanh), ("min_val", "max_val")
+
+    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
+        super().__init__()
+        if min_val > max_val:
+            raise ValueError(f"Hardtanh: min_val ({min_val}) must not exceed max_val "
+                             f"({max_val})")
+        self.min_val, self.max_val = min_val, max_val

@@ -203,7 +203,8 @@ def _(r):
         F = lib.F
         return (F.relu_(x * 1), F.elu_(x * 1), F.celu_(x * 1, 0.7), F.selu_(x * 1),
                 F.leaky_relu_(x * 1, 0.2), F.hardtanh_(x * 1, -0.5, 0.7),
-                F.threshold_(x * 1, 0.3, -1.0), F.rrelu_(x * 1, 0.1, 0.3))
+                F.threshold_(x * 1, 0.3, -1.0), F.rrelu_(x * 1, 0.1, 0.3),
+                lib.nn.Hardtanh(-0.4, 0.9)(x))
     return [f32(r, 4, 5)], fn
 
 
