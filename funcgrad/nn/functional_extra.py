@@ -24,7 +24,7 @@ __all__ = [
     "conv_transpose3d", "conv_tbc", "embedding_bag", "gumbel_softmax", "pdist",
     "channel_shuffle", "native_channel_shuffle", "rrelu", "hardtanh", "rrelu_", "upsample_nearest",
     "upsample_bilinear", "relu_", "elu_", "celu_", "selu_", "leaky_relu_", "hardtanh_",
-    "threshold_",
+    "threshold_", "multi_head_attention_forward",
 ]
 
 
@@ -313,3 +313,87 @@ def threshold_(input, threshold, value):
         Array([1. , 0.5], dtype=float32)
     """
     return _F.threshold(input, threshold, value)
+
+
+def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads,
+                                 in_proj_weight, in_proj_bias, bias_k, bias_v, add_zero_attn,
+                                 dropout_p, out_proj_weight, out_proj_bias, training=True,
+                                 key_padding_mask=None, need_weights=True, attn_mask=None,
+                                 use_separate_proj_weight=False, q_proj_weight=None,
+                                 k_proj_weight=None, v_proj_weight=None, static_k=None,
+                                 static_v=None, average_attn_weights=True, is_causal=False,
+                                 dropout_key=None):
+    """PyTorch's functional multi-head attention over (L, N, E) (or unbatched (L, E)) inputs
+    with explicit weights: the computation of ``nn.MultiheadAttention.forward`` (packed
+    ``in_proj_weight`` or separate ``q/k/v_proj_weight``, ``bias_k``/``bias_v``,
+    ``add_zero_attn``, masks, ``dropout_p`` in training, seeded by ``dropout_key``). Returns
+    ``(output, weights)`` (weights None unless ``need_weights``). Precomputed ``static_k`` /
+    ``static_v`` are not taken: project the keys and values with the weights instead.
+
+    Example:
+        >>> E, H = 4, 2
+        >>> x = jnp.ones((3, 1, E))
+        >>> out, w = F.multi_head_attention_forward(
+        ...     x, x, x, E, H, jnp.eye(3 * E, E), jnp.zeros(3 * E), None, None, False, 0.0,
+        ...     jnp.eye(E), jnp.zeros(E))
+        >>> out.shape, w.shape
+        ((3, 1, 4), (1, 3, 3))
+    """
+    from funcgrad.nn.attention import MultiheadAttention
+    from funcgrad.nn.dropout import Dropout
+    from funcgrad.nn.linear import Linear
+    from funcgrad.nn.module import Module, Parameter
+    if static_k is not None or static_v is not None:
+        raise ValueError("F.multi_head_attention_forward: static_k / static_v (precomputed "
+                         "per-head keys and values) are not accepted; pass key and value with "
+                         "their projection weights")
+    q = jnp.asarray(query)
+    e = int(embed_dim_to_check)
+    if q.shape[-1] != e:
+        raise ValueError(f"F.multi_head_attention_forward: query's embedding size "
+                         f"{q.shape[-1]} (shape {tuple(q.shape)}) differs from "
+                         f"embed_dim_to_check {e}")
+    if e % num_heads:
+        raise ValueError(f"F.multi_head_attention_forward: embed_dim {e} must be divisible by "
+                         f"num_heads {num_heads}")
+    # the module's forward, bound to the given weights (no parameters are initialized)
+    attn = MultiheadAttention.__new__(MultiheadAttention)
+    Module.__init__(attn)
+    separate = bool(use_separate_proj_weight)
+    attn.embed_dim, attn.num_heads, attn.head_dim = e, int(num_heads), e // int(num_heads)
+    attn.kdim = int(jnp.shape(key)[-1])
+    attn.vdim = int(jnp.shape(value)[-1])
+    attn._qkv_same_embed_dim = not separate
+    attn.batch_first, attn.add_zero_attn = False, bool(add_zero_attn)
+    attn.dropout = float(dropout_p)
+    weights = {"in_proj_weight": None if separate else in_proj_weight,
+               "q_proj_weight": q_proj_weight if separate else None,
+               "k_proj_weight": k_proj_weight if separate else None,
+               "v_proj_weight": v_proj_weight if separate else None,
+               "in_proj_bias": in_proj_bias, "bias_k": bias_k, "bias_v": bias_v}
+    for name, w in weights.items():
+        attn.register_parameter(name, None if w is None else Parameter(w))
+    out_proj = Linear.__new__(Linear)
+    Module.__init__(out_proj)
+    out_proj.in_features = out_proj.out_features = e
+    out_proj.register_parameter("weight", Parameter(out_proj_weight))
+    out_proj.register_parameter("bias", None if out_proj_bias is None
+                                else Parameter(out_proj_bias))
+    attn.out_proj = out_proj
+    if attn.dropout > 0:
+        attn.attn_drop = Dropout(attn.dropout)
+    attn.train(bool(training))
+    if attn.dropout > 0 and training and dropout_key is not None:
+        attn.attn_drop = _KeyedDropout(attn.dropout, dropout_key)
+    return attn.forward(query, key, value, key_padding_mask=key_padding_mask,
+                        need_weights=need_weights, attn_mask=attn_mask,
+                        average_attn_weights=average_attn_weights, is_causal=is_causal)
+
+
+def _KeyedDropout(p, key):
+    from funcgrad.nn.module import Module
+
+    class KeyedDropout(Module):
+        def forward(self, t):
+            return _F.dropout(t, p, True, key=key)
+    return KeyedDropout()

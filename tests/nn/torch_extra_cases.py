@@ -415,3 +415,26 @@ def _(r):
         out = m(x, t)
         return out.output, out.loss, m.log_prob(x), m.predict(x), m(x[0], t[0]).output
     return [f32(r, 7, 16), t], fn
+
+
+@case("multi_head_attention_forward", diff=(0, 1, 3, 5))
+def _(r):
+    E, H, L, S, N = 6, 2, 4, 5, 3
+    mask = np.triu(np.ones((L, S), bool), 2)
+    kpm = np.zeros((N, S), bool)
+    kpm[1, -1] = True
+    def fn(lib, q, k, w_in, b_in, w_out, b_out, bk, bv, mask, kpm):
+        F = lib.F
+        packed = F.multi_head_attention_forward(q, k, k, E, H, w_in, b_in, bk, bv, True, 0.0,
+                                                w_out, b_out, key_padding_mask=kpm,
+                                                attn_mask=mask, average_attn_weights=False)
+        wq, wk, wv = w_in[:E], w_in[E:2 * E], w_in[2 * E:]
+        separate = F.multi_head_attention_forward(q, k, k, E, H, None, b_in, None, None, False,
+                                                  0.0, w_out, None, need_weights=True,
+                                                  use_separate_proj_weight=True,
+                                                  q_proj_weight=wq, k_proj_weight=wk,
+                                                  v_proj_weight=wv, is_causal=False)
+        return packed, separate
+    return [f32(r, L, N, E), f32(r, S, N, E), f32(r, 3 * E, E, lo=-0.5, hi=0.5), f32(r, 3 * E),
+            f32(r, E, E, lo=-0.5, hi=0.5), f32(r, E), f32(r, 1, 1, E), f32(r, 1, 1, E), mask,
+            kpm], fn
