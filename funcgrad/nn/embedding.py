@@ -7,6 +7,28 @@ from funcgrad.nn import init
 from funcgrad.nn.module import Module, Parameter, host_zeros
 
 
+def _init_table(module, num_embeddings, embedding_dim, padding_idx, weight, dtype,
+                requires_grad):
+    """Sizes, ``padding_idx`` (checked, made non-negative) and the ``weight`` table of an
+    embedding module: ``weight`` if given, else N(0, 1) with a zero padding row."""
+    name = type(module).__name__
+    module.num_embeddings, module.embedding_dim = int(num_embeddings), int(embedding_dim)
+    if padding_idx is not None:
+        if not -num_embeddings <= padding_idx < num_embeddings:
+            raise ValueError(f"{name}: padding_idx {padding_idx} out of range for "
+                             f"{num_embeddings} embeddings")
+        padding_idx %= num_embeddings
+    module.padding_idx = padding_idx
+    if weight is not None:
+        module.weight = Parameter(weight, requires_grad=requires_grad)
+        return
+    module.weight = Parameter(host_zeros((num_embeddings, embedding_dim), dtype or "float32"),
+                              requires_grad=requires_grad)
+    init.normal_(module.get_parameter("weight"))
+    if padding_idx is not None:
+        module.weight = module.weight.at[padding_idx].set(0.0)
+
+
 class Embedding(Module):
     """Rows of ``weight`` (num_embeddings, embedding_dim) at integer indices.
 
@@ -19,21 +41,8 @@ class Embedding(Module):
                  norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None,
                  _freeze=False, device=None, dtype=None):
         super().__init__()
-        self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
-        if padding_idx is not None:
-            if not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(f"Embedding: padding_idx {padding_idx} out of range for "
-                                 f"{num_embeddings} embeddings")
-            padding_idx %= num_embeddings
-        self.padding_idx = padding_idx
-        if _weight is None:
-            self.weight = Parameter(host_zeros((num_embeddings, embedding_dim),
-                                              dtype or "float32"), requires_grad=not _freeze)
-            init.normal_(self.get_parameter("weight"))
-            if padding_idx is not None:
-                self.weight = self.weight.at[padding_idx].set(0.0)
-        else:
-            self.weight = Parameter(_weight, requires_grad=not _freeze)
+        _init_table(self, num_embeddings, embedding_dim, padding_idx, _weight, dtype,
+                    not _freeze)
 
     @classmethod
     def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, **kwargs):
@@ -72,22 +81,8 @@ class EmbeddingBag(Module):
         super().__init__()
         if mode not in ("sum", "mean", "max"):
             raise ValueError(f"EmbeddingBag: mode must be 'sum', 'mean' or 'max', got {mode!r}")
-        self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
         self.mode, self.include_last_offset = mode, include_last_offset
-        if padding_idx is not None:
-            if not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(f"EmbeddingBag: padding_idx {padding_idx} out of range for "
-                                 f"{num_embeddings} embeddings")
-            padding_idx %= num_embeddings
-        self.padding_idx = padding_idx
-        if _weight is None:
-            self.weight = Parameter(host_zeros((num_embeddings, embedding_dim),
-                                              dtype or "float32"))
-            init.normal_(self.get_parameter("weight"))
-            if padding_idx is not None:
-                self.weight = self.weight.at[padding_idx].set(0.0)
-        else:
-            self.weight = Parameter(_weight)
+        _init_table(self, num_embeddings, embedding_dim, padding_idx, _weight, dtype, True)
 
     @classmethod
     def from_pretrained(cls, embeddings, freeze=True, max_norm=None, norm_type=2.0,
