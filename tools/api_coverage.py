@@ -2,7 +2,8 @@
 submodules when present), grouped by the module that defines them, with the Python array API
 standard (2023.12) names marked; then present/missing tables of funcgrad.scipy,
 funcgrad.nn.initializers and funcgrad.lax against the names of jax.scipy, jax.nn.initializers
-and jax.lax (the jax.lax list is stored in tools/data/jax_lax_names.txt).
+and jax.lax (the jax.lax list is stored in tools/data/jax_lax_names.txt); then funcgrad.nn and
+funcgrad.nn.functional against torch.nn and torch.nn.functional (tools/torch_coverage.py).
 
 Usage:
     python tools/api_coverage.py            # rewrite docs/api_coverage.md
@@ -17,6 +18,8 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 OUT = ROOT / "docs" / "api_coverage.md"
+sys.path.insert(0, str(ROOT / "tools"))
+import torch_coverage  # noqa: E402  (the torch.nn / torch.nn.functional part)
 
 # The array API standard 2023.12: functions of the main namespace.
 ARRAY_API_FUNCTIONS = """
@@ -248,6 +251,7 @@ def main(argv=None):
     ap.add_argument("--check", action="store_true", help="fail if docs/api_coverage.md is stale")
     args = ap.parse_args(argv)
     text = render(collect()) + "\n" + render_against_jax(collect_against_jax())
+    text += "\n" + torch_coverage.render_against_torch(torch_coverage.collect_against_torch())
     if args.check:
         current = OUT.read_text() if OUT.exists() else ""
         if current != text:

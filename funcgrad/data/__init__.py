@@ -13,12 +13,13 @@ Example:
     >>> [x.shape for x, y in loader]
     [(32, 3), (32, 3), (32, 3)]
 """
+from ._main_rerun import UnguardedMainError
 from ._pool import WorkerDiedError, WorkerTimeoutError
 from ._worker import WorkerInfo, current_rng, get_worker_info
 from .collate import default_collate, default_convert
 from .dataloader import DataLoader
 from .dataset import (ArrayDataset, ChainDataset, ConcatDataset, Dataset, IterableDataset,
-                      Subset, TensorDataset, random_split)
+                      StackDataset, Subset, TensorDataset, random_split)
 from .prefetch import prefetch_to_device, shard
 from .progress import progress
 from .sampler import (BatchSampler, DistributedSampler, RandomSampler, Sampler,
@@ -27,10 +28,10 @@ from . import datasets, transforms
 
 __all__ = [
     "DataLoader", "Dataset", "IterableDataset", "TensorDataset", "ArrayDataset", "Subset",
-    "ConcatDataset", "ChainDataset", "random_split",
+    "ConcatDataset", "ChainDataset", "StackDataset", "random_split",
     "Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "BatchSampler",
     "WeightedRandomSampler", "DistributedSampler",
     "default_collate", "default_convert", "get_worker_info", "WorkerInfo", "current_rng",
     "prefetch_to_device", "shard", "progress", "WorkerDiedError", "WorkerTimeoutError",
-    "datasets", "transforms",
+    "UnguardedMainError", "datasets", "transforms",
 ]

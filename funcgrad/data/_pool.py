@@ -11,7 +11,7 @@ import time
 import warnings
 import weakref
 
-from . import _worker
+from . import _main_rerun, _worker
 
 # Modules the forkserver imports once, so that each forked worker starts with them loaded.
 # Importing them starts no threads (funcgrad creates its XLA client lazily). '__main__' (which
@@ -208,12 +208,20 @@ class ProcessPool:
         self._ready = []
         self.pids = []
         check_sendable(dataset, cfg, self.start_method)
+        # A script without a __main__ guard would run its loop again in every worker that
+        # imports it: such workers run the script only up to the loop (see _main_rerun).
+        main = _main_rerun.unguarded_main_statement() if self.start_method != "fork" else None
+        if main is not None:
+            self.start_method = "exec (unguarded main script)"
         try:
             for wid in range(cfg.num_workers):
                 mine, theirs = _worker._make_socketpair()
-                proc = ctx.Process(target=_worker._process_entry,
-                                   args=(wid, theirs, dataset, cfg),
-                                   name=f"funcgrad-data-worker-{wid}", daemon=True)
+                if main is not None:
+                    proc = _main_rerun.ExecWorker(wid, theirs, dataset, cfg, main)
+                else:
+                    proc = ctx.Process(target=_worker._process_entry,
+                                       args=(wid, theirs, dataset, cfg),
+                                       name=f"funcgrad-data-worker-{wid}", daemon=True)
                 try:
                     proc.start()
                 finally:
@@ -221,6 +229,9 @@ class ProcessPool:
                 self._state.procs.append(proc)
                 self._state.chans.append(_worker._Channel(mine))
                 self.pids.append(proc.pid)
+            if main is not None:                # all are booting: now hand out the work
+                for proc, chan in zip(self._state.procs, self._state.chans):
+                    proc.send_start(chan)
         except (pickle.PicklingError, AttributeError, TypeError) as exc:
             self.shutdown()
             raise TypeError(

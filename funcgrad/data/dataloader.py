@@ -17,7 +17,7 @@ import weakref
 
 import numpy as np
 
-from . import _pool, _worker
+from . import _main_rerun, _pool, _worker
 from .collate import default_collate, default_convert
 from .dataset import IterableDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler, _fresh_seed
@@ -277,6 +277,7 @@ class DataLoader:
         return _pool.ProcessPool(self.dataset, cfg, self.multiprocessing_context)
 
     def _host_iter(self):
+        _main_rerun.stop_if_rerunning("iterates a DataLoader")
         epoch = self._epoch
         self._epoch += 1
         if self._own_sampler and self.sampler is not None and hasattr(self.sampler, "set_epoch"):

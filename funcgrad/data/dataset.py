@@ -20,7 +20,7 @@ import operator
 import numpy as np
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "ArrayDataset", "Subset",
-           "ConcatDataset", "ChainDataset", "random_split"]
+           "ConcatDataset", "ChainDataset", "StackDataset", "random_split"]
 
 
 def _as_index(index, length, where):
@@ -177,6 +177,60 @@ class Subset(Dataset):
         if getitems is not None:
             return getitems(mapped)
         return [self.dataset[i] for i in mapped]
+
+
+class StackDataset(Dataset):
+    """Datasets of the same length side by side: ``StackDataset(a, b)[i] == (a[i], b[i])`` and
+    ``StackDataset(image=a, label=b)[i] == {"image": a[i], "label": b[i]}`` (as
+    ``torch.utils.data.StackDataset``); batches use each dataset's ``__getitems__`` if any.
+
+    Example:
+        >>> import numpy as np
+        >>> from funcgrad.data import StackDataset, TensorDataset
+        >>> ds = StackDataset(x=np.arange(3) * 10, y=TensorDataset(np.arange(3)))
+        >>> ds[1]["x"], int(ds[1]["y"][0]), len(ds)
+        (np.int64(10), 1, 3)
+    """
+
+    def __init__(self, *args, **kwargs):
+        if args and kwargs:
+            raise ValueError("StackDataset: give the datasets either positionally (items are "
+                             "tuples) or by keyword (items are dicts), not both")
+        if not args and not kwargs:
+            raise ValueError("StackDataset: at least one dataset is required")
+        self.datasets = args if args else kwargs
+        parts = args if args else tuple(kwargs.values())
+        lengths = [len(d) for d in parts]
+        if len(set(lengths)) != 1:
+            named = list(kwargs) if kwargs else list(range(len(args)))
+            raise ValueError(f"StackDataset: the datasets have different lengths "
+                             f"{dict(zip(named, lengths))}")
+        self._length = lengths[0]
+
+    def __len__(self):
+        return self._length
+
+    def __getitem__(self, index):
+        i = _as_index(index, self._length, "StackDataset.__getitem__")
+        if isinstance(self.datasets, dict):
+            return {k: d[i] for k, d in self.datasets.items()}
+        return tuple(d[i] for d in self.datasets)
+
+    def __getitems__(self, indices):
+        idx = [_as_index(i, self._length, "StackDataset.__getitems__") for i in indices]
+
+        def column(d):
+            getitems = getattr(d, "__getitems__", None)
+            rows = getitems(idx) if getitems is not None else [d[i] for i in idx]
+            if len(rows) != len(idx):
+                raise ValueError(f"StackDataset.__getitems__: a dataset returned {len(rows)} "
+                                 f"items for {len(idx)} indices")
+            return rows
+        if isinstance(self.datasets, dict):
+            cols = {k: column(d) for k, d in self.datasets.items()}
+            return [{k: cols[k][j] for k in cols} for j in range(len(idx))]
+        cols = [column(d) for d in self.datasets]
+        return [tuple(c[j] for c in cols) for j in range(len(idx))]
 
 
 class ConcatDataset(Dataset):

@@ -59,3 +59,21 @@ from funcgrad.nn.losses import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss,  #
                                 TripletMarginLoss)
 from funcgrad.nn.init import manual_seed  # noqa: F401
 from funcgrad.nn import utils  # noqa: F401,E402
+# --- more of torch.nn (issue 21) ---
+from funcgrad.nn.activation import RReLU  # noqa: F401,E402
+from funcgrad.nn.adaptive import AdaptiveLogSoftmaxWithLoss  # noqa: F401,E402
+from funcgrad.nn.conv import ConvTranspose3d  # noqa: F401,E402
+from funcgrad.nn.embedding import EmbeddingBag  # noqa: F401,E402
+from funcgrad.nn.lazy import *  # noqa: F401,F403,E402  (LazyLinear, LazyConv2d, ...)
+from funcgrad.nn.losses import (CTCLoss, LinearCrossEntropyLoss,  # noqa: F401,E402
+                                MultiMarginLoss, NLLLoss2d, TripletMarginWithDistanceLoss)
+from funcgrad.nn.normalization import (CrossMapLRN2d, InstanceNorm1d,  # noqa: F401,E402
+                                       InstanceNorm3d)
+from funcgrad.nn.pooling import (AdaptiveAvgPool3d, AdaptiveMaxPool1d,  # noqa: F401,E402
+                                 AdaptiveMaxPool3d, FractionalMaxPool2d, FractionalMaxPool3d,
+                                 LPPool1d, LPPool2d, LPPool3d, MaxUnpool1d, MaxUnpool2d,
+                                 MaxUnpool3d)
+from funcgrad.nn.recurrent import RNNBase, RNNCellBase  # noqa: F401,E402
+from funcgrad.nn.containers import Container  # noqa: F401,E402
+from funcgrad.nn.resampling import ChannelShuffle  # noqa: F401,E402
+from funcgrad.nn.sync_batchnorm import SyncBatchNorm  # noqa: F401,E402

@@ -23,7 +23,6 @@ Sigmoid = _simple("Sigmoid", F.sigmoid, "1 / (1 + exp(-x)). Example: ``nn.Sigmoi
 Hardswish = _simple("Hardswish", F.hardswish, "x * relu6(x + 3) / 6. Example: ``nn.Hardswish()(x)``.")
 Hardsigmoid = _simple("Hardsigmoid", F.hardsigmoid, "relu6(x + 3) / 6. Example: ``nn.Hardsigmoid()(x)``.")
 Mish = _simple("Mish", F.mish, "x * tanh(softplus(x)). Example: ``nn.Mish()(x)``.")
-Hardtanh = _simple("Hardtanh", F.hardtanh, "clip(x, -1, 1). Example: ``nn.Hardtanh()(x)``.")
 SELU = _simple("SELU", F.selu, "Scaled ELU. Example: ``nn.SELU()(x)``.")
 Softsign = _simple("Softsign", F.softsign, "x / (1 + |x|). Example: ``nn.Softsign()(x)``.")
 LogSigmoid = _simple("LogSigmoid", F.logsigmoid, "log(sigmoid(x)). Example: ``nn.LogSigmoid()(x)``.")
@@ -305,3 +304,43 @@ class Softmax2d(Module):
             raise ValueError(f"Softmax2d: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, "
                              f"got shape {tuple(jnp.shape(x))}")
         return F.softmax(x, -3)
+
+
+class RReLU(Module):
+    """Randomized leaky ReLU (``F.rrelu``): in training, negative inputs are scaled by slopes
+    drawn uniformly from [lower, upper]; in eval mode by (lower + upper) / 2. ``forward(x,
+    key=None)``: ``key`` seeds the slopes (else the host generator, fixed at trace time).
+
+    Example:
+        >>> m = nn.RReLU(0.1, 0.3).eval()
+        >>> m(jnp.array([-3.0, 2.0]))
+        Array([-0.6,  2. ], dtype=float32)
+    """
+
+    def __init__(self, lower=1.0 / 8, upper=1.0 / 3, inplace=False):
+        super().__init__()
+        self.lower, self.upper = lower, upper
+
+    def forward(self, x, key=None):
+        return F.rrelu(x, self.lower, self.upper, self.training, key=key)
+
+    def extra_repr(self):
+        return f"lower={self.lower}, upper={self.upper}"
+
+
+class Hardtanh(_WithArgs):
+    """clip(x, min_val, max_val) (``F.hardtanh``).
+
+    Example:
+        >>> nn.Hardtanh(-0.5, 0.5)(jnp.array([-1.0, 0.2, 1.0]))
+        Array([-0.5,  0.2,  0.5], dtype=float32)
+    """
+
+    _fn, _args = staticmethod(F.hardtanh), ("min_val", "max_val")
+
+    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
+        super().__init__()
+        if min_val > max_val:
+            raise ValueError(f"Hardtanh: min_val ({min_val}) must not exceed max_val "
+                             f"({max_val})")
+        self.min_val, self.max_val = min_val, max_val

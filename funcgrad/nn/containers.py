@@ -256,3 +256,19 @@ class ParameterDict(_NamedEntries, Module):
 
     def extra_repr(self):
         return _parameter_lines(self._parameters)
+
+
+class Container(Module):
+    """PyTorch's deprecated ``nn.Container(**modules)``: a Module holding the keyword modules
+    as children (subclass ``Module`` in new code).
+
+    Example:
+        >>> c = nn.Container(fc=nn.Linear(2, 3), act=nn.ReLU())
+        >>> [name for name, _ in c.named_children()]
+        ['fc', 'act']
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__()
+        for name, module in kwargs.items():
+            self.add_module(name, module)

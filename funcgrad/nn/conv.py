@@ -1,5 +1,5 @@
 """Convolution layers: ``Conv1d``, ``Conv2d``, ``Conv3d``, ``ConvTranspose1d``,
-``ConvTranspose2d`` with PyTorch's weight layouts and default initialization."""
+``ConvTranspose2d``, ``ConvTranspose3d`` with PyTorch's weight layouts and default initialization."""
 import math
 
 from funcgrad.nn import functional as F
@@ -83,6 +83,21 @@ class _ConvNd(Module):
         return F.pad(x, pads, mode=self.padding_mode), 0
 
 
+class _ConvTransposeNd(_ConvNd):
+    """PyTorch's argument order for transposed convolutions: output_padding comes before
+    groups, and dilation after bias."""
+    _transposed = True
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
+                 device=None, dtype=None):
+        if padding_mode != "zeros":
+            raise ValueError(f"{type(self).__name__}: only padding_mode='zeros' is supported "
+                             f"for transposed convolutions, got {padding_mode!r}")
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, device, dtype, output_padding)
+
+
 class Conv1d(_ConvNd):
     """1-d convolution over (N, C, L). Example: ``nn.Conv1d(3, 8, 5, padding=2)``."""
     _n = 1
@@ -115,17 +130,16 @@ class Conv3d(_ConvNd):
         return F.conv3d(x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
 
 
-class ConvTranspose1d(_ConvNd):
+class ConvTranspose1d(_ConvTransposeNd):
     """1-d transposed convolution; weight (in, out/groups, k). Example: ``nn.ConvTranspose1d(4, 2, 3, stride=2)``."""
     _n = 1
-    _transposed = True
 
     def forward(self, x):
         return F.conv_transpose1d(x, self.weight, self.bias, self.stride, self.padding,
                                   self.output_padding, self.groups, self.dilation)
 
 
-class ConvTranspose2d(_ConvNd):
+class ConvTranspose2d(_ConvTransposeNd):
     """2-d transposed convolution; weight (in, out/groups, kh, kw) as PyTorch.
 
     Example:
@@ -133,7 +147,6 @@ class ConvTranspose2d(_ConvNd):
         (1, 4, 10, 10)
     """
     _n = 2
-    _transposed = True
 
     def reset_parameters(self):
         # PyTorch computes fan_in from weight.shape[1] * receptive field for transposed convs too.
@@ -141,4 +154,18 @@ class ConvTranspose2d(_ConvNd):
 
     def forward(self, x):
         return F.conv_transpose2d(x, self.weight, self.bias, self.stride, self.padding,
+                                  self.output_padding, self.groups, self.dilation)
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """3-d transposed convolution of (N, C, D, H, W); weight (in, out/groups, kd, kh, kw).
+
+    Example:
+        >>> nn.ConvTranspose3d(4, 2, 2, stride=2)(jnp.ones((1, 4, 3, 3, 3))).shape
+        (1, 2, 6, 6, 6)
+    """
+    _n = 3
+
+    def forward(self, x):
+        return F.conv_transpose3d(x, self.weight, self.bias, self.stride, self.padding,
                                   self.output_padding, self.groups, self.dilation)

@@ -36,7 +36,7 @@ import funcgrad.numpy as jnp
 from funcgrad import debug, lax
 from funcgrad.core.interpreters import Tracer
 from funcgrad.nn import jax_functions as _fn
-from funcgrad.nn.jax_functions import (elu, hard_tanh as hardtanh, log_sigmoid,  # noqa
+from funcgrad.nn.jax_functions import (elu, log_sigmoid,  # noqa
                                        mish, relu, relu6, selu, silu, soft_sign as softsign)
 from funcgrad.lowering.eager_jit import jit_when_eager_in
 
@@ -667,27 +667,6 @@ def adaptive_avg_pool2d(x, output_size):
     mh = _adaptive_matrix(h, oh, np.dtype(x.dtype))
     mw = _adaptive_matrix(w, ow, np.dtype(x.dtype))
     return jnp.einsum("...hw,ih,jw->...ij", x, mh, mw)
-
-
-def adaptive_max_pool2d(x, output_size):
-    """Max pooling to an ``output_size`` grid (for sizes that divide the input). Example: ``F.adaptive_max_pool2d(x, 1)``."""
-    x = jnp.asarray(x)
-    oh, ow = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * 2
-    h, w = x.shape[-2:]
-    oh, ow = (h if oh is None else oh), (w if ow is None else ow)
-    if h % oh or w % ow:
-        rows = []
-        for i in range(oh):
-            hs, he = (i * h) // oh, -(-((i + 1) * h) // oh)
-            cols = []
-            for j in range(ow):
-                ws, we = (j * w) // ow, -(-((j + 1) * w) // ow)
-                cols.append(jnp.max(x[..., hs:he, ws:we], axis=(-2, -1)))
-            rows.append(jnp.stack(cols, -1))
-        return jnp.stack(rows, -2)
-    nb = x.ndim - 2
-    k = (h // oh, w // ow)
-    return lax.reduce_window_max(x, (1,) * nb + k, (1,) * nb + k, "VALID")
 
 
 # --- normalization ---------------------------------------------------------------------------
@@ -1820,3 +1799,10 @@ def _with_target_check(fname, fn):
 
 nll_loss = _with_target_check("F.nll_loss", nll_loss)
 cross_entropy = _with_target_check("F.cross_entropy", cross_entropy)
+
+
+# --- the rest of torch.nn.functional, one module per family (they import this one) -------------
+from funcgrad.nn.functional_pooling import *  # noqa: E402,F401,F403
+from funcgrad.nn.functional_sampling import *  # noqa: E402,F401,F403
+from funcgrad.nn.functional_extra import *  # noqa: E402,F401,F403
+from funcgrad.nn.functional_losses import *  # noqa: E402,F401,F403

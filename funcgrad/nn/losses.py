@@ -273,3 +273,112 @@ class MultiLabelMarginLoss(_Loss):
 
     def forward(self, input, target):
         return F.multilabel_margin_loss(input, target, reduction=self.reduction)
+
+
+class NLLLoss2d(NLLLoss):
+    """PyTorch's deprecated name for ``NLLLoss`` on (N, C, H, W) inputs; the same loss."""
+
+
+class MultiMarginLoss(_Loss):
+    """``F.multi_margin_loss``: multi-class hinge loss with ``p`` 1 or 2, ``margin`` and class
+    ``weight``.
+
+    Example:
+        >>> nn.MultiMarginLoss()(jnp.array([[0.1, 0.2, 0.4, 0.8]]), jnp.array([3]))
+        Array(0.325, dtype=float32)
+    """
+
+    def __init__(self, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
+                 reduction="mean"):
+        super().__init__(reduction, size_average, reduce)
+        if p not in (1, 2):
+            raise ValueError(f"MultiMarginLoss: only p == 1 and p == 2 are supported, got {p}")
+        self.p, self.margin = p, margin
+        if weight is not None:
+            self.register_buffer("weight", weight)
+
+    def forward(self, input, target):
+        return F.multi_margin_loss(input, target, self.p, self.margin,
+                                   self._buffers.get("weight"), reduction=self.reduction)
+
+
+class TripletMarginWithDistanceLoss(_Loss):
+    """``F.triplet_margin_with_distance_loss`` with any ``distance_function``.
+
+    Example:
+        >>> loss = nn.TripletMarginWithDistanceLoss(
+        ...     distance_function=lambda a, b: 1.0 - F.cosine_similarity(a, b))
+        >>> loss(jnp.array([[1.0, 0.0]]), jnp.array([[1.0, 0.0]]), jnp.array([[0.0, 1.0]]))
+        Array(0., dtype=float32)
+    """
+
+    def __init__(self, *, distance_function=None, margin=1.0, swap=False, reduction="mean"):
+        super().__init__(reduction)
+        self.distance_function, self.margin, self.swap = distance_function, margin, swap
+
+    def forward(self, anchor, positive, negative):
+        return F.triplet_margin_with_distance_loss(
+            anchor, positive, negative, distance_function=self.distance_function,
+            margin=self.margin, swap=self.swap, reduction=self.reduction)
+
+
+class CTCLoss(_Loss):
+    """``F.ctc_loss`` as a module: ``CTCLoss(blank=0, reduction="mean",
+    zero_infinity=False)(log_probs, targets, input_lengths, target_lengths)``.
+
+    Example:
+        >>> logp = F.log_softmax(jnp.zeros((4, 1, 3)), 2)
+        >>> nn.CTCLoss(reduction="sum")(logp, jnp.array([[1, 2]]), jnp.array([4]),
+        ...                            jnp.array([2]))
+        Array(1.686399, dtype=float32)
+    """
+
+    def __init__(self, blank=0, reduction="mean", zero_infinity=False):
+        super().__init__(reduction)
+        self.blank, self.zero_infinity = int(blank), bool(zero_infinity)
+
+    def forward(self, log_probs, targets, input_lengths, target_lengths):
+        return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank,
+                          self.reduction, self.zero_infinity)
+
+
+class LinearCrossEntropyLoss(_Loss):
+    """PyTorch 2.13's fused linear layer + cross-entropy: holds ``linear`` (``Linear(in_features,
+    num_classes * prod(out_features), bias)``) and computes ``F.linear_cross_entropy`` of its
+    logits reshaped to (N, num_classes, *out_features).
+
+    Example:
+        >>> loss = nn.LinearCrossEntropyLoss(4, 3)
+        >>> loss(jnp.ones((2, 4)), jnp.array([0, 2])).shape
+        ()
+    """
+
+    def __init__(self, in_features, num_classes, *, out_features=(), bias=False, device=None,
+                 dtype=None, reduction="mean", weight=None, ignore_index=None,
+                 label_smoothing=0.0, options=None):
+        super().__init__(reduction)
+        from funcgrad.nn.linear import Linear
+        if weight is not None and tuple(weight.shape) != (num_classes,):
+            raise ValueError(f"LinearCrossEntropyLoss: expected weight shape {(num_classes,)}, "
+                             f"got {tuple(weight.shape)}")
+        if not 0.0 <= label_smoothing <= 1.0:
+            raise ValueError(f"LinearCrossEntropyLoss: label_smoothing must be in [0, 1], got "
+                             f"{label_smoothing}")
+        self.num_classes, self.out_features = int(num_classes), tuple(out_features)
+        self.ignore_index, self.label_smoothing, self.options = (ignore_index, label_smoothing,
+                                                                 options)
+        size = self.num_classes
+        for d in self.out_features:
+            size *= int(d)
+        self.linear = Linear(in_features, size, bias=bias, dtype=dtype)
+        if weight is not None:
+            self.register_buffer("weight", weight)
+
+    def forward(self, input, target):
+        shape = (self.num_classes,) + self.out_features
+        w = self.linear.weight.reshape(shape + (self.linear.in_features,))
+        b = None if self.linear.bias is None else self.linear.bias.reshape(shape)
+        return F.linear_cross_entropy(input, w, target, linear_bias=b,
+                                      weight=self._buffers.get("weight"),
+                                      reduction=self.reduction, ignore_index=self.ignore_index,
+                                      label_smoothing=self.label_smoothing)

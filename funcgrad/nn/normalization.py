@@ -1,5 +1,5 @@
 """Normalization layers: ``BatchNorm1d/2d/3d``, ``LayerNorm``, ``GroupNorm``, ``RMSNorm``,
-``InstanceNorm2d``, ``LocalResponseNorm``.
+``InstanceNorm1d/2d/3d``, ``LocalResponseNorm``.
 
 BatchNorm keeps PyTorch's buffers (``running_mean``, ``running_var``, ``num_batches_tracked``)
 and updates them in training mode through ``Module.update_buffer``: in place eagerly, carried
@@ -222,25 +222,97 @@ class GroupNorm(Module):
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
 
 
-class InstanceNorm2d(Module):
-    """Instance normalization of (N, C, H, W) (no running stats). Example: ``nn.InstanceNorm2d(8)``."""
+class _InstanceNorm(Module):
+    _dim = 2        # spatial axes
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False,
                  track_running_stats=False, device=None, dtype=None):
         super().__init__()
         self.num_features, self.eps, self.affine = int(num_features), float(eps), affine
+        self.momentum, self.track_running_stats = momentum, track_running_stats
+        dt = dtype or "float32"
         if affine:
-            self.weight = Parameter(host_ones((num_features,), dtype or "float32"))
-            self.bias = Parameter(host_zeros((num_features,), dtype or "float32"))
+            self.weight = Parameter(host_ones((num_features,), dt))
+            self.bias = Parameter(host_zeros((num_features,), dt))
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", host_zeros((num_features,), dt))
+            self.register_buffer("running_var", host_ones((num_features,), dt))
+            self.register_buffer("num_batches_tracked", host_zeros((), "float32"))
+
+    _export_buffer = _BatchNorm._export_buffer
+    _import_buffer = _BatchNorm._import_buffer
 
     def forward(self, x):
-        return F.instance_norm(x, weight=self.weight, bias=self.bias, eps=self.eps)
+        x = jnp.asarray(x)
+        n = self._dim
+        if x.ndim not in (n + 1, n + 2):
+            raise ValueError(f"{type(self).__name__}: expected a {n + 1}-d (unbatched) or "
+                             f"{n + 2}-d input, got shape {tuple(x.shape)}")
+        unbatched = x.ndim == n + 1
+        if unbatched:
+            x = x[None]
+        if x.shape[1] != self.num_features and self.affine:
+            raise ValueError(f"{type(self).__name__}({self.num_features}): input has "
+                             f"{x.shape[1]} channels (shape {tuple(x.shape)})")
+        if self.track_running_stats and not self.training:
+            shape = (1, -1) + (1,) * n
+            y = (x - jnp.reshape(self.running_mean, shape)) * jnp.reshape(
+                (self.running_var + self.eps) ** -0.5, shape)
+            if self.weight is not None:
+                y = y * jnp.reshape(self.weight, shape) + jnp.reshape(self.bias, shape)
+        else:
+            y = F.instance_norm(x, weight=self.weight, bias=self.bias, eps=self.eps)
+            if self.track_running_stats:
+                self._update_stats(x)
+        return y[0] if unbatched else y
+
+    def _update_stats(self, x):
+        # PyTorch: the batch mean of each instance's mean and unbiased variance
+        x = lax.stop_gradient(x)
+        axes = tuple(range(2, x.ndim))
+        count = int(np.prod(x.shape[2:]))
+        mean = jnp.mean(x, axis=axes)
+        var = jnp.var(x, axis=axes) * (count / max(count - 1, 1))
+        steps = self.num_batches_tracked + 1.0
+        self.update_buffer("num_batches_tracked", steps)
+        m = 1.0 / steps if self.momentum is None else self.momentum
+        self.update_buffer("running_mean", (1 - m) * self.running_mean + m * jnp.mean(mean, 0))
+        self.update_buffer("running_var", (1 - m) * self.running_var + m * jnp.mean(var, 0))
 
     def extra_repr(self):
-        return f"{self.num_features}, eps={self.eps}, affine={self.affine}"
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Instance normalization of (N, C, L) or (C, L): each (sample, channel) over its length.
+
+    Example:
+        >>> y = nn.InstanceNorm1d(2)(jnp.array([[[1.0, 3.0], [0.0, 4.0]]]))
+        >>> y.round(3)
+        Array([[[-1.,  1.],
+                [-1.,  1.]]], dtype=float32)
+    """
+    _dim = 1
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Instance normalization of (N, C, H, W) or (C, H, W); ``track_running_stats=True`` keeps
+    PyTorch's running statistics (used in eval mode). Example: ``nn.InstanceNorm2d(8)``."""
+    _dim = 2
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Instance normalization of (N, C, D, H, W) or (C, D, H, W).
+
+    Example:
+        >>> nn.InstanceNorm3d(4, affine=True)(jnp.ones((2, 4, 3, 3, 3))).shape
+        (2, 4, 3, 3, 3)
+    """
+    _dim = 3
 
 
 class LocalResponseNorm(Module):
@@ -258,6 +330,43 @@ class LocalResponseNorm(Module):
 
     def forward(self, x):
         return F.local_response_norm(x, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+class CrossMapLRN2d(Module):
+    """PyTorch's legacy cross-channel LRN of (N, C, H, W): x * (k + alpha / size * s) ** -beta
+    with s the sum of squares over a window of channels laid out as PyTorch's running-sum
+    kernel lays it (channels [c - p + 1, c + p - 1] with p = (size - 1) // 2 + 1, clipped, and
+    for c <= p starting at channel 0; that kernel never subtracts channel 0 again, so later
+    windows include it too — kept, for the same outputs).
+
+    Example:
+        >>> nn.CrossMapLRN2d(3)(jnp.ones((1, 4, 2, 2))).shape
+        (1, 4, 2, 2)
+    """
+
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = int(size), alpha, beta, k
+
+    def forward(self, x):
+        x = jnp.asarray(x)
+        if x.ndim != 4:
+            raise ValueError(f"CrossMapLRN2d: expected a 4-d input, got shape "
+                             f"{tuple(x.shape)}")
+        c = x.shape[1]
+        p = (self.size - 1) // 2 + 1
+        hi = np.minimum(np.arange(c) + p - 1, c - 1)
+        lo = np.where(np.arange(c) <= p, 0, np.arange(c) - p + 1)
+        sq = x * x
+        prefix = jnp.concatenate([jnp.zeros_like(sq[:, :1]), jnp.cumsum(sq, axis=1)], axis=1)
+        window = prefix[:, hi + 1] - prefix[:, lo]
+        # PyTorch's running sum never subtracts channel 0 once the window has passed it
+        late = jnp.asarray((np.arange(c) > p).astype(np.dtype(x.dtype)))
+        window = window + sq[:, :1] * late[None, :, None, None]
+        return x * (self.k + self.alpha / self.size * window) ** -self.beta
 
     def extra_repr(self):
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

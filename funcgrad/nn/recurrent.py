@@ -273,6 +273,9 @@ class _CellBase(Module):
         return f"{self.input_size}, {self.hidden_size}, bias={self.bias}"
 
 
+RNNCellBase = _CellBase     # PyTorch's name of the cells' base class
+
+
 class LSTMCell(_CellBase):
     """One LSTM step: ``h, c = cell(x, (h, c))``. Example: ``nn.LSTMCell(4, 8)``."""
 

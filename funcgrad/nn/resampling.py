@@ -72,3 +72,22 @@ PixelShuffle = _factor_module(
 PixelUnshuffle = _factor_module(
     "PixelUnshuffle", F.pixel_unshuffle, "downscale_factor",
     "(N, C, H*r, W*r) -> (N, C*r*r, H, W). Example: ``nn.PixelUnshuffle(2)``.")
+
+
+class ChannelShuffle(Module):
+    """``F.channel_shuffle`` as a module (ShuffleNet's channel interleaving).
+
+    Example:
+        >>> nn.ChannelShuffle(2)(jnp.arange(6.0).reshape(1, 6, 1))[0, :, 0]
+        Array([0., 3., 1., 4., 2., 5.], dtype=float32)
+    """
+
+    def __init__(self, groups):
+        super().__init__()
+        self.groups = int(groups)
+
+    def forward(self, x):
+        return F.channel_shuffle(x, self.groups)
+
+    def extra_repr(self):
+        return f"groups={self.groups}"

@@ -1,5 +1,5 @@
 """funcgrad.optim: PyTorch's optimizers (SGD, Adam, AdamW, RMSprop, Adagrad, Adamax, NAdam,
-RAdam, Adadelta, Rprop, ASGD), LR schedulers and gradient clipping, updating
+RAdam, Adadelta, Rprop, ASGD, Adafactor, Muon, LBFGS), LR schedulers and gradient clipping, updating
 ``nn.Parameter``s in place or as pure functions inside jit.
 
 Example:
@@ -20,3 +20,5 @@ from funcgrad.optim.optimizer import Optimizer  # noqa: F401
 from funcgrad.optim.optimizers import SGD, Adagrad, Adam, AdamW, RMSprop  # noqa: F401
 from funcgrad.optim.extra_optimizers import (ASGD, Adadelta, Adamax, NAdam, RAdam,  # noqa: F401
                                              Rprop)
+from funcgrad.optim.lbfgs import LBFGS  # noqa: F401
+from funcgrad.optim.matrix_optimizers import Adafactor, Muon  # noqa: F401
