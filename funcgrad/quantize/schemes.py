@@ -184,4 +184,11 @@ def reduced_range(x, axes, xp=np):
         (array([-2. ,  0.5]), array([1., 3.]))
     """
     axes = tuple(axes)
-    return xp.min(x, axis=axes, keepdims=True), xp.max(x, axis=axes, keepdims=True)
+    if xp is np:
+        return xp.min(x, axis=axes, keepdims=True), xp.max(x, axis=axes, keepdims=True)
+    # traced: one reduction of (x, -x) (min x = -max(-x), exactly) where two would run:
+    # inside loop bodies dynamic ranges are taken at every step
+    both = xp.broadcast_to(x, (2,) + tuple(x.shape))
+    sign = xp.reshape(xp.arange(2) == 0, (2,) + (1,) * x.ndim)
+    m = xp.max(xp.where(sign, both, -both), axis=tuple(a + 1 for a in axes), keepdims=True)
+    return -m[1], m[0]
