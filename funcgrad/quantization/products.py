@@ -97,9 +97,7 @@ def linear_product(x, qw, sw, zw, cfg, act_scale=None, act_zero_point=None):
     """``x @ dequantize(qw).T`` as an integer product (``cfg`` says how ``x`` is quantized:
     dynamically, or with the static ``act_scale``/``act_zero_point``; weight-only configs
     dequantize). ``sw``/``zw``: a scalar, or one per output row, or (out, in // group).
-    Where ``float_exact`` holds, the integers are multiplied as float32 (the same result);
-    ``qw`` may then be given as float32 already (its integer values), as loops do to convert
-    it once outside their body."""
+    Where ``float_exact`` holds, the integers are multiplied as float32 (the same result)."""
     x = jnp.asarray(x)
     params = _dot_params(x)
     shapes = (tuple(x.shape), tuple(qw.shape))
