@@ -185,8 +185,8 @@ def shifted_values(x, scale, zero_point, fmt, xp=np):
 
     Example:
         >>> from funcgrad.quantize.schemes import shifted_values
-        >>> shifted_values(np.array([0.26, 9.0, -9.0]), 0.1, 250, "uint8")
-        array([   3.,    5., -100.], dtype=float32)
+        >>> shifted_values(np.array([0.26, 9.0, -9.0, -30.0]), 0.1, 250, "uint8")
+        array([   3.,    5.,  -90., -250.], dtype=float32)
     """
     fmt = get_format(fmt)
     z = xp.asarray(zero_point, dtype=np.float32)
