@@ -18,6 +18,9 @@ the same weights; test accuracy, file size.
 
 Each number is the median over ``--repeats`` rounds of the mean time of ``--calls`` calls (ms);
 the variants alternate within each round, so the load of a shared machine falls on all alike.
+Rows (2) and (3) also print "cpu ms": the least process CPU time per call over the rounds
+(all threads of the process counted), which a loaded machine disturbs far less than the wall
+time (with PyTorch on one thread both libraries are measured alike).
 
 Run: python bench/quantize.py [--repeats 7] [--calls 50] [--threads N] [--rows 1,2,3]
 """
@@ -38,12 +41,13 @@ import numpy as np  # noqa: E402
 
 
 def time_ms(fn, sync, calls):
-    """Mean time of ``calls`` calls of ``fn`` (ms), synchronized at the end."""
-    t0 = time.perf_counter()
+    """Mean wall and process CPU time of ``calls`` calls of ``fn`` (ms), synchronized at the
+    end."""
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(calls):
         out = fn()
     sync(out)
-    return (time.perf_counter() - t0) / calls * 1e3
+    return ((time.perf_counter() - t0) / calls * 1e3, (time.process_time() - c0) / calls * 1e3)
 
 
 def funcgrad_variants(x, w, b):
@@ -87,9 +91,10 @@ def torch_variants(x, w, b):
             for name, m in (("float32", lin), ("dynamic int8", qlin))}
 
 
-def measure(variants, repeats, calls):
+def measure(variants, repeats, calls, cpu=None):
     """Median (over ``repeats`` rounds, every variant once per round, interleaved so that the
-    machine's load falls on all alike) of each variant's mean call time."""
+    machine's load falls on all alike) of each variant's mean call time; ``cpu`` (a dict), if
+    given, receives each variant's least CPU time per call."""
     for fn, sync, _ in variants.values():
         for _ in range(3):
             sync(fn())
@@ -97,7 +102,9 @@ def measure(variants, repeats, calls):
     for _ in range(repeats):
         for key, (fn, sync, _) in variants.items():
             times[key].append(time_ms(fn, sync, calls))
-    return {key: statistics.median(t) for key, t in times.items()}
+    if cpu is not None:
+        cpu.update({key: min(c for _, c in t) for key, t in times.items()})
+    return {key: statistics.median(w for w, _ in t) for key, t in times.items()}
 
 
 def row1(args):
@@ -287,16 +294,20 @@ def row3(args):
 
 
 def _table(title, metric, variants, args):
-    ms = measure({k: v[:3] for k, v in variants.items()}, args.repeats, args.calls)
+    cpu = {}
+    ms = measure({k: v[:3] for k, v in variants.items()}, args.repeats, args.calls, cpu)
     print(f"\n{title}; ms per call (median of {args.repeats} x {args.calls} calls)")
-    print(f"{'library':<9} {'variant':<14} {'ms':>9} {metric:>11} {'size KiB':>9}")
+    print(f"{'library':<9} {'variant':<14} {'ms':>9} {'cpu ms':>9} {metric:>11} {'size KiB':>9}")
     for (lib, name), v in variants.items():
-        print(f"{lib:<9} {name:<14} {ms[lib, name]:9.3f} {v[2]():11.4f} {v[3]:9.1f}")
+        print(f"{lib:<9} {name:<14} {ms[lib, name]:9.3f} {cpu[lib, name]:9.3f} {v[2]():11.4f} "
+              f"{v[3]:9.1f}")
     names = sorted({n for _, n in variants}, key=lambda n: n != "float32")
     f32, q = names[0], names[1]
     line = f"funcgrad {q} / float32: {ms['funcgrad', q] / ms['funcgrad', f32]:.2f}x time"
     if ("torch", q) in ms:
         line += f"; funcgrad {q} / torch {q}: {ms['funcgrad', q] / ms['torch', q]:.2f}x time"
+        line += (f" (cpu: {cpu['funcgrad', q] / cpu['funcgrad', f32]:.2f}x float32, "
+                 f"{cpu['funcgrad', q] / cpu['torch', q]:.2f}x torch)")
     print(line)
 
 

@@ -69,14 +69,40 @@ def _static(scale, zero_point):
     return None if scale is None else (lambda a, geom, side: (scale, zero_point))
 
 
+def _span(fmt, affine):
+    """The largest ``|q - zero_point|`` of a format's values (an affine zero point can sit at
+    either end of the range)."""
+    return fmt.qmax - fmt.qmin if affine else max(-fmt.qmin, fmt.qmax)
+
+
+def float_exact(terms, cfg, zw):
+    """Whether a product summing ``terms`` integer products under ``cfg`` is exact in float32
+    (every partial sum below 2**24), so it may run as a float product of the same integers:
+    XLA:CPU runs small float products and convolutions faster than int8 ones, and the
+    zero-point corrections of the integer path (sums of the weight, extra products) vanish.
+
+    Example:
+        >>> from funcgrad.quantization.products import float_exact, STATIC
+        >>> float_exact(400, STATIC, 0), float_exact(1024, STATIC, 0)
+        (True, False)
+    """
+    if cfg.activation == "none" or cfg.weight_format.is_float or cfg.granularity == "per_block":
+        return False
+    a = _span(cfg.activation_format, not cfg.activation_symmetric)
+    w = _span(cfg.weight_format, not (isinstance(zw, int) and zw == 0))
+    return terms * a * w < 2 ** 24
+
+
 def linear_product(x, qw, sw, zw, cfg, act_scale=None, act_zero_point=None):
     """``x @ dequantize(qw).T`` as an integer product (``cfg`` says how ``x`` is quantized:
     dynamically, or with the static ``act_scale``/``act_zero_point``; weight-only configs
-    dequantize). ``sw``/``zw``: a scalar, or one per output row, or (out, in // group)."""
+    dequantize). ``sw``/``zw``: a scalar, or one per output row, or (out, in // group).
+    Where ``float_exact`` holds, the integers are multiplied as float32 (the same result)."""
     x = jnp.asarray(x)
     params = _dot_params(x)
     shapes = (tuple(x.shape), tuple(qw.shape))
     block = cfg.block_size if cfg.granularity == "per_block" else None
+    exact = float_exact(shapes[1][1], cfg, zw)
     if block:
         geom = Geometry(dot_general_p, params, *shapes)
         qw = _blocked_weight(qw, geom, 1, block, jnp)
@@ -87,7 +113,8 @@ def linear_product(x, qw, sw, zw, cfg, act_scale=None, act_zero_point=None):
     def quantized(x, a):
         return weight_product(dot_general_p, params, shapes, x, a["qw"], a["sw"],
                               _get(a, "zw", zw), 1, cfg, x.dtype,
-                              _static(a.get("sa"), _get(a, "za", act_zero_point)))
+                              _static(a.get("sa"), _get(a, "za", act_zero_point)),
+                              float_accumulation=exact)
 
     def float_fn(t, a):
         w = _dequantized(a["qw"], a["sw"], _get(a, "zw", zw))
@@ -114,8 +141,7 @@ def conv2d_product(x, qw, sw, zw, cfg, stride, padding, dilation, groups, act_sc
     # XLA:CPU's float convolutions are several times faster than its int8 ones: multiply
     # the integers (zero points subtracted: at most 255 in size) as float32 where that is
     # exact, every partial sum below 2**24
-    terms = int(np.prod(wt.shape[:3]))
-    exact = terms * 255 * 255 < 2 ** 24
+    exact = float_exact(int(np.prod(wt.shape[:3])), cfg, zw)
 
     def quantized(xt, a):
         return weight_product(conv_general_dilated_p, params, (tuple(xt.shape),

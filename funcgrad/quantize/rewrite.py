@@ -504,7 +504,8 @@ def weight_product(prim, params, shapes, act, qw, sw, zw, wi, cfg, out_dtype,
         sa, za = dynamic_qparams(act_in, pgeom, ai, cfg)
     else:
         sa, za = act_qparams(act_in, pgeom, ai)
-    qa = schemes.quantize(act_in, sa, za, af, jnp)
+    fused = float_accumulation and not wf.is_float and af.storage.itemsize < 4
+    qa = None if fused else schemes.quantize(act_in, sa, za, af, jnp)
     acc = np.float32 if wf.is_float or float_accumulation else np.int32
     iparams = dict(pgeom.params, preferred_element_type=np.dtype(acc), precision=None)
 
@@ -514,9 +515,12 @@ def weight_product(prim, params, shapes, act, qw, sw, zw, wi, cfg, out_dtype,
         return prim.bind(*ops, **iparams)
     if float_accumulation and not wf.is_float:
         # the zero points subtracted in float (exact: small integers), one product
-        a_f = qa.astype(np.float32)
-        if not schemes._is_zero(za):
-            a_f = a_f - jnp.asarray(za, dtype=np.float32)
+        if fused:
+            a_f = schemes.shifted_values(act_in, sa, za, af, jnp)
+        else:
+            a_f = qa.astype(np.float32)
+            if not schemes._is_zero(za):
+                a_f = a_f - jnp.asarray(za, dtype=np.float32)
         w_f = qw.astype(np.float32)
         if not schemes._is_zero(zw):
             w_f = w_f - xp.asarray(zw, dtype=np.float32)

@@ -171,7 +171,27 @@ def fake_quantize(x, scale, zero_point, fmt, xp=np):
         >>> fake_quantize(np.array([0.26, 1.0], np.float32), 0.1, 0, "int4")
         array([0.3, 0.7], dtype=float32)
     """
-    return dequantize(quantize(x, scale, zero_point, fmt, xp), scale, zero_point, xp)
+    fmt = get_format(fmt)
+    if xp is np or fmt.is_float or fmt.storage.itemsize >= 4 or _is_zero(zero_point):
+        return dequantize(quantize(x, scale, zero_point, fmt, xp), scale, zero_point, xp)
+    return shifted_values(x, scale, zero_point, fmt, xp) * xp.asarray(scale, dtype=np.float32)
+
+
+def shifted_values(x, scale, zero_point, fmt, xp=np):
+    """``quantize(x) - zero_point`` as float32, computed as ``clip(round(x / scale), qmin -
+    zero_point, qmax - zero_point)``: the same integers (all exactly representable), but the
+    zero point enters only the clip bounds, so a compiler need not broadcast it over ``x``
+    (XLA:CPU materializes such broadcasts when it fuses the values into a library kernel).
+
+    Example:
+        >>> from funcgrad.quantize.schemes import shifted_values
+        >>> shifted_values(np.array([0.26, 9.0, -9.0, -30.0]), 0.1, 250, "uint8")
+        array([   3.,    5.,  -90., -250.], dtype=float32)
+    """
+    fmt = get_format(fmt)
+    z = xp.asarray(zero_point, dtype=np.float32)
+    y = xp.round(x / scale).astype(np.float32)
+    return xp.clip(y, np.float32(fmt.qmin) - z, np.float32(fmt.qmax) - z).astype(np.float32)
 
 
 def reduced_range(x, axes, xp=np):
@@ -184,4 +204,11 @@ def reduced_range(x, axes, xp=np):
         (array([-2. ,  0.5]), array([1., 3.]))
     """
     axes = tuple(axes)
-    return xp.min(x, axis=axes, keepdims=True), xp.max(x, axis=axes, keepdims=True)
+    if xp is np:
+        return xp.min(x, axis=axes, keepdims=True), xp.max(x, axis=axes, keepdims=True)
+    # traced: one reduction of (x, -x) (min x = -max(-x), exactly) where two would run:
+    # inside loop bodies dynamic ranges are taken at every step
+    both = xp.broadcast_to(x, (2,) + tuple(x.shape))
+    sign = xp.reshape(xp.arange(2) == 0, (2,) + (1,) * x.ndim)
+    m = xp.max(xp.where(sign, both, -both), axis=tuple(a + 1 for a in axes), keepdims=True)
+    return -m[1], m[0]
