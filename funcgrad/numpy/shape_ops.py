@@ -5,6 +5,7 @@ import math
 import numpy as np
 
 from funcgrad import lax
+from funcgrad.core.errors import AxisError
 from funcgrad.core.interpreters import Value
 from funcgrad.core.values import aval_of
 from funcgrad.numpy._util import (broadcast_shapes, broadcast_to_shape, canonicalize_axes,
@@ -41,8 +42,10 @@ def _as_array(x):
     return asarray(x)
 
 
-def reshape(a, shape=None, order="C", *, newshape=None):
+def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     """Give ``a`` a new shape (one entry may be -1), row-major order.
+
+    ``copy`` is accepted for the array API (arrays are immutable: no copy is observable).
 
     Example:
         >>> jnp.reshape(jnp.arange(6), (2, -1)).shape
@@ -168,8 +171,15 @@ def expand_dims(a, axis):
     av = aval_of(a)
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
     out_ndim = av.ndim + len(axes)
-    axes = canonicalize_axes("expand_dims", axes, out_ndim)
+    try:
+        axes = canonicalize_axes("expand_dims", axes, out_ndim)
+    except AxisError as e:    # an IndexError too, as NumPy's AxisError and the array API say
+        raise _AxisIndexError(str(e)) from None
     return lax.expand_dims(a, axes)
+
+
+class _AxisIndexError(AxisError, IndexError):
+    """An out-of-bounds axis of ``expand_dims``: NumPy's AxisError is an IndexError."""
 
 
 def broadcast_to(array, shape):
