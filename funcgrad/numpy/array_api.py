@@ -1,11 +1,11 @@
-"""The Python array API standard (2023.12) names that NumPy spells differently, its dtype
+"""The Python array API standard (2024.12) names that NumPy spells differently, its dtype
 functions (``astype``, ``can_cast``, ``isdtype``) and its inspection API
 (``__array_namespace_info__``).
 
 Example:
     >>> import funcgrad.numpy as xp
     >>> xp.__array_api_version__
-    '2023.12'
+    '2024.12'
     >>> xp.isdtype(xp.float32, "real floating")
     True
 """
@@ -19,7 +19,7 @@ from funcgrad.numpy import reductions, ufuncs as _uf
 from funcgrad.numpy._util import (canonical_dtype, canonicalize_axis, check_arraylike,
                                   promote_dtypes)
 
-__array_api_version__ = "2023.12"
+__array_api_version__ = "2024.12"
 
 # --- renamed elementwise functions ---------------------------------------------------------
 acos, acosh, asin, asinh = _uf.arccos, _uf.arccosh, _uf.arcsin, _uf.arcsinh
@@ -316,8 +316,11 @@ class ArrayNamespaceInfo:
     """
 
     def capabilities(self):
-        """Optional features: boolean indexing and data-dependent shapes only work eagerly."""
-        return {"boolean indexing": False, "data-dependent shapes": False}
+        """Optional features: boolean indexing and data-dependent shapes only work eagerly;
+        arrays have at most 32 dimensions (the most that every path, NumPy's conversions
+        included, takes)."""
+        return {"boolean indexing": False, "data-dependent shapes": False,
+                "max dimensions": 32}
 
     def default_device(self):
         """The device new arrays go to."""

@@ -184,7 +184,7 @@ class _FlatView:
 
 
 
-_API_VERSIONS = (None, "2021.12", "2022.12", "2023.12")
+_API_VERSIONS = (None, "2021.12", "2022.12", "2023.12", "2024.12")
 
 
 def _array_namespace(self, /, *, api_version=None):

@@ -93,4 +93,4 @@ def test_array_api_constants_and_dtypes():
     assert jnp.newaxis is None
     for name in ARRAY_API_DTYPES:
         assert np.dtype(getattr(jnp, name)) == np.dtype(name)
-    assert jnp.__array_api_version__ == "2023.12"
+    assert jnp.__array_api_version__ == "2024.12"
