@@ -13,6 +13,7 @@ from funcgrad import lax
 from funcgrad.core import dtypes
 from funcgrad.core.interpreters import Tracer, Value
 from funcgrad.core.values import aval_of
+from funcgrad.numpy import bool_masks
 from funcgrad.numpy._util import broadcast_shapes, broadcast_to_shape, canonicalize_axis
 
 
@@ -100,6 +101,10 @@ def getitem(x, idx):
     """``x[idx]`` with NumPy semantics (see the module docstring)."""
     fname = "Array.__getitem__"
     av = aval_of(x)
+    bool_masks.check_mask_shapes(fname, idx, av.shape)
+    special = bool_masks.special_getitem(x, idx)
+    if special is not None:
+        return special
     entries = _expand(fname, idx, av.ndim)
     # New axes (None) become size-1 axes of x, indexed by a full slice.
     split = entries.split

@@ -190,3 +190,22 @@ def test_vecdot_dtype_and_shapes():
                                np.vdot(z, z))
     with pytest.raises(ValueError, match="same size along axis -1"):
         jnp.vecdot(jnp.ones(0, jnp.uint8), jnp.ones(1, jnp.uint8))
+
+
+def test_boolean_masks_zero_d_empty_and_mismatched():
+    a = np.arange(6).reshape(2, 3)
+    x = jnp.asarray(a)
+    for key in (True, False, np.bool_(True)):
+        np.testing.assert_array_equal(np.asarray(x[key]), a[key])
+    np.testing.assert_array_equal(np.asarray(x[jnp.asarray(False)]), a[np.asarray(False)])
+    assert jnp.asarray(5)[jnp.asarray(True)].shape == (1,)
+    z = np.zeros((0, 2))
+    assert jnp.asarray(z)[jnp.zeros(0, bool)].shape == z[np.zeros(0, bool)].shape
+    np.testing.assert_array_equal(np.asarray(x[..., jnp.asarray([True, False, True])]),
+                                  a[..., [True, False, True]])
+    np.testing.assert_array_equal(np.asarray(x[x > 2]), a[a > 2])
+    for bad in (np.ones(3, bool), np.ones((2, 2), bool)):
+        with pytest.raises(IndexError, match="boolean index of shape"):
+            x[jnp.asarray(bad)]
+        with pytest.raises(IndexError):
+            a[bad]                                      # NumPy agrees
