@@ -240,6 +240,7 @@ def eye(N, M=None, k=0, dtype=None, *, device=None):
     """
     M = N if M is None else M
     dtype = canonical_dtype(dtype, "numpy.eye") or dtypes.default_float()
+    k = builtins.max(builtins.min(int(k), M), -N)   # beyond the corners: no ones (any int k)
     rows = lax.broadcasted_iota(dtypes.int32, (N, M), 0)
     cols = lax.broadcasted_iota(dtypes.int32, (N, M), 1)
     mask = lax.eq(lax.add(rows, np.int32(k)), cols)

@@ -209,3 +209,9 @@ def test_boolean_masks_zero_d_empty_and_mismatched():
             x[jnp.asarray(bad)]
         with pytest.raises(IndexError):
             a[bad]                                      # NumPy agrees
+
+
+@pytest.mark.parametrize("n,m,k", [(0, None, 2**31), (3, 4, 2**40), (3, 2, -2**40), (3, 4, 1),
+                                   (4, 3, -2)])
+def test_eye_any_offset(n, m, k):
+    np.testing.assert_array_equal(np.asarray(jnp.eye(n, m, k=k)), np.eye(n, m, k=k))
