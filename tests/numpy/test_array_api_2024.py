@@ -215,3 +215,18 @@ def test_boolean_masks_zero_d_empty_and_mismatched():
                                    (4, 3, -2)])
 def test_eye_any_offset(n, m, k):
     np.testing.assert_array_equal(np.asarray(jnp.eye(n, m, k=k)), np.eye(n, m, k=k))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int32", "uint8", "uint32", "bool"])
+def test_sum_prod_widen_to_the_default_integer(dtype, x64):
+    a = np.ones((2, 3), dtype)
+    for name in ("sum", "prod"):
+        got = getattr(jnp, name)(jnp.asarray(a))
+        assert got.dtype == getattr(np, name)(a).dtype, name    # NumPy: int64/uint64
+    assert jnp.cumulative_sum(jnp.asarray(a), axis=1).dtype == np.cumsum(a, 1).dtype
+    assert jnp.sum(jnp.asarray(a), dtype=jnp.int16).dtype == np.int16
+
+
+def test_sum_keeps_int32_without_x64():
+    assert jnp.sum(jnp.ones(3, jnp.int32)).dtype == np.int32
+    assert jnp.sum(jnp.ones(3, jnp.uint8)).dtype == np.uint32
