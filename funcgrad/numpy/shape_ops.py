@@ -411,8 +411,12 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None):
         axis = 0
     av = aval_of(a)
     ax = canonicalize_axis("repeat", axis, av.ndim)
+    if not isinstance(repeats, (int, np.integer)) and np.ndim(repeats) == 0:
+        repeats = int(np.asarray(repeats))   # a 0-d array counts as an int
     if isinstance(repeats, (int, np.integer)):
         r = int(repeats)
+        if r < 0:
+            raise ValueError(f"funcgrad.numpy.repeat: repeats must be >= 0, got {r}")
         shape = list(av.shape)
         new_shape = shape[:ax + 1] + [r] + shape[ax + 1:]
         out = lax.broadcast_in_dim(a, new_shape, tuple(i for i in range(len(new_shape))
@@ -420,10 +424,16 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None):
         shape[ax] *= r
         return lax.reshape(out, shape)
     reps = np.asarray(repeats)
-    if reps.ndim != 1 or reps.shape[0] != av.shape[ax]:
+    if reps.ndim != 1 or reps.shape[0] not in (1, av.shape[ax]):
         raise ValueError(f"funcgrad.numpy.repeat: repeats of shape {reps.shape} do not match "
                          f"axis {ax} of size {av.shape[ax]}")
-    index = np.repeat(np.arange(av.shape[ax]), reps)
+    if (reps < 0).any():
+        raise ValueError(f"funcgrad.numpy.repeat: repeats must be >= 0, got {reps.tolist()}")
+    index = np.repeat(np.arange(av.shape[ax]), np.broadcast_to(reps, (av.shape[ax],)))
+    if index.size == 0 or av.size == 0:     # nothing to gather
+        shape = list(av.shape)
+        shape[ax] = index.size
+        return lax.full(tuple(shape), 0, av.dtype)
     from funcgrad.numpy.indexing import take
     return take(a, asarray(index.astype(np.int32)), axis=ax, mode="clip")
 

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+import funcgrad
 import funcgrad.numpy as jnp
 
 INF, NAN, PI = math.inf, math.nan, math.pi
@@ -230,3 +231,30 @@ def test_sum_prod_widen_to_the_default_integer(dtype, x64):
 def test_sum_keeps_int32_without_x64():
     assert jnp.sum(jnp.ones(3, jnp.int32)).dtype == np.int32
     assert jnp.sum(jnp.ones(3, jnp.uint8)).dtype == np.uint32
+
+
+@pytest.mark.parametrize("shape,repeats,axis", [
+    ((0,), np.array([1]), 0), ((3,), np.array([2]), 0), ((2, 3), np.array([1, 0, 2]), 1),
+    ((2, 3), np.array(2), None), ((2, 0), np.array([3, 1]), 0), ((3,), np.array([0, 0, 0]), 0),
+    ((2, 2), 0, 1)])
+def test_repeat_matches_numpy(shape, repeats, axis):
+    a = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    got = jnp.repeat(jnp.asarray(a), repeats if isinstance(repeats, int) else
+                     jnp.asarray(repeats), axis=axis)
+    np.testing.assert_array_equal(np.asarray(got), np.repeat(a, repeats, axis=axis))
+    assert got.dtype == np.float32
+    with pytest.raises(ValueError, match="repeats must be >= 0"):
+        jnp.repeat(jnp.asarray(a), -1)
+
+
+def test_eager_int_index_reads_rows():
+    a = np.arange(12.0).reshape(4, 3)
+    x = jnp.asarray(a)
+    for i in range(-4, 4):
+        np.testing.assert_array_equal(np.asarray(x[i]), a[i])
+        assert float(x[i][1]) == a[i][1]
+    with pytest.raises(IndexError, match="index 4 is out of bounds for axis 0 with size 4"):
+        x[4]
+    assert funcgrad.jit(lambda v: v[-1])(x).shape == (3,)          # traced: the general path
+    np.testing.assert_array_equal(np.asarray(funcgrad.grad(lambda v: v[1].sum())(x)),
+                                  np.eye(4)[1][:, None] * np.ones((4, 3)))
