@@ -133,11 +133,16 @@ def _acos(p, out):
 
 
 def _acosh(p, out):
-    return _put(p, out, _and(p.eq(p.a, 0.0), p.isnan(p.b)), np.nan, np.pi / 2)
+    # finite a, NaN b: NaN + NaN j, but NaN ± πj/2 for a = ±0
+    im = lax.select(p.eq(p.a, 0.0), p.const(np.pi / 2), p.const(np.nan))
+    return _put(p, out, _and(p.finite(p.a), p.isnan(p.b)), np.nan, im)
 
 
 def _asinh(p, out):
+    out = _put(p, out, _and(p.finite(p.a), p.isnan(p.b)), np.nan, np.nan)
     return _put(p, out, _and(p.isnan(p.a), p.eq(p.b, 0.0)), np.nan, p.b)
+
+
 
 
 def _atanh(p, out):
