@@ -252,8 +252,9 @@ def take(a, indices, axis=None, mode=None, fill_value=None):
                       mode=gather_mode, fill_value=fill_value)
 
 
-def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
-    """Pick values along ``axis`` with an index array of the same rank (as ``np.take_along_axis``).
+def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None):
+    """Pick values along ``axis`` with an index array of the same rank (as ``np.take_along_axis``;
+    ``axis`` defaults to -1, as the array API says).
 
     Out-of-bounds indices follow ``mode`` as in :func:`take` ("fill" by default, as JAX).
 

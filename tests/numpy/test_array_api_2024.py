@@ -260,3 +260,13 @@ def test_eager_int_index_reads_rows():
     assert funcgrad.jit(lambda v: v[-1])(x).shape == (3,)          # traced: the general path
     np.testing.assert_array_equal(np.asarray(funcgrad.grad(lambda v: v[1].sum())(x)),
                                   np.eye(4)[1][:, None] * np.ones((4, 3)))
+
+
+def test_take_along_axis_default_axis_and_empty_indices():
+    a = np.array([[3, 1, 2], [0, 5, 4]])
+    idx = np.argsort(a, axis=-1)
+    np.testing.assert_array_equal(np.asarray(jnp.take_along_axis(jnp.asarray(a),
+                                                                 jnp.asarray(idx))),
+                                  np.take_along_axis(a, idx, axis=-1))
+    got = jnp.take_along_axis(jnp.asarray([False]), jnp.asarray([], jnp.int32))
+    assert got.shape == (0,) and got.dtype == np.bool_
