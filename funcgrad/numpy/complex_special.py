@@ -140,7 +140,9 @@ def _acosh(p, out):
 
 def _asinh(p, out):
     out = _put(p, out, _and(p.finite(p.a), p.isnan(p.b)), np.nan, np.nan)
-    return _put(p, out, _and(p.isnan(p.a), p.eq(p.b, 0.0)), np.nan, p.b)
+    # NaN a, finite b: NaN + NaN j, but NaN ± 0j for b = ±0
+    im = lax.select(p.eq(p.b, 0.0), p.b, p.const(np.nan))
+    return _put(p, out, _and(p.isnan(p.a), p.finite(p.b)), np.nan, im)
 
 
 

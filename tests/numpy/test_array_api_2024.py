@@ -33,6 +33,7 @@ SPECIAL = [
     ("acosh", complex(0.0, NAN), complex(NAN, PI / 2)),
     ("acosh", complex(1e30, NAN), complex(NAN, NAN)),
     ("asinh", complex(1e30, NAN), complex(NAN, NAN)),
+    ("asinh", complex(NAN, 2.0), complex(NAN, NAN)),
     ("asinh", complex(NAN, 0.0), complex(NAN, 0.0)),
     ("atanh", complex(0.0, NAN), complex(0.0, NAN)),
     ("atanh", complex(3.0, NAN), complex(NAN, NAN)),
