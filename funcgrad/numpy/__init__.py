@@ -49,10 +49,9 @@ from funcgrad.numpy.ufuncs import (
 from funcgrad.numpy.array_api import (  # noqa: E402
     __array_api_version__, __array_namespace_info__, acos, acosh, asin, asinh, astype, atan,
     atan2, atanh, bitwise_invert, bitwise_left_shift, bitwise_right_shift, can_cast,
-    cumulative_prod, cumulative_sum, isdtype, unique_all, unique_counts, unique_inverse,
-    unique_values, unstack)
+    cumulative_prod, cumulative_sum, finfo, from_dlpack, iinfo, isdtype, unique_all,
+    unique_counts, unique_inverse, unique_values, unstack)
 from funcgrad.numpy.array_api import bool_dtype as bool  # noqa: E402,A001
-from funcgrad.lowering.array import from_dlpack  # noqa: E402
 from funcgrad.numpy.math_extra import (  # noqa: E402
     allclose, array_equal, array_equiv, bitwise_count, convolve, correlate, cross, diff,
     ediff1d, fabs, frexp, gradient, i0, interp, iscomplex, iscomplexobj, isclose, isreal,
@@ -92,8 +91,6 @@ float0 = _dtypes.float0
 dtype = _np.dtype
 promote_types = _dtypes.promote_types
 result_type = _dtypes.result_type
-finfo = _dtypes.finfo
-iinfo = _np.iinfo
 pi, e, inf, nan, euler_gamma = _np.pi, _np.e, _np.inf, _np.nan, _np.euler_gamma
 newaxis = None
 integer, floating, inexact, number, signedinteger, unsignedinteger, complexfloating = (

@@ -1,11 +1,11 @@
-"""The Python array API standard (2023.12) names that NumPy spells differently, its dtype
+"""The Python array API standard (2024.12) names that NumPy spells differently, its dtype
 functions (``astype``, ``can_cast``, ``isdtype``) and its inspection API
 (``__array_namespace_info__``).
 
 Example:
     >>> import funcgrad.numpy as xp
     >>> xp.__array_api_version__
-    '2023.12'
+    '2024.12'
     >>> xp.isdtype(xp.float32, "real floating")
     True
 """
@@ -19,7 +19,7 @@ from funcgrad.numpy import reductions, ufuncs as _uf
 from funcgrad.numpy._util import (canonical_dtype, canonicalize_axis, check_arraylike,
                                   promote_dtypes)
 
-__array_api_version__ = "2023.12"
+__array_api_version__ = "2024.12"
 
 # --- renamed elementwise functions ---------------------------------------------------------
 acos, acosh, asin, asinh = _uf.arccos, _uf.arccosh, _uf.arcsin, _uf.arcsinh
@@ -154,6 +154,88 @@ cumulative_prod = _cumulative("cumulative_prod", reductions.cumprod,
                               "Array([1, 1, 2, 6], dtype=int32)")
 
 
+class finfo:
+    """Machine limits of a floating-point dtype (of the real part for complex dtypes).
+
+    As ``numpy.finfo`` (bfloat16 and the other ml_dtypes included), with the array API's
+    types: ``bits`` is an int; ``eps``, ``max``, ``min``, ``smallest_normal`` (and ``tiny``,
+    ``resolution``, ``epsneg``) are Python floats; ``dtype`` is the real dtype.
+
+    Example:
+        >>> jnp.finfo(jnp.complex64).eps
+        1.1920928955078125e-07
+        >>> jnp.finfo(jnp.bfloat16).bits
+        16
+    """
+    _FLOATS = ("eps", "epsneg", "max", "min", "smallest_normal", "tiny", "resolution")
+
+    def __init__(self, dtype):
+        dt = dtypes.real_dtype(_as_dtype("finfo", dtype))
+        if not dtypes.is_float(dt):
+            raise ValueError(f"funcgrad.numpy.finfo: {dt} is not a floating-point dtype; use "
+                             f"iinfo for integers")
+        self._info = dtypes.finfo(dt)
+        self.dtype = np.dtype(dt)
+        self.bits = int(self._info.bits)
+        for name in self._FLOATS:
+            setattr(self, name, float(getattr(self._info, name)))
+
+    def __getattr__(self, name):      # the rest of numpy's finfo (nmant, maxexp, ...)
+        if name == "_info":
+            raise AttributeError(name)
+        return getattr(self._info, name)
+
+    def __repr__(self):
+        return (f"finfo(resolution={self.resolution}, min={self.min}, max={self.max}, "
+                f"dtype={self.dtype})")
+
+
+class iinfo:
+    """Limits of an integer dtype: ``bits``, ``min``, ``max`` (Python ints) and ``dtype``.
+
+    Example:
+        >>> jnp.iinfo(jnp.int8).min
+        -128
+    """
+
+    def __init__(self, dtype):
+        dt = _as_dtype("iinfo", dtype)
+        if not dtypes.is_integer(dt):
+            raise ValueError(f"funcgrad.numpy.iinfo: {dt} is not an integer dtype; use finfo "
+                             f"for floating-point types")
+        info = np.iinfo(dt)
+        self.dtype, self.bits = np.dtype(dt), int(info.bits)
+        self.min, self.max, self.kind = int(info.min), int(info.max), info.kind
+
+    def __repr__(self):
+        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
+
+
+# --- DLPack --------------------------------------------------------------------------------
+def from_dlpack(x, /, *, device=None, copy=None):
+    """An array from any object with ``__dlpack__`` (a NumPy array, a torch tensor, another
+    funcgrad array), on ``device`` (default: where the producer's memory is).
+
+    ``copy=None`` shares the producer's memory where it can (host memory aligned for XLA, a
+    buffer on the same accelerator) and copies otherwise; ``copy=True`` always gives a new
+    buffer; ``copy=False`` shares as ``None`` does (an unaligned host buffer is still copied
+    by the CPU client).
+
+    Example:
+        >>> jnp.from_dlpack(np.arange(3.0), copy=True)
+        Array([0., 1., 2.], dtype=float32)
+    """
+    if copy not in (None, True, False):
+        raise ValueError(f"funcgrad.numpy.from_dlpack: copy must be None, True or False, got "
+                         f"{copy!r}")
+    from funcgrad.lowering.array import device_put, from_dlpack as _shared
+    out = _shared(x, device)
+    if copy:
+        # a host round trip makes a fresh buffer whatever the producer was
+        out = device_put(np.array(np.asarray(out), copy=True), out.device)
+    return out
+
+
 # --- unique_* ------------------------------------------------------------------------------
 def _unique_host(fname, x):
     if isinstance(x, Tracer) and not hasattr(x, "_value"):
@@ -234,8 +316,11 @@ class ArrayNamespaceInfo:
     """
 
     def capabilities(self):
-        """Optional features: boolean indexing and data-dependent shapes only work eagerly."""
-        return {"boolean indexing": False, "data-dependent shapes": False}
+        """Optional features: boolean indexing and data-dependent shapes only work eagerly;
+        arrays have at most 32 dimensions (the most that every path, NumPy's conversions
+        included, takes)."""
+        return {"boolean indexing": False, "data-dependent shapes": False,
+                "max dimensions": 32}
 
     def default_device(self):
         """The device new arrays go to."""

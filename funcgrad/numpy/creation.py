@@ -24,6 +24,14 @@ def _shape_tuple(fname, shape):
     return out
 
 
+def _on_device(out, device):
+    """``out`` on ``device`` (the array API's ``device=`` argument; None: where it is)."""
+    if device is None:
+        return out
+    from funcgrad.lowering.array import device_put
+    return device_put(out, device)
+
+
 def _stack_nested(fname, obj, dtype):
     """Turn a (nested) list/tuple that may hold funcgrad arrays into one array."""
     from funcgrad.numpy.shape_ops import stack
@@ -79,8 +87,11 @@ def _holds_values(obj):
     return False
 
 
-def asarray(a, dtype=None, copy=None):
+def asarray(a, dtype=None, copy=None, *, device=None):
     """Like ``array`` but returns funcgrad arrays of the right dtype unchanged.
+
+    ``copy`` is accepted for the array API: arrays are immutable, so a copy and the original
+    cannot be told apart. ``device`` places the result.
 
     Example:
         >>> jnp.asarray(np.arange(3)).dtype
@@ -88,11 +99,11 @@ def asarray(a, dtype=None, copy=None):
     """
     dtype = canonical_dtype(dtype, "numpy.asarray")
     if isinstance(a, Value) and (dtype is None or aval_of(a).dtype == dtype):
-        return a
-    return array(a, dtype=dtype)
+        return _on_device(a, device)
+    return _on_device(array(a, dtype=dtype), device)
 
 
-def full(shape, fill_value, dtype=None):
+def full(shape, fill_value, dtype=None, *, device=None):
     """An array of ``shape`` filled with ``fill_value``.
 
     Example:
@@ -104,29 +115,30 @@ def full(shape, fill_value, dtype=None):
         dtype = dtypes.result_type(fill_value)
     fill = lax.convert_element_type(fill_value, canonical_dtype(dtype, "numpy.full"))
     from funcgrad.numpy._util import broadcast_to_shape
-    return broadcast_to_shape(fill, shape) if aval_of(fill).shape else lax.broadcast(fill, shape)
+    out = broadcast_to_shape(fill, shape) if aval_of(fill).shape else lax.broadcast(fill, shape)
+    return _on_device(out, device)
 
 
-def zeros(shape, dtype=None):
+def zeros(shape, dtype=None, *, device=None):
     """Zeros of ``shape`` (float32 by default). Example: ``jnp.zeros((2, 3))``."""
-    return full(shape, 0, canonical_dtype(dtype, "numpy.zeros") or dtypes.default_float())
+    return full(shape, 0, canonical_dtype(dtype, "numpy.zeros") or dtypes.default_float(),
+                device=device)
 
 
-def ones(shape, dtype=None):
+def ones(shape, dtype=None, *, device=None):
     """Ones of ``shape``. Example: ``jnp.ones(3)``."""
-    return full(shape, 1, canonical_dtype(dtype, "numpy.ones") or dtypes.default_float())
+    return full(shape, 1, canonical_dtype(dtype, "numpy.ones") or dtypes.default_float(),
+                device=device)
 
 
-def empty(shape, dtype=None):
+def empty(shape, dtype=None, *, device=None):
     """Zeros: funcgrad arrays are never uninitialized. Example: ``jnp.empty(3)``."""
-    return zeros(shape, dtype)
+    return zeros(shape, dtype, device=device)
 
 
 def _like(fname, fill):
-    def fn(a, dtype=None, shape=None):
-        av = aval_of(a)
-        return full(av.shape if shape is None else shape, fill,
-                    av.dtype if dtype is None else dtype)
+    def fn(a, dtype=None, shape=None, *, device=None):
+        return full_like(a, fill, dtype, shape, device=device)
     fn.__name__ = fname
     fn.__doc__ = (f"An array like ``a`` (shape and dtype) filled with {fill}.\n\n"
                   f"Example:\n    >>> jnp.{fname}(jnp.array([[1, 2, 3]]))\n"
@@ -139,14 +151,14 @@ ones_like = _like("ones_like", 1)
 empty_like = _like("empty_like", 0)
 
 
-def full_like(a, fill_value, dtype=None, shape=None):
+def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
     """An array like ``a`` filled with ``fill_value``. Example: ``jnp.full_like(x, 2.0)``."""
     av = aval_of(a)
     return full(av.shape if shape is None else shape, fill_value,
-                av.dtype if dtype is None else dtype)
+                av.dtype if dtype is None else dtype, device=device)
 
 
-def arange(start, stop=None, step=None, dtype=None):
+def arange(start, stop=None, step=None, dtype=None, *, device=None):
     """Evenly spaced values in [start, stop) (static bounds).
 
     Example:
@@ -163,14 +175,15 @@ def arange(start, stop=None, step=None, dtype=None):
         if dtype is None:
             dtype = dtypes.result_type(start)
         n = builtins.max(int(math.ceil(start)), 0)
-        return lax.iota(canonical_dtype(dtype, "numpy.arange"), n)
+        return _on_device(lax.iota(canonical_dtype(dtype, "numpy.arange"), n), device)
     host = np.arange(start, stop, step if step is not None else 1)
     if dtype is None:
         dtype = dtypes.result_type(*[v for v in (start, stop, step) if v is not None])
-    return array(host, dtype=dtype)
+    return _on_device(array(host, dtype=dtype), device)
 
 
-def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
+             device=None):
     """``num`` evenly spaced values from ``start`` to ``stop``.
 
     Example:
@@ -199,6 +212,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
         from funcgrad.numpy.shape_ops import moveaxis
         out = moveaxis(out, 0, axis)
     out = lax.convert_element_type(out, dt) if aval_of(out).dtype != dt else out
+    out = _on_device(out, device)
     return (out, step) if retstep else out
 
 
@@ -216,7 +230,7 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
     return logspace(lo, hi, num, endpoint, 10.0, dtype, axis)
 
 
-def eye(N, M=None, k=0, dtype=None):
+def eye(N, M=None, k=0, dtype=None, *, device=None):
     """A 2-d array with ones on the ``k``-th diagonal.
 
     Example:
@@ -226,10 +240,11 @@ def eye(N, M=None, k=0, dtype=None):
     """
     M = N if M is None else M
     dtype = canonical_dtype(dtype, "numpy.eye") or dtypes.default_float()
+    k = builtins.max(builtins.min(int(k), M), -N)   # beyond the corners: no ones (any int k)
     rows = lax.broadcasted_iota(dtypes.int32, (N, M), 0)
     cols = lax.broadcasted_iota(dtypes.int32, (N, M), 1)
     mask = lax.eq(lax.add(rows, np.int32(k)), cols)
-    return lax.convert_element_type(mask, dtype)
+    return _on_device(lax.convert_element_type(mask, dtype), device)
 
 
 def identity(n, dtype=None):
@@ -299,20 +314,19 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
         Array([1., 1., 1.], dtype=float32)
     """
     from funcgrad.numpy.shape_ops import moveaxis
-    from funcgrad.numpy.reductions import sum as _sum
-    from funcgrad.numpy.ufuncs import where
     a = moveaxis(asarray(a), (axis1, axis2), (-2, -1))
     av = aval_of(a)
     n, m = av.shape[-2:]
-    rows = lax.broadcasted_iota(dtypes.int32, (n, m), 0)
-    cols = lax.broadcasted_iota(dtypes.int32, (n, m), 1)
-    mask = lax.eq(lax.add(rows, np.int32(offset)), cols)
-    picked = where(mask, a, zeros_like(a))
-    length = builtins.max(0, builtins.min(n, m - offset) if offset >= 0 else
-                          builtins.min(n + offset, m))
-    summed = _sum(picked, axis=-2 if offset >= 0 else -1)
-    start = builtins.max(offset, 0) if offset >= 0 else builtins.max(-offset, 0)
-    return lax.slice_in_dim(summed, start, start + length, axis=av.ndim - 2)
+    offset = int(offset)
+    row0, col0 = (0, offset) if offset >= 0 else (-offset, 0)
+    length = builtins.max(0, builtins.min(n - row0, m - col0))
+    # In the row-major flattening of the last two axes the diagonal is a strided slice.
+    flat = lax.reshape(a, av.shape[:-2] + (n * m,))
+    batch = len(av.shape) - 2
+    start = row0 * m + col0 if length else 0
+    limit = start + (length - 1) * (m + 1) + 1 if length else 0
+    return lax.slice(flat, (0,) * batch + (start,), av.shape[:-2] + (limit,),
+                     (1,) * batch + (m + 1,))
 
 
 def meshgrid(*xi, indexing="xy", sparse=False, copy=True):

@@ -21,6 +21,7 @@ from funcgrad.core import dtypes
 from funcgrad.core.interpreters import Tracer, Value
 from funcgrad.core.values import aval_of
 from funcgrad.lax.callbacks import debug_callback
+from funcgrad.numpy import bool_masks
 from funcgrad.numpy._util import broadcast_shapes, broadcast_to_shape, canonicalize_axis
 
 
@@ -147,6 +148,10 @@ def getitem(x, idx):
 def _getitem(x, idx):
     fname = "Array.__getitem__"
     av = aval_of(x)
+    bool_masks.check_mask_shapes(fname, idx, av.shape)
+    special = bool_masks.special_getitem(x, idx)
+    if special is not None:
+        return special
     entries = _expand(fname, idx, av.ndim)
     # New axes (None) become size-1 axes of x, indexed by a full slice.
     split = entries.split
@@ -299,8 +304,9 @@ def take(a, indices, axis=None, mode=None, fill_value=None):
                       mode=gather_mode, fill_value=fill_value)
 
 
-def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
-    """Pick values along ``axis`` with an index array of the same rank (as ``np.take_along_axis``).
+def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None):
+    """Pick values along ``axis`` with an index array of the same rank (as ``np.take_along_axis``;
+    ``axis`` defaults to -1, as the array API says).
 
     Out-of-bounds indices follow ``mode`` as in :func:`take` ("fill" by default, as JAX).
 

@@ -5,8 +5,8 @@ import numpy as np
 from funcgrad import lax
 from funcgrad.core import dtypes
 from funcgrad.core.interpreters import Value
-from funcgrad.numpy import (bit_views, creation, index_tricks, indexing, math_extra, misc,
-                            products, reductions, shape_ops, sorting, ufuncs)
+from funcgrad.numpy import (bit_views, creation, eager_index, index_tricks, indexing,
+                            math_extra, misc, products, reductions, shape_ops, sorting, ufuncs)
 
 
 def _swap(fn):
@@ -83,7 +83,7 @@ def install():
     Value.__pos__ = lambda self: self
     Value.__abs__ = lambda self: ufuncs.abs(self)
     Value.__invert__ = lambda self: ufuncs.invert(self)
-    Value.__getitem__ = indexing.getitem
+    Value.__getitem__ = eager_index.getitem
     Value.__round__ = lambda self, ndigits=None: ufuncs.round(self, ndigits or 0)
     Value.at = property(lambda self: indexing._AtIndexer(self))
     Value.T = property(lambda self: shape_ops.transpose(self))
@@ -184,7 +184,7 @@ class _FlatView:
 
 
 
-_API_VERSIONS = (None, "2021.12", "2022.12", "2023.12")
+_API_VERSIONS = (None, "2021.12", "2022.12", "2023.12", "2024.12")
 
 
 def _array_namespace(self, /, *, api_version=None):

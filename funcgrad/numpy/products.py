@@ -104,7 +104,15 @@ def vecdot(x1, x2, /, *, axis=-1):
     """Array-API vector dot along ``axis`` (conjugating x1). Example: ``jnp.vecdot(a, b)``."""
     from funcgrad.numpy.reductions import sum
     from funcgrad.numpy.ufuncs import conjugate, multiply
-    return sum(multiply(conjugate(x1), x2), axis=axis)
+    a1, a2 = aval_of(asarray(x1)), aval_of(asarray(x2))
+    ndim = builtins.max(a1.ndim, a2.ndim)
+    ax = axis if axis < 0 else axis - ndim
+    if not -ndim <= ax < 0 or -ax > builtins.min(a1.ndim, a2.ndim) or a1.shape[ax] != a2.shape[ax]:
+        raise ValueError(f"funcgrad.numpy.vecdot: x1 {a1.str_short()} and x2 {a2.str_short()} "
+                         f"must have the same size along axis {axis} (it is not broadcast)")
+    prod = multiply(conjugate(x1), x2)
+    # the promoted dtype of x1 and x2: small integers are not widened as sum would
+    return sum(prod, axis=axis, dtype=aval_of(prod).dtype)
 
 
 def inner(a, b):

@@ -26,6 +26,12 @@ def _apply_where(x, where, identity):
     return _where(where, x, np.asarray(identity, aval_of(x).dtype))
 
 
+def _narrower_than_default_int(dt):
+    """Integers that sum/prod/cumsum widen to the default integer (int64 with x64 on, as NumPy
+    and the array API; int32 otherwise)."""
+    return dtypes.is_integer(dt) and dt.itemsize < np.dtype(dtypes.default_int()).itemsize
+
+
 def _reduction(name, lax_fn, identity_kind, result, upcast_small_ints=False, bool_to_int=False):
     def fn(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
         check_arraylike(name, a)
@@ -36,7 +42,7 @@ def _reduction(name, lax_fn, identity_kind, result, upcast_small_ints=False, boo
         av = aval_of(a)
         dt = canonical_dtype(dtype, f"numpy.{name}")
         if dt is None and (bool_to_int and av.dtype == dtypes.bool_ or upcast_small_ints and
-                           dtypes.is_integer(av.dtype) and av.dtype.itemsize < 4):
+                           _narrower_than_default_int(av.dtype)):
             dt = dtypes.default_int() if not dtypes.is_unsigned(av.dtype) else dtypes.default_uint()
         if dt is not None and dt != av.dtype:
             a = lax.convert_element_type(a, dt)
@@ -193,8 +199,8 @@ def _cumulative(name, lax_fn, upcast, result):
             axis = 0
         ax = canonicalize_axis(name, axis, aval_of(a).ndim)
         dt = canonical_dtype(dtype, f"numpy.{name}")
-        if dt is None and upcast and (av.dtype == dtypes.bool_ or (
-                dtypes.is_integer(av.dtype) and av.dtype.itemsize < 4)):
+        if dt is None and upcast and (av.dtype == dtypes.bool_ or
+                                      _narrower_than_default_int(av.dtype)):
             dt = dtypes.default_uint() if dtypes.is_unsigned(av.dtype) else dtypes.default_int()
         if dt is not None and dt != av.dtype:
             a = lax.convert_element_type(a, dt)

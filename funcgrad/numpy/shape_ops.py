@@ -5,6 +5,7 @@ import math
 import numpy as np
 
 from funcgrad import lax
+from funcgrad.core.errors import AxisError
 from funcgrad.core.interpreters import Value
 from funcgrad.core.values import aval_of
 from funcgrad.numpy._util import (broadcast_shapes, broadcast_to_shape, canonicalize_axes,
@@ -41,8 +42,10 @@ def _as_array(x):
     return asarray(x)
 
 
-def reshape(a, shape=None, order="C", *, newshape=None):
+def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     """Give ``a`` a new shape (one entry may be -1), row-major order.
+
+    ``copy`` is accepted for the array API (arrays are immutable: no copy is observable).
 
     Example:
         >>> jnp.reshape(jnp.arange(6), (2, -1)).shape
@@ -168,8 +171,15 @@ def expand_dims(a, axis):
     av = aval_of(a)
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
     out_ndim = av.ndim + len(axes)
-    axes = canonicalize_axes("expand_dims", axes, out_ndim)
+    try:
+        axes = canonicalize_axes("expand_dims", axes, out_ndim)
+    except AxisError as e:    # an IndexError too, as NumPy's AxisError and the array API say
+        raise _AxisIndexError(str(e)) from None
     return lax.expand_dims(a, axes)
+
+
+class _AxisIndexError(AxisError, IndexError):
+    """An out-of-bounds axis of ``expand_dims``: NumPy's AxisError is an IndexError."""
 
 
 def broadcast_to(array, shape):
@@ -401,8 +411,12 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None):
         axis = 0
     av = aval_of(a)
     ax = canonicalize_axis("repeat", axis, av.ndim)
+    if not isinstance(repeats, (int, np.integer)) and np.ndim(repeats) == 0:
+        repeats = int(np.asarray(repeats))   # a 0-d array counts as an int
     if isinstance(repeats, (int, np.integer)):
         r = int(repeats)
+        if r < 0:
+            raise ValueError(f"funcgrad.numpy.repeat: repeats must be >= 0, got {r}")
         shape = list(av.shape)
         new_shape = shape[:ax + 1] + [r] + shape[ax + 1:]
         out = lax.broadcast_in_dim(a, new_shape, tuple(i for i in range(len(new_shape))
@@ -410,10 +424,16 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None):
         shape[ax] *= r
         return lax.reshape(out, shape)
     reps = np.asarray(repeats)
-    if reps.ndim != 1 or reps.shape[0] != av.shape[ax]:
+    if reps.ndim != 1 or reps.shape[0] not in (1, av.shape[ax]):
         raise ValueError(f"funcgrad.numpy.repeat: repeats of shape {reps.shape} do not match "
                          f"axis {ax} of size {av.shape[ax]}")
-    index = np.repeat(np.arange(av.shape[ax]), reps)
+    if (reps < 0).any():
+        raise ValueError(f"funcgrad.numpy.repeat: repeats must be >= 0, got {reps.tolist()}")
+    index = np.repeat(np.arange(av.shape[ax]), np.broadcast_to(reps, (av.shape[ax],)))
+    if index.size == 0 or av.size == 0:     # nothing to gather
+        shape = list(av.shape)
+        shape[ax] = index.size
+        return lax.full(tuple(shape), 0, av.dtype)
     from funcgrad.numpy.indexing import take
     return take(a, asarray(index.astype(np.int32)), axis=ax, mode="clip")
 

@@ -9,6 +9,7 @@ from funcgrad.core import dtypes
 from funcgrad.core.interpreters import Value
 from funcgrad.core.values import aval_of
 from funcgrad.numpy._ufunc_examples import EXAMPLES
+from funcgrad.numpy.complex_special import with_special_values as _special
 from funcgrad.numpy._util import (check_arraylike, promote_and_broadcast, promote_dtypes,
                                   to_inexact)
 from funcgrad.lowering.eager_jit import one_dispatch_when_eager
@@ -81,7 +82,20 @@ bitwise_xor = _binary("bitwise_xor", lax.bitwise_xor, "Elementwise ``x ^ y``.")
 left_shift = _binary("left_shift", lax.shift_left, "Elementwise ``x << y``.")
 negative = _unary("negative", lax.neg, "Elementwise ``-x``.")
 positive = _unary("positive", lambda x: x, "Elementwise ``+x``.")
-sign = _unary("sign", lax.sign, "Elementwise sign: -1, 0 or 1.")
+
+
+def _lax_sign(x):
+    dt = aval_of(x).dtype
+    zero = lax.full(aval_of(x).shape, 0, dt)
+    if dtypes.is_unsigned(dt):      # XLA's sign has no unsigned kernel
+        return lax.convert_element_type(lax.gt(x, zero), dt)
+    if dtypes.is_float(dt):         # sign(-0.0) is +0.0 (NumPy, the array API)
+        return lax.select(lax.eq(x, zero), zero, lax.sign(x))
+    return lax.sign(x)
+
+
+sign = _unary("sign", _special("sign", _lax_sign), "Elementwise sign: -1, 0 or 1 (``x / |x|`` "
+              "for complex ``x``).")
 floor = _unary("floor", lambda x: x if dtypes.is_integer(aval_of(x).dtype) else lax.floor(x),
                "Round down.")
 ceil = _unary("ceil", lambda x: x if dtypes.is_integer(aval_of(x).dtype) else lax.ceil(x),
@@ -92,30 +106,35 @@ isfinite = _unary("isfinite", lambda x: lax.is_finite(x) if dtypes.is_float(aval
                   else lax.bitwise_and(lax.is_finite(lax.real(x)), lax.is_finite(lax.imag(x)))
                   if dtypes.is_complex(aval_of(x).dtype)
                   else lax.full(aval_of(x).shape, True, dtypes.bool_), "Not inf and not NaN.")
-exp = _unary("exp", lax.exp, "Elementwise e**x.", inexact=True)
+exp = _unary("exp", _special("exp", lax.exp), "Elementwise e**x.", inexact=True)
 exp2 = _unary("exp2", lambda x: lax.exp(lax.mul(x, np.asarray(np.log(2), aval_of(x).dtype))),
               "Elementwise 2**x.", inexact=True)
-log = _unary("log", lax.log, "Natural logarithm.", inexact=True)
+log = _unary("log", _special("log", lax.log), "Natural logarithm.", inexact=True)
 log2 = _unary("log2", lambda x: lax.div(lax.log(x), np.asarray(np.log(2), aval_of(x).dtype)),
               "Base-2 logarithm.", inexact=True)
 log10 = _unary("log10", lambda x: lax.div(lax.log(x), np.asarray(np.log(10), aval_of(x).dtype)),
                "Base-10 logarithm.", inexact=True)
-log1p = _unary("log1p", lax.log1p, "``log(1 + x)``, accurate near 0.", inexact=True)
-expm1 = _unary("expm1", lax.expm1, "``exp(x) - 1``, accurate near 0.", inexact=True)
-sqrt = _unary("sqrt", lax.sqrt, "Square root.", inexact=True)
+log1p = _unary("log1p", _special("log1p", lax.log1p), "``log(1 + x)``, accurate near 0.",
+               inexact=True)
+expm1 = _unary("expm1", _special("expm1", lax.expm1), "``exp(x) - 1``, accurate near 0.",
+               inexact=True)
+sqrt = _unary("sqrt", _special("sqrt", lax.sqrt), "Square root.", inexact=True)
 cbrt = _unary("cbrt", lax.cbrt, "Cube root.", inexact=True)
 sin = _unary("sin", lax.sin, "Sine.", inexact=True)
 cos = _unary("cos", lax.cos, "Cosine.", inexact=True)
 tan = _unary("tan", lax.tan, "Tangent.", inexact=True)
 arcsin = _unary("arcsin", lax.asin, "Inverse sine.", inexact=True)
-arccos = _unary("arccos", lax.acos, "Inverse cosine.", inexact=True)
+arccos = _unary("arccos", _special("arccos", lax.acos), "Inverse cosine.", inexact=True)
 arctan = _unary("arctan", lax.atan, "Inverse tangent.", inexact=True)
-sinh = _unary("sinh", lax.sinh, "Hyperbolic sine.", inexact=True)
-cosh = _unary("cosh", lax.cosh, "Hyperbolic cosine.", inexact=True)
-tanh = _unary("tanh", lax.tanh, "Hyperbolic tangent.", inexact=True)
-arcsinh = _unary("arcsinh", lax.asinh, "Inverse hyperbolic sine.", inexact=True)
-arccosh = _unary("arccosh", lax.acosh, "Inverse hyperbolic cosine.", inexact=True)
-arctanh = _unary("arctanh", lax.atanh, "Inverse hyperbolic tangent.", inexact=True)
+sinh = _unary("sinh", _special("sinh", lax.sinh), "Hyperbolic sine.", inexact=True)
+cosh = _unary("cosh", _special("cosh", lax.cosh), "Hyperbolic cosine.", inexact=True)
+tanh = _unary("tanh", _special("tanh", lax.tanh), "Hyperbolic tangent.", inexact=True)
+arcsinh = _unary("arcsinh", _special("arcsinh", lax.asinh), "Inverse hyperbolic sine.",
+                 inexact=True)
+arccosh = _unary("arccosh", _special("arccosh", lax.acosh), "Inverse hyperbolic cosine.",
+                 inexact=True)
+arctanh = _unary("arctanh", _special("arctanh", lax.atanh), "Inverse hyperbolic tangent.",
+                 inexact=True)
 real = _unary("real", lambda x: lax.real(x) if dtypes.is_complex(aval_of(x).dtype) else x,
               "Real part.")
 imag = _unary("imag", lambda x: lax.imag(x) if dtypes.is_complex(aval_of(x).dtype) else
@@ -504,15 +523,22 @@ def fix(x, /):
     return trunc(x)
 
 
-def clip(a, a_min=None, a_max=None, *, min=None, max=None):
-    """Limit values to [a_min, a_max] (either may be None).
+def clip(a, /, min=None, max=None, *, a_min=None, a_max=None):
+    """Limit values to [min, max] (either may be None; arrays broadcast).
+
+    NumPy's ``a_min``/``a_max`` keywords are accepted too.
 
     Example:
         >>> jnp.clip(jnp.arange(5), 1, 3)
         Array([1, 1, 2, 3, 3], dtype=int32)
     """
-    lo = a_min if a_min is not None else min
-    hi = a_max if a_max is not None else max
+    for old_name, old, new_name, new in (("a_min", a_min, "min", min),
+                                         ("a_max", a_max, "max", max)):
+        if old is not None and new is not None:
+            raise TypeError(f"funcgrad.numpy.clip: got both {new_name} and {old_name}; "
+                            f"pass one of them")
+    lo = min if min is not None else a_min
+    hi = max if max is not None else a_max
     check_arraylike("clip", a)
     if lo is not None:
         a = maximum(a, lo)

@@ -1,4 +1,5 @@
-"""Array API standard 2023.12: dtype functions, inspection API, renamed functions, promotion."""
+"""Array API standard (2023.12 names; the version declared is 2024.12): dtype functions,
+inspection API, renamed functions, promotion."""
 import numpy as np
 import pytest
 
@@ -7,7 +8,7 @@ import funcgrad.numpy as jnp
 
 
 def test_version_and_namespace():
-    assert jnp.__array_api_version__ == "2023.12"
+    assert jnp.__array_api_version__ == "2024.12"
     x = jnp.ones(3)
     assert x.__array_namespace__() is jnp
 
@@ -15,7 +16,8 @@ def test_version_and_namespace():
 def test_inspection_api():
     info = jnp.__array_namespace_info__()
     caps = info.capabilities()
-    assert caps == {"boolean indexing": False, "data-dependent shapes": False}
+    assert caps == {"boolean indexing": False, "data-dependent shapes": False,
+                    "max dimensions": 32}
     assert info.default_device() == funcgrad.devices()[0]
     assert list(info.devices()) == list(funcgrad.devices())
     d = info.default_dtypes()
