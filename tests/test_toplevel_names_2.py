@@ -1,0 +1,181 @@
+"""funcgrad.default_device, transfer_guard*, ensure_compile_time_eval, numpy_dtype_promotion,
+numpy_rank_promotion, checkpoint_policies (issue 21), against JAX when importable."""
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import funcgrad
+import funcgrad.numpy as jnp
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# --- default_device ------------------------------------------------------------------------
+def test_default_device_on_four_cpu_devices():
+    script = textwrap.dedent("""
+        import numpy as np, funcgrad, funcgrad.numpy as jnp
+        d = funcgrad.devices()[2]
+        other = funcgrad.devices()[1]
+        with funcgrad.default_device(d):
+            made = [jnp.ones(2), jnp.arange(3), funcgrad.device_put(1.0), jnp.sin(np.ones(2)),
+                    funcgrad.jit(lambda x: x * 2)(np.ones(2))]
+            x = funcgrad.device_put(np.ones(2), other)   # placed explicitly: stays there
+            kept = [x * 2, funcgrad.jit(lambda v: v + 1)(x)]
+        after = jnp.ones(2)
+        funcgrad.config.update("default_device", funcgrad.devices()[3])
+        global_ = jnp.ones(2)
+        funcgrad.config.update("default_device", None)
+        print([a.devices() == {d} for a in made], [a.devices() == {other} for a in kept],
+              after.devices() == {funcgrad.devices()[0]},
+              global_.devices() == {funcgrad.devices()[3]},
+              float(jnp.sum(made[-1])))
+    """)
+    env = dict(os.environ, FUNCGRAD_CPU_DEVICES="4")
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[True,", "True,", "True,", "True,", "True]", "[True,",
+                                  "True]", "True", "True", "4.0"]
+
+
+def test_default_device_accepts_platform_name_and_rejects_junk():
+    with funcgrad.default_device("cpu"):
+        assert jnp.ones(2).devices() == {funcgrad.devices("cpu")[0]}
+    with pytest.raises(ValueError, match="default_device"):
+        with funcgrad.default_device(3.5):
+            pass
+    assert funcgrad.config.default_device is None
+
+
+# --- transfer_guard ------------------------------------------------------------------------
+X = None
+
+
+def _x():
+    global X
+    if X is None:
+        X = jnp.arange(3.0)
+    return X
+
+
+IMPLICIT_H2D = {
+    "array+numpy": lambda: _x() + np.ones(3),
+    "array+python_scalar": lambda: _x() + 1.5,
+    "jit(numpy)": lambda: funcgrad.jit(lambda a: a * 2)(np.ones(3)),
+    "jit(scalar)": lambda: funcgrad.jit(lambda a: a * 2)(2.0),
+    "sin(numpy)": lambda: jnp.sin(np.ones(3)),
+}
+IMPLICIT_D2H = {
+    "np.asarray": lambda: np.asarray(_x()),
+    "float": lambda: float(_x()[0]),
+    "str": lambda: str(_x()),
+    "item": lambda: _x()[1].item(),
+    "tolist": lambda: _x().tolist(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(IMPLICIT_H2D))
+def test_transfer_guard_disallows_implicit_host_to_device(name):
+    _x()
+    with funcgrad.transfer_guard("disallow"):
+        with pytest.raises(RuntimeError, match="Disallowed host-to-device transfer"):
+            IMPLICIT_H2D[name]()
+    IMPLICIT_H2D[name]()          # allowed again after the block
+
+
+@pytest.mark.parametrize("name", sorted(IMPLICIT_D2H))
+def test_transfer_guard_disallows_implicit_device_to_host(name):
+    _x()
+    with funcgrad.transfer_guard_device_to_host("disallow"):
+        with pytest.raises(RuntimeError, match="Disallowed device-to-host transfer"):
+            IMPLICIT_D2H[name]()
+        assert repr(_x()) == "Array([0., 1., 2.], dtype=float32)"   # repr stays readable
+
+
+def test_transfer_guard_explicit_copies():
+    x = _x()
+    with funcgrad.transfer_guard("disallow"):
+        np.testing.assert_array_equal(funcgrad.device_get(funcgrad.device_put(np.ones(3)) + x),
+                                      [1.0, 2.0, 3.0])
+    with funcgrad.transfer_guard("disallow_explicit"):
+        with pytest.raises(RuntimeError, match="explicit copy"):
+            funcgrad.device_put(np.ones(3))
+        with pytest.raises(RuntimeError, match="device-to-host"):
+            funcgrad.device_get(x)
+    # one direction only
+    with funcgrad.transfer_guard_host_to_device("disallow"):
+        assert float(x[2]) == 2.0
+        with pytest.raises(RuntimeError):
+            x + np.ones(3)
+
+
+def test_transfer_guard_log(caplog):
+    x = _x()
+    with caplog.at_level(logging.WARNING, logger="funcgrad"):
+        with funcgrad.transfer_guard("log"):
+            y = x + np.ones(3)
+            funcgrad.device_put(np.ones(3))                  # explicit: not logged
+        with funcgrad.transfer_guard("log_explicit"):
+            funcgrad.device_put(np.ones(3))
+    np.testing.assert_array_equal(np.asarray(y), [1.0, 2.0, 3.0])
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("Implicit host-to-device" in m for m in messages) == 1
+    assert sum("Explicit host-to-device" in m for m in messages) == 1
+
+
+def test_transfer_guard_config_and_levels():
+    funcgrad.config.update("jax_transfer_guard", "disallow")
+    try:
+        assert funcgrad.config.transfer_guard_device_to_device == "disallow"
+        with pytest.raises(RuntimeError):
+            np.asarray(_x())
+    finally:
+        funcgrad.config.update("transfer_guard", "allow")
+    with pytest.raises(ValueError, match="must be one of"):
+        funcgrad.config.update("transfer_guard_host_to_device", "forbid")
+    np.asarray(_x())
+
+
+def test_transfer_guard_device_to_device_subprocess():
+    script = textwrap.dedent("""
+        import numpy as np, funcgrad
+        a = funcgrad.device_put(np.ones(2), funcgrad.devices()[0])
+        b = funcgrad.device_put(np.ones(2), funcgrad.devices()[1])
+        with funcgrad.transfer_guard_device_to_device("disallow"):
+            moved = funcgrad.device_put(a, funcgrad.devices()[2])     # explicit
+            try:
+                a + b                     # b is copied to a's device: implicit
+                print("no error")
+            except RuntimeError as e:
+                print(str(e).split(":")[0])
+        print(moved.devices() == {funcgrad.devices()[2]})
+    """)
+    env = dict(os.environ, FUNCGRAD_CPU_DEVICES="4")
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["Disallowed device-to-device transfer", "True"]
+
+
+def test_transfer_guard_matches_jax_host_to_device():
+    jax = pytest.importorskip("jax")
+    jx = jax.numpy.arange(3.0)
+    for level in ("disallow", "allow"):
+        with jax.transfer_guard(level):
+            try:
+                jx + np.ones(3)
+                jax_raised = False
+            except Exception:
+                jax_raised = True
+        with funcgrad.transfer_guard(level):
+            try:
+                _x() + np.ones(3)
+                ours_raised = False
+            except RuntimeError:
+                ours_raised = True
+        assert jax_raised == ours_raised == (level == "disallow")
