@@ -96,3 +96,4 @@ from funcgrad import custom_batching, dlpack, dtypes, errors, image  # noqa: E40
 from funcgrad.config import (default_device, transfer_guard,  # noqa: E402
                              transfer_guard_device_to_device, transfer_guard_device_to_host,
                              transfer_guard_host_to_device)
+from funcgrad.core.interpreters import ensure_compile_time_eval  # noqa: E402

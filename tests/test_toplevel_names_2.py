@@ -179,3 +179,55 @@ def test_transfer_guard_matches_jax_host_to_device():
             except RuntimeError:
                 ours_raised = True
         assert jax_raised == ours_raised == (level == "disallow")
+
+
+# --- ensure_compile_time_eval ----------------------------------------------------------------
+def _compile_time_program(api, np_):
+    """The same program in funcgrad and JAX: a Python branch on a value computed at trace
+    time, next to a staged operation on the traced argument."""
+    seen = []
+
+    @api.jit
+    def f(x):
+        with api.ensure_compile_time_eval():
+            n = np_.sum(np_.arange(4.0))
+            seen.append(float(n))                  # concrete: no ConcretizationTypeError
+            y = np_.sin(x) * 2                     # traced: staged
+            big = bool(n > 5)
+        return y + n if big else y - n
+    return f, seen
+
+
+def test_ensure_compile_time_eval_under_jit():
+    f, seen = _compile_time_program(funcgrad, jnp)
+    np.testing.assert_allclose(np.asarray(f(0.5)), 2 * np.sin(0.5) + 6, rtol=1e-6)
+    assert seen == [6.0]
+    jaxpr = funcgrad.make_jaxpr(f)(0.5)
+    text = str(jaxpr)
+    assert "sin" in text and "arange" not in text and "iota" not in text
+    # without the block the same branch is an error
+    with pytest.raises(funcgrad.ConcretizationTypeError):
+        funcgrad.jit(lambda x: x if jnp.sum(jnp.arange(4.0)) > 5 else -x)(1.0)
+
+
+def test_ensure_compile_time_eval_under_grad_vmap_and_eagerly():
+    def g(x):
+        with funcgrad.ensure_compile_time_eval():
+            c = jnp.cos(2.0)
+            assert isinstance(c, funcgrad.Array)
+            return c * x ** 2
+    np.testing.assert_allclose(float(funcgrad.grad(g)(3.0)), 6 * np.cos(2.0), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(funcgrad.vmap(g)(jnp.arange(3.0))),
+                               np.cos(2.0) * np.arange(3.0) ** 2, rtol=1e-6)
+    eqns = funcgrad.make_jaxpr(g)(1.0).jaxpr.eqns
+    assert [e.prim.name for e in eqns] == ["integer_pow", "mul"]     # cos ran at trace time
+    with funcgrad.ensure_compile_time_eval():      # eagerly: no change
+        assert float(jnp.ones(()) * 2) == 2.0
+
+
+def test_ensure_compile_time_eval_matches_jax():
+    jax = pytest.importorskip("jax")
+    f, seen = _compile_time_program(funcgrad, jnp)
+    jf, jseen = _compile_time_program(jax, jax.numpy)
+    np.testing.assert_allclose(np.asarray(f(0.25)), np.asarray(jf(0.25)), rtol=1e-6)
+    assert seen == jseen
