@@ -93,7 +93,8 @@ from funcgrad.core.dtypes import float0  # noqa: E402
 from funcgrad import custom_batching, dlpack, dtypes, errors, image  # noqa: E402,F401
 
 # --- JAX's context managers and policies (jax.default_device, jax.transfer_guard, ...)
-from funcgrad.config import (default_device, transfer_guard,  # noqa: E402
+from funcgrad.config import (default_device, numpy_dtype_promotion,  # noqa: E402
+                             numpy_rank_promotion, transfer_guard,
                              transfer_guard_device_to_device, transfer_guard_device_to_host,
                              transfer_guard_host_to_device)
 from funcgrad.core.interpreters import ensure_compile_time_eval  # noqa: E402

@@ -336,3 +336,44 @@ def transfer_guard_device_to_device(level):
         Array([1., 1.], dtype=float32)
     """
     return config.override("transfer_guard_device_to_device", level)
+
+
+def numpy_dtype_promotion(mode):
+    """Within the ``with`` block, ``"strict"`` makes funcgrad.numpy refuse implicit promotion
+    between different dtypes (``float32 + int32``, ``float32 + float16``) with a
+    ``TypePromotionError`` (a TypeError) naming them; Python scalars still join arrays of their
+    kind or a higher one (``float32_array + 1``). ``"standard"``: JAX's usual promotion. As
+    ``jax.numpy_dtype_promotion``.
+
+    Example:
+        >>> x, i = funcgrad.numpy.ones(2), funcgrad.numpy.ones(2, dtype="int32")
+        >>> with funcgrad.numpy_dtype_promotion("strict"):
+        ...     print((x + 1).dtype)
+        ...     try:
+        ...         x + i
+        ...     except TypeError as e:
+        ...         print(str(e).split(" have")[0])
+        float32
+        Input dtypes ('float32', 'int32')
+    """
+    return config.override("numpy_dtype_promotion", mode)
+
+
+def numpy_rank_promotion(mode):
+    """Within the ``with`` block, implicit rank promotion in funcgrad.numpy's broadcasting
+    operations (``(2, 3) + (3,)``: operands of different non-zero ranks) is allowed
+    (``"allow"``), warned about (``"warn"``) or an error (``"raise"``). Scalars always
+    broadcast. As ``jax.numpy_rank_promotion``.
+
+    Example:
+        >>> a, b = funcgrad.numpy.ones((2, 3)), funcgrad.numpy.ones(3)
+        >>> with funcgrad.numpy_rank_promotion("raise"):
+        ...     print((a + b[None, :]).shape, (a * 2).shape)
+        ...     try:
+        ...         a + b
+        ...     except ValueError as e:
+        ...         print(str(e).split(" would")[0])
+        (2, 3) (2, 3)
+        funcgrad.numpy.add: operands of shapes (2, 3) (3,)
+    """
+    return config.override("numpy_rank_promotion", mode)

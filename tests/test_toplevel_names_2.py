@@ -231,3 +231,101 @@ def test_ensure_compile_time_eval_matches_jax():
     jf, jseen = _compile_time_program(jax, jax.numpy)
     np.testing.assert_allclose(np.asarray(f(0.25)), np.asarray(jf(0.25)), rtol=1e-6)
     assert seen == jseen
+
+
+# --- numpy_dtype_promotion -------------------------------------------------------------------
+# (case, raises under "strict"): JAX 0.10.2's answers, checked live below when JAX is installed
+STRICT_CASES = {
+    "f32+int_scalar": (lambda np_: np_.ones(2) + 1, False),
+    "f32+float_scalar": (lambda np_: np_.ones(2) + 1.5, False),
+    "i32+int_scalar": (lambda np_: np_.ones(2, "int32") + 1, False),
+    "i32+float_scalar": (lambda np_: np_.ones(2, "int32") + 1.5, True),
+    "f32+i32": (lambda np_: np_.ones(2) + np_.ones(2, "int32"), True),
+    "f32+f16": (lambda np_: np_.ones(2) * np_.ones(2, "float16"), True),
+    "f32+complex_scalar": (lambda np_: np_.ones(2) + 1j, True),
+    "bool+int_scalar": (lambda np_: np_.ones(2, bool) + 1, True),
+    "f32+bool": (lambda np_: np_.ones(2) + np_.ones(2, bool), True),
+    "where": (lambda np_: np_.where(np_.ones(2, bool), np_.ones(2), np_.ones(2, "int32")),
+              True),
+    "concatenate": (lambda np_: np_.concatenate([np_.ones(2), np_.ones(2, "int32")]), True),
+    "f32+numpy_f64": (lambda np_: np_.ones(2) + np.ones(2), False),   # float64 is narrowed
+    "mean_of_ints": (lambda np_: np_.mean(np_.ones(3, "int32")), False),
+}
+
+
+def _strict_outcome(np_, promotion, fn):
+    with promotion("strict"):
+        try:
+            out = fn(np_)
+        except TypeError as e:
+            return "raise", str(e)
+    return str(out.dtype), None
+
+
+@pytest.mark.parametrize("case", sorted(STRICT_CASES))
+def test_numpy_dtype_promotion_strict(case):
+    fn, raises = STRICT_CASES[case]
+    outcome, message = _strict_outcome(jnp, funcgrad.numpy_dtype_promotion, fn)
+    assert (outcome == "raise") == raises
+    if raises:
+        assert "numpy_dtype_promotion='strict'" in message
+    standard = fn(jnp)                                # allowed again outside the block
+    assert standard.dtype in (np.float32, np.int32, np.complex64)
+
+
+def test_numpy_dtype_promotion_message_and_grad():
+    x, i = jnp.ones(2), jnp.ones(2, "int32")
+    with funcgrad.numpy_dtype_promotion("strict"):
+        with pytest.raises(funcgrad.core.dtypes.TypePromotionError,
+                           match=r"\('float32', 'int32'\)"):
+            x + i
+        g = funcgrad.grad(lambda v: jnp.sum(jnp.tanh(v) ** 2 / 2.0))(x)
+    np.testing.assert_allclose(np.asarray(g), np.tanh(1.0) * (1 - np.tanh(1.0) ** 2),
+                               rtol=1e-6)
+    with pytest.raises(ValueError, match="must be one of"):
+        funcgrad.config.update("numpy_dtype_promotion", "loose")
+
+
+def test_numpy_dtype_promotion_matches_jax():
+    jax = pytest.importorskip("jax")
+    for case, (fn, _) in STRICT_CASES.items():
+        ours, _ = _strict_outcome(jnp, funcgrad.numpy_dtype_promotion, fn)
+        try:
+            theirs, _ = _strict_outcome(jax.numpy, jax.numpy_dtype_promotion, fn)
+        except ValueError:           # JAX's TypePromotionError is a ValueError
+            theirs = "raise"
+        assert ours == theirs, case
+
+
+# --- numpy_rank_promotion --------------------------------------------------------------------
+def test_numpy_rank_promotion_raise_warn_allow():
+    a, b = jnp.ones((2, 3)), jnp.arange(3.0)
+    with funcgrad.numpy_rank_promotion("raise"):
+        with pytest.raises(ValueError, match=r"add: operands of shapes \(2, 3\) \(3,\)"):
+            a + b
+        with pytest.raises(ValueError, match="rank promotion"):
+            jnp.maximum(b, a)
+        # same ranks, size-1 broadcasting, and scalars are not rank promotion
+        np.testing.assert_array_equal(np.asarray(a + b[None, :]), np.ones((2, 3)) + np.arange(3))
+        np.testing.assert_array_equal(np.asarray(a * 2 + jnp.ones((1, 3))), np.full((2, 3), 3))
+        np.testing.assert_array_equal(np.asarray(a + jnp.float32(1)), np.full((2, 3), 2))
+    with funcgrad.numpy_rank_promotion("warn"):
+        with pytest.warns(UserWarning, match=r"rank promotion on shapes \(2, 3\) \(3,\)"):
+            out = a + b
+    np.testing.assert_array_equal(np.asarray(out), np.ones((2, 3)) + np.arange(3))
+    np.testing.assert_array_equal(np.asarray(a + b), np.asarray(out))     # "allow" again
+
+
+def test_numpy_rank_promotion_matches_jax():
+    jax = pytest.importorskip("jax")
+    shapes = [((2, 3), (3,)), ((2, 3), ()), ((2, 1), (1, 3)), ((4, 1, 3), (2, 3))]
+    for sa, sb in shapes:
+        results = []
+        for api, np_ in ((funcgrad, jnp), (jax, jax.numpy)):
+            with api.numpy_rank_promotion("raise"):
+                try:
+                    np_.ones(sa) + np_.ones(sb)
+                    results.append("ok")
+                except ValueError:
+                    results.append("raise")
+        assert results[0] == results[1], (sa, sb)
