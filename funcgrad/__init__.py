@@ -98,3 +98,5 @@ from funcgrad.config import (default_device, numpy_dtype_promotion,  # noqa: E40
                              transfer_guard_device_to_device, transfer_guard_device_to_host,
                              transfer_guard_host_to_device)
 from funcgrad.core.interpreters import ensure_compile_time_eval  # noqa: E402
+from funcgrad.transforms import checkpoint_policies  # noqa: E402
+from funcgrad import ad_checkpoint  # noqa: E402,F401

@@ -329,3 +329,133 @@ def test_numpy_rank_promotion_matches_jax():
                 except ValueError:
                     results.append("raise")
         assert results[0] == results[1], (sa, sb)
+
+
+# --- checkpoint_policies ---------------------------------------------------------------------
+from funcgrad import checkpoint_policies as cp               # noqa: E402
+from funcgrad.ad_checkpoint import checkpoint_name           # noqa: E402
+
+_RNG = np.random.RandomState(0)
+W_NP = _RNG.randn(3, 3).astype(np.float32)
+X_NP = _RNG.randn(2, 3).astype(np.float32)
+
+
+def _block(np_, name_fn, w):
+    def block(x):
+        h = name_fn(np_.sin(x), "h")            # sin #1, named
+        d = np_.dot(h, w)                       # a matrix product
+        return np_.sum(np_.sin(d))              # sin #2
+    return block
+
+
+def _loss(policy, api=funcgrad, np_=jnp, name_fn=checkpoint_name, w=None):
+    w = jnp.asarray(W_NP) if w is None else w
+    block = _block(np_, name_fn, w)
+    if policy is not False:
+        block = api.checkpoint(block, policy=policy)
+    return block
+
+
+def _backward_counts(policy):
+    """Primitive counts inside the backward pass's recomputing region (the remat application
+    the gradient's transpose makes)."""
+    closed = funcgrad.make_jaxpr(funcgrad.grad(_loss(policy)))(jnp.asarray(X_NP))
+    backward = [e for e in closed.jaxpr.eqns if e.prim.name == "remat"][-1]
+    names = [e.prim.name for e in backward.params["jaxpr"].jaxpr.eqns]
+    return {p: names.count(p) for p in ("sin", "cos", "dot_general")}
+
+
+POLICIES = {
+    "none": None, "nothing": cp.nothing_saveable, "dots": cp.dots_saveable,
+    "dots_no_batch": cp.dots_with_no_batch_dims_saveable,
+    "only_h": cp.save_only_these_names("h"), "all_but_h": cp.save_any_names_but_these("h"),
+    "both": cp.save_from_both_policies(cp.save_only_these_names("h"), cp.dots_saveable),
+}
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_checkpoint_policy_gradient_equals_plain(name):
+    x = jnp.asarray(X_NP)
+    expected = funcgrad.grad(_loss(False))(x)
+    got = funcgrad.grad(_loss(POLICIES[name]))(x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(funcgrad.jit(funcgrad.grad(_loss(POLICIES[name])))(x)),
+                               np.asarray(expected), rtol=1e-6, atol=1e-6)
+    # float64 finite differences of the plain function
+    xd = X_NP.astype(np.float64)
+
+    def f64(v):
+        return np.sum(np.sin(np.sin(v) @ W_NP.astype(np.float64)))
+    fd = np.zeros_like(xd)
+    for idx in np.ndindex(xd.shape):
+        e = np.zeros_like(xd)
+        e[idx] = 1e-6
+        fd[idx] = (f64(xd + e) - f64(xd - e)) / 2e-6
+    np.testing.assert_allclose(np.asarray(got), fd, rtol=1e-4, atol=1e-4)
+
+
+def test_checkpoint_policy_decides_what_the_backward_pass_recomputes():
+    # The gradient (with respect to x only) needs cos(x), cos(d) and one transposed product.
+    # Nothing saved: h = sin(x) and d = h @ w are recomputed (1 sin; 1 product + 1 transposed)
+    assert _backward_counts(None) == {"sin": 1, "cos": 2, "dot_general": 2}
+    assert _backward_counts(cp.nothing_saveable) == {"sin": 1, "cos": 2, "dot_general": 2}
+    # the product saved: neither it nor h (only its input) is recomputed
+    assert _backward_counts(cp.dots_saveable) == {"sin": 0, "cos": 2, "dot_general": 1}
+    assert _backward_counts(cp.dots_with_no_batch_dims_saveable) == \
+        {"sin": 0, "cos": 2, "dot_general": 1}
+    # h saved by name: the product is recomputed from it, sin is not
+    assert _backward_counts(cp.save_only_these_names("h")) == \
+        {"sin": 0, "cos": 2, "dot_general": 2}
+    assert _backward_counts(cp.save_any_names_but_these("g")) == \
+        {"sin": 0, "cos": 2, "dot_general": 2}
+    assert _backward_counts(cp.save_any_names_but_these("h")) == \
+        {"sin": 1, "cos": 2, "dot_general": 2}
+    # both: nothing left to recompute but the transposed product
+    assert _backward_counts(POLICIES["both"]) == {"sin": 0, "cos": 2, "dot_general": 1}
+
+
+def test_dots_with_no_batch_dims_policy():
+    plain = jnp.ones((2, 3))
+    batched = jnp.ones((4, 2, 3))
+    jp = funcgrad.make_jaxpr(lambda a, b: (jnp.dot(a, a.T), jnp.einsum("bij,bkj->bik", b, b)))(
+        plain, batched)
+    dots = [e for e in jp.jaxpr.eqns if e.prim.name == "dot_general"]
+    assert len(dots) == 2
+    avals = [[v.aval for v in e.invars] for e in dots]
+    assert cp.dots_with_no_batch_dims_saveable(dots[0].prim, *avals[0], **dots[0].params)
+    assert not cp.dots_with_no_batch_dims_saveable(dots[1].prim, *avals[1], **dots[1].params)
+    assert cp.dots_saveable(dots[1].prim, *avals[1], **dots[1].params)
+    assert cp.checkpoint_dots is cp.dots_saveable
+    assert cp.everything_saveable(dots[0].prim) and not cp.nothing_saveable(dots[0].prim)
+
+
+def test_checkpoint_policy_under_vmap_and_hessian():
+    x = jnp.asarray(X_NP)
+    per_row = funcgrad.vmap(funcgrad.grad(_loss(cp.dots_saveable)))(x[:, None, :])
+    np.testing.assert_allclose(np.asarray(per_row)[:, 0],
+                               np.asarray(funcgrad.grad(_loss(False))(x)), rtol=1e-6, atol=1e-6)
+    v = jnp.asarray(X_NP[0])
+    h = funcgrad.hessian(_loss(cp.save_only_these_names("h")))(v)
+    np.testing.assert_allclose(np.asarray(h), np.asarray(funcgrad.hessian(_loss(False))(v)),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_checkpoint_policy_matches_jax():
+    jax = pytest.importorskip("jax")
+    from jax.ad_checkpoint import checkpoint_name as jax_name
+    x = X_NP
+    pairs = [(cp.dots_saveable, jax.checkpoint_policies.dots_saveable),
+             (cp.save_only_these_names("h"), jax.checkpoint_policies.save_only_these_names("h"))]
+    for ours, theirs in pairs:
+        g = funcgrad.grad(_loss(ours))(jnp.asarray(x))
+        jg = jax.grad(_loss(theirs, jax, jax.numpy, jax_name, jax.numpy.asarray(W_NP)))(x)
+        np.testing.assert_allclose(np.asarray(g), np.asarray(jg), rtol=1e-5, atol=1e-6)
+
+
+def test_checkpoint_name_is_identity_and_checks_name():
+    x = jnp.arange(3.0)
+    np.testing.assert_array_equal(np.asarray(checkpoint_name(x, "a")), [0.0, 1.0, 2.0])
+    np.testing.assert_allclose(float(funcgrad.grad(lambda v: checkpoint_name(v * v, "a"))(3.0)),
+                               6.0)
+    with pytest.raises(TypeError, match="checkpoint_name"):
+        checkpoint_name(x, 3)

@@ -62,8 +62,10 @@ def _tangent_body(jaxpr, in_nz):
 
 
 def _remat_jvp(primals, tangents, jaxpr, prevent_cse, tangent_src=None):
-    in_nz = tuple(type(t) is not Zero and dtypes.is_inexact(a.dtype)
-                  for t, a in zip(tangents, jaxpr.in_avals))
+    n_ops = len(jaxpr.in_avals) - _n_saved(tangent_src)
+    # the saved operands' tangents are formed inside ``tangent_src`` from the others'
+    in_nz = tuple(i < n_ops and type(t) is not Zero and dtypes.is_inexact(a.dtype)
+                  for i, (t, a) in enumerate(zip(tangents, jaxpr.in_avals)))
     # only the recomputing application needs the barrier
     outs = remat_p.bind(*primals, jaxpr=jaxpr, prevent_cse=False, tangent_src=tangent_src)
     body, consts, out_nz = _tangent_body(tangent_src or jaxpr, in_nz)
@@ -101,7 +103,20 @@ saved_value_p.def_abstract_eval(lambda r, y: y)
 saved_value_p.def_impl(lambda r, y: r)
 saved_value_p.def_lowering(lambda ctx, r, y: r)
 saved_value_p.def_jvp(lambda primals, tangents: (primals[0], tangents[1]))
-saved_value_p.def_batch(lambda args, dims: (args[0], dims[0]))
+def _saved_value_batch(args, dims):
+    size = batching_util.batch_size(args, dims)
+    r, y = batching_util.all_to_front(args, dims, size)
+    return saved_value_p.bind(r, y), 0
+
+
+saved_value_p.def_batch(_saved_value_batch)
+
+
+def _n_saved(tangent_src):
+    """How many trailing operands of a ``remat`` application are saved values."""
+    if tangent_src is None:
+        return 0
+    return sum(e.prim is saved_value_p for e in tangent_src.jaxpr.eqns)
 
 
 def split_by_policy(body, policy):
@@ -184,12 +199,10 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
             outs = remat_p.bind(*consts, *leaves, jaxpr=body, prevent_cse=bool(prevent_cse))
         else:
             forward, body_saved, tangent_src = split
-            from funcgrad.lax import stop_gradient
-            # the saved values are computed once, outside the recomputed region; their
-            # derivatives come from ``tangent_src``, which forms them from the inputs'
-            # tangents
-            saved = [stop_gradient(v)
-                     for v in eval_jaxpr(forward.jaxpr, [], *consts, *leaves)]
+            # the saved values are computed once, outside the recomputed region; this
+            # application's JVP ignores their tangents and forms them in ``tangent_src`` from
+            # the inputs' (outer transformations still differentiate them as usual)
+            saved = eval_jaxpr(forward.jaxpr, [], *consts, *leaves)
             outs = remat_p.bind(*consts, *leaves, *saved, jaxpr=body_saved,
                                 prevent_cse=bool(prevent_cse), tangent_src=tangent_src)
         return tree_util.tree_unflatten(box[0], outs)
