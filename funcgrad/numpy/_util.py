@@ -71,6 +71,11 @@ def broadcast_to_shape(x, shape):
     return lax.broadcast_in_dim(x, shape, [nlead + i for i in kept])
 
 
+_rank_promotion = [config.numpy_rank_promotion]     # mirrors the option (read per broadcast)
+config.on_change(lambda name, value: _rank_promotion.__setitem__(0, value)
+                 if name == "numpy_rank_promotion" else None)
+
+
 def check_rank_promotion(fname, shapes):
     """Warn or raise (``numpy_rank_promotion("warn" | "raise")``) when operands of ``fname``
     of different non-zero ranks would be broadcast: NumPy's implicit rank promotion.
@@ -84,7 +89,7 @@ def check_rank_promotion(fname, shapes):
         ...
         ValueError: funcgrad.numpy.add: operands of shapes (2, 3) (3,) would be broadcast by implicit rank promotion, which numpy_rank_promotion='raise' forbids; add the leading axes explicitly (x[None, :] or jnp.expand_dims) or use funcgrad.numpy_rank_promotion('allow').
     """
-    level = config.numpy_rank_promotion
+    level = _rank_promotion[0]
     if level == "allow" or len({len(s) for s in shapes if s}) < 2:
         return
     listed = " ".join(str(tuple(s)) for s in shapes)
