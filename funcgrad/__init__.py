@@ -71,8 +71,8 @@ def device_get(x):
         >>> funcgrad.device_get({"w": jnp.arange(3), "n": 1})
         {'n': 1, 'w': array([0, 1, 2], dtype=int32)}
     """
-    import numpy as _np
-    return tree_util.tree_map(lambda a: _np.asarray(a) if isinstance(a, Array) else a, x)
+    from funcgrad.lowering.array import fetch
+    return tree_util.tree_map(lambda a: fetch(a) if isinstance(a, Array) else a, x)
 
 
 from funcgrad.serialization import CheckpointError, load, save  # noqa: E402
@@ -91,3 +91,12 @@ from funcgrad.transforms.jax_api import (  # noqa: E402
     named_call, typeof)
 from funcgrad.core.dtypes import float0  # noqa: E402
 from funcgrad import custom_batching, dlpack, dtypes, errors, image  # noqa: E402,F401
+
+# --- JAX's context managers and policies (jax.default_device, jax.transfer_guard, ...)
+from funcgrad.config import (default_device, numpy_dtype_promotion,  # noqa: E402
+                             numpy_rank_promotion, transfer_guard,
+                             transfer_guard_device_to_device, transfer_guard_device_to_host,
+                             transfer_guard_host_to_device)
+from funcgrad.core.interpreters import ensure_compile_time_eval  # noqa: E402
+from funcgrad.transforms import checkpoint_policies  # noqa: E402
+from funcgrad import ad_checkpoint  # noqa: E402,F401

@@ -237,6 +237,62 @@ def promote_types(a, b):
     return canonicalize(_dtype_of_node(node)[0])
 
 
+class TypePromotionError(TypeError, ValueError):
+    """Operands of different dtypes under ``numpy_dtype_promotion("strict")``."""
+
+
+_strict_promotion = [False]    # config.numpy_dtype_promotion == "strict", read on every promotion
+
+
+def _on_config_change(name, value):
+    if name == "numpy_dtype_promotion":
+        _strict_promotion[0] = value == "strict"
+
+
+config.on_change(_on_config_change)
+_on_config_change("numpy_dtype_promotion", config.numpy_dtype_promotion)
+
+
+def _category(dtype):
+    """0 bool, 1 integer, 2 floating, 3 complex: the kinds a weak scalar may join upwards."""
+    if dtype == bool_:
+        return 0
+    if is_complex(dtype):
+        return 3
+    return 2 if is_inexact(dtype) else 1
+
+
+def check_strict_promotion(args):
+    """Under ``numpy_dtype_promotion("strict")``: every strongly typed operand has one dtype,
+    and a weakly typed one (a Python scalar) is of the same kind or a lower one (an int with
+    floats, not a float with ints); raise ``TypePromotionError`` naming the dtypes otherwise.
+
+    Example:
+        >>> from funcgrad.core.dtypes import check_strict_promotion
+        >>> check_strict_promotion([np.float32(1), 2])          # an int scalar joins floats
+        >>> check_strict_promotion([np.float32(1), np.int32(2)])
+        Traceback (most recent call last):
+        ...
+        funcgrad.core.dtypes.TypePromotionError: Input dtypes ('float32', 'int32') have no implicit dtype promotion path under numpy_dtype_promotion='strict': cast the inputs explicitly (x.astype(...)) or use funcgrad.numpy_dtype_promotion('standard').
+    """
+    strong, weak = [], []
+    for arg in args:
+        dtype, is_weak = dtype_and_weak(arg)
+        (weak if is_weak else strong).append(np.dtype(dtype))
+    distinct = list(dict.fromkeys(strong))
+    bad = len(distinct) > 1 or (distinct and any(
+        _category(w) > _category(distinct[0]) or _category(distinct[0]) == 0 for w in weak))
+    if bad:
+        names = [str(d) for d in distinct] + [f"weak {_WEAK_NAME[_category(w)]}" for w in weak]
+        raise TypePromotionError(
+            f"Input dtypes {tuple(names)} have no implicit dtype promotion path under "
+            f"numpy_dtype_promotion='strict': cast the inputs explicitly (x.astype(...)) or use "
+            f"funcgrad.numpy_dtype_promotion('standard').")
+
+
+_WEAK_NAME = {0: "bool", 1: "int", 2: "float", 3: "complex"}
+
+
 def result_type_and_weak(*args):
     """(dtype, weak) that an operation on ``args`` produces, JAX-style.
 
@@ -244,6 +300,8 @@ def result_type_and_weak(*args):
     """
     if not args:
         return default_float(), False
+    if _strict_promotion[0] and len(args) > 1:
+        check_strict_promotion(args)
     node = None
     for arg in args:
         dtype, weak = dtype_and_weak(arg)

@@ -225,3 +225,47 @@ def escaped_tracer_error(tracer, prim):
         f"{getattr(tracer._interp, 'debug_name', None) or 'a function'}). A traced value "
         f"escaped, e.g. stored in a global or a closure by a jitted function: return it "
         f"instead. Used at {errors.user_frame()}.")
+
+
+class CompileTimeEvalInterpreter(Interpreter):
+    """Inside ``ensure_compile_time_eval``: applications whose operands are all concrete (no
+    tracer of any transformation) run now on the root (eager) interpreter; the others go to the
+    interpreter that was current, so traced values are still staged."""
+
+    debug_name = "ensure_compile_time_eval"
+
+    def __init__(self, parent):
+        self.parent = parent
+
+    def process_primitive(self, prim, args, params):
+        if any(isinstance(a, Tracer) for a in args):
+            return self.forward_to_parent(prim, args, params)
+        with using(_root):
+            return _root.process_primitive(prim, args, params)
+
+
+@contextlib.contextmanager
+def ensure_compile_time_eval():
+    """Within the ``with`` block, operations on concrete values run now, even while a ``jit``
+    (or another transformation) is tracing: their results are concrete arrays, usable in
+    Python control flow. Operations with a traced operand are still staged. As
+    ``jax.ensure_compile_time_eval``.
+
+    Example:
+        >>> import funcgrad, funcgrad.numpy as jnp
+        >>> @funcgrad.jit
+        ... def f(x):
+        ...     with funcgrad.ensure_compile_time_eval():
+        ...         n = jnp.sum(jnp.arange(4))      # concrete: 6
+        ...         y = x * 2                       # x is traced: still staged
+        ...         big = bool(n > 5)               # Python control flow on a concrete value
+        ...     return y + n if big else y - n
+        >>> f(1.0)
+        Array(8., dtype=float32, weak_type=True)
+    """
+    parent = current()
+    if parent is _root:          # nothing is tracing: operations already run now
+        yield
+        return
+    with using(CompileTimeEvalInterpreter(parent)):
+        yield

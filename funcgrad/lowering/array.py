@@ -12,6 +12,7 @@ from funcgrad.core.avals import ShapedArray
 from funcgrad.core.interpreters import Value
 from funcgrad.core.values import PYTHON_SCALARS
 from funcgrad.lowering import backend
+from funcgrad.lowering import transfer_guard as _guard
 
 _REPLICATED = xc.HloSharding.replicate()
 
@@ -184,6 +185,14 @@ class Array(Value):
             return np.zeros(self.aval.shape, dtypes.float0)
         return value
 
+    def _to_host(self, operation, explicit=False):
+        """The value on the host, for ``operation`` (a user-visible device-to-host copy,
+        checked by the transfer guard)."""
+        if _guard.active[0]:
+            _guard.check("device_to_host", explicit,
+                         f"{operation} of {self.aval.str_short()} on {self.device}")
+        return self._value()
+
     def __copy__(self):
         return self                 # immutable: a copy could not differ from the original
 
@@ -191,7 +200,7 @@ class Array(Value):
         return self
 
     def __array__(self, dtype=None, copy=None):
-        value = self._value()
+        value = self._to_host("np.asarray")
         if dtype is not None and np.dtype(dtype) != value.dtype:
             return value.astype(dtype)
         if copy:
@@ -202,42 +211,42 @@ class Array(Value):
         return self._value()
 
     def item(self, *index):
-        return self._value().item(*index)
+        return self._to_host("item()").item(*index)
 
     def tolist(self):
-        return self._value().tolist()
+        return self._to_host("tolist()").tolist()
 
     def __bool__(self):
         if self.size != 1:
             raise ValueError(f"The truth value of an array with shape {self.shape} is "
                              f"ambiguous: use .any() or .all()")
-        return bool(self._value())
+        return bool(self._to_host("bool()"))
 
     def __int__(self):
-        return int(self._value())
+        return int(self._to_host("int()"))
 
     def __float__(self):
-        return float(self._value())
+        return float(self._to_host("float()"))
 
     def __complex__(self):
-        return complex(self._value())
+        return complex(self._to_host("complex()"))
 
     def __index__(self):
         if not dtypes.is_integer(self.dtype) or self.ndim:
             raise TypeError(f"only integer scalar arrays can be used as an index, got "
                             f"{self.aval.str_short()}")
-        return int(self._value())
+        return int(self._to_host("__index__"))
 
     def __hash__(self):
         raise TypeError("unhashable type: 'funcgrad.Array'")
 
     def __format__(self, spec):
         if self.ndim == 0:
-            return format(self._value()[()], spec)
+            return format(self._to_host("format()")[()], spec)
         return format(str(self), spec)
 
     def __str__(self):
-        return str(self._value())
+        return str(self._to_host("str()"))
 
     def __repr__(self):
         value = self._value()
@@ -303,18 +312,20 @@ def _put_leaf(x, device):
     device = device or backend.default_device()
     if isinstance(x, Array):
         if type(x) is not Array:      # a sharded Array: gathered onto the one device
-            return put_numpy(x._value(), device, x.aval)
+            return transfer(x, device, explicit=True)
         if x.device == device:
             return x
-        return transfer(x, device)
+        return transfer(x, device, explicit=True)
     if isinstance(x, Value):
         raise TypeError(f"device_put: cannot place a traced value {x.aval.str_short()} on a "
                         f"device inside a transformation")
-    return put_numpy(x, device)
+    return put_numpy(x, device, explicit=True)
 
 
-def put_numpy(x, device, aval=None):
-    """Copy a NumPy value or Python scalar to ``device`` as an Array."""
+def put_numpy(x, device, aval=None, explicit=False):
+    """Copy a NumPy value or Python scalar to ``device`` as an Array (an implicit copy for
+    the transfer guard unless ``explicit``; None: a copy between devices, checked by the
+    caller)."""
     if aval is None:
         if isinstance(x, PYTHON_SCALARS):
             dt, weak = dtypes.python_scalar_dtype(x)
@@ -325,6 +336,8 @@ def put_numpy(x, device, aval=None):
                 raise TypeError(f"device_put: cannot convert {type(x).__name__} holding Python "
                                 f"objects to an array")
             aval = ShapedArray(arr.shape, dtypes.canonicalize(arr.dtype), False)
+    if _guard.active[0] and explicit is not None:
+        _guard.check("host_to_device", explicit, f"aval={aval.str_short()}, device={device}")
     host = _as_numpy(x, storage_dtype(aval.dtype))
     if host.dtype in _WIDE:
         with backend.wide_transfers():
@@ -336,9 +349,19 @@ def put_numpy(x, device, aval=None):
     return Array(aval, buf)
 
 
-def transfer(x, device):
-    """Copy Array ``x`` to another device."""
-    return put_numpy(x._value(), device, x.aval)
+def transfer(x, device, explicit=False):
+    """Copy Array ``x`` to another device (an implicit copy for the transfer guard unless
+    ``explicit``)."""
+    if _guard.active[0]:
+        _guard.check("device_to_device", explicit,
+                     f"aval={x.aval.str_short()}, from {x.devices()} to {device}")
+    return put_numpy(x._value(), device, x.aval, explicit=None)
+
+
+def fetch(x):
+    """``x`` (an Array) as a NumPy array: an explicit device-to-host copy
+    (``funcgrad.device_get``)."""
+    return np.asarray(x._to_host("device_get", explicit=True))
 
 
 def from_dlpack(external, device=None):
@@ -361,7 +384,7 @@ def from_dlpack(external, device=None):
         # NumPy takes the capsule (zero-copy view); an aligned host buffer is then aliased by
         # the CPU client rather than copied.
         host = np.from_dlpack(external) if hasattr(external, "__dlpack__") else np.asarray(external)
-        return put_numpy(host, device)
+        return put_numpy(host, device, explicit=True)
     capsule = external.__dlpack__() if hasattr(external, "__dlpack__") else external
     buf = _jax.dlpack_managed_tensor_to_buffer(capsule, device, None)
     aval = ShapedArray(buf.shape, np.dtype(buf.dtype), False)

@@ -180,7 +180,7 @@ _default = {}
 
 
 def _forget_default(name, value):
-    if name in ("platform", "cpu_devices"):
+    if name in ("platform", "cpu_devices", "default_device"):
         _default.clear()
 
 
@@ -243,7 +243,14 @@ def default_device():
     """The device that new arrays and uncommitted computations go to."""
     device = _default.get("device")
     if device is None:
-        device = _default["device"] = local_devices()[0]
+        chosen = config.default_device     # funcgrad.default_device(...): a Device or a name
+        if chosen is None:
+            device = local_devices()[0]
+        elif isinstance(chosen, str):
+            device = local_devices(chosen)[0]
+        else:
+            device = chosen
+        _default["device"] = device
     return device
 
 

@@ -638,7 +638,8 @@ def clear_jit_caches():
 
 
 # Traces depend on global switches (64-bit types, the default matmul precision, run-time
-# checks, the random generator's counter layout): drop every cached trace when they change.
+# checks, the random generator's counter layout, numpy's dtype and rank promotion modes):
+# drop every cached trace when they change.
 # Caches that are not shared (callables that cannot be weakly referenced) are dropped by their
 # jit objects.
 _all_jitted = weakref.WeakSet()
@@ -646,7 +647,7 @@ _all_jitted = weakref.WeakSet()
 
 def _forget_traces(name, value):
     if name in ("enable_x64", "default_matmul_precision", "debug_checks",
-                "threefry_partitionable"):
+                "threefry_partitionable", "numpy_dtype_promotion", "numpy_rank_promotion"):
         clear_jit_caches()
         for f in list(_all_jitted):
             f.clear_cache()

@@ -12,7 +12,8 @@ from funcgrad.core.primitive import out_avals
 from funcgrad.core.values import aval_of
 from funcgrad.lax.callbacks import reraise_host_error
 from funcgrad.lowering import backend
-from funcgrad.lowering.array import Array, device_put, put_numpy, sharding_for
+from funcgrad.lowering import transfer_guard as _guard
+from funcgrad.lowering.array import Array, device_put, put_numpy, sharding_for, transfer
 from funcgrad.lowering.executable import compile_closed_jaxpr
 
 _op_cache = {}
@@ -51,6 +52,8 @@ def _compile_op(prim, avals, params, device):
 def _scalar_array(x, device):
     key = (type(x), x, device, dtypes.x64_enabled())
     arr = _scalar_cache.get(key)
+    if _guard.active[0] and arr is not None:     # a cached scalar still counts as a copy
+        _guard.check("host_to_device", False, f"Python scalar {x!r}, device={device}")
     if arr is None:
         arr = put_numpy(x, device)
         if len(_scalar_cache) < _SCALAR_CACHE_MAX:
@@ -107,7 +110,7 @@ class EagerInterpreter(Interpreter):
             if type(a) is Array:
                 avals.append(a.aval)
                 if a.device != device:
-                    a = put_numpy(a._value(), device, a.aval)
+                    a = transfer(a, device)
                 bufs.append(a._buf)
             else:
                 if isinstance(a, Tracer):

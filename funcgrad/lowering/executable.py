@@ -14,7 +14,7 @@ from jaxlib import xla_client as xc
 from funcgrad.config import config
 from funcgrad.lax.callbacks import reraise_host_error
 from funcgrad.lowering import backend, compilation_cache, mlir, platforms
-from funcgrad.lowering.array import Array, _BufferAval, put_numpy, sharding_for
+from funcgrad.lowering.array import Array, _BufferAval, put_numpy, sharding_for, transfer
 from funcgrad.lowering.jaxlib_compat import array_result_handler
 
 
@@ -87,7 +87,7 @@ def to_buffer(x, device, aval=None):
         buf = x._buf
         if buf._sharding._device is not device:
             if x.device != device:
-                return put_numpy(x._value(), device, x.aval)._buf
+                return transfer(x, device)._buf
         return buf
     return put_numpy(np.asarray(x, aval.dtype) if aval is not None else x, device, aval)._buf
 

@@ -1,7 +1,10 @@
 """Argument handling shared by funcgrad.numpy: conversion, promotion, broadcasting, axes."""
+import warnings
+
 import numpy as np
 
 from funcgrad import lax
+from funcgrad.config import config
 from funcgrad.core import axes as core_axes, dtypes
 from funcgrad.core.interpreters import Value
 from funcgrad.core.values import PYTHON_SCALARS, aval_of
@@ -68,11 +71,45 @@ def broadcast_to_shape(x, shape):
     return lax.broadcast_in_dim(x, shape, [nlead + i for i in kept])
 
 
+_rank_promotion = [config.numpy_rank_promotion]     # mirrors the option (read per broadcast)
+config.on_change(lambda name, value: _rank_promotion.__setitem__(0, value)
+                 if name == "numpy_rank_promotion" else None)
+
+
+def check_rank_promotion(fname, shapes):
+    """Warn or raise (``numpy_rank_promotion("warn" | "raise")``) when operands of ``fname``
+    of different non-zero ranks would be broadcast: NumPy's implicit rank promotion.
+
+    Example:
+        >>> from funcgrad.numpy._util import check_rank_promotion
+        >>> with funcgrad.numpy_rank_promotion("raise"):
+        ...     check_rank_promotion("add", [(2, 3), ()])        # a scalar: allowed
+        ...     check_rank_promotion("add", [(2, 3), (3,)])
+        Traceback (most recent call last):
+        ...
+        ValueError: funcgrad.numpy.add: operands of shapes (2, 3) (3,) would be broadcast by implicit rank promotion, which numpy_rank_promotion='raise' forbids; add the leading axes explicitly (x[None, :] or jnp.expand_dims) or use funcgrad.numpy_rank_promotion('allow').
+    """
+    level = _rank_promotion[0]
+    if level == "allow" or len({len(s) for s in shapes if s}) < 2:
+        return
+    listed = " ".join(str(tuple(s)) for s in shapes)
+    if level == "raise":
+        raise ValueError(f"funcgrad.numpy.{fname}: operands of shapes {listed} would be "
+                         f"broadcast by implicit rank promotion, which "
+                         f"numpy_rank_promotion='raise' forbids; add the leading axes "
+                         f"explicitly (x[None, :] or jnp.expand_dims) or use "
+                         f"funcgrad.numpy_rank_promotion('allow').")
+    warnings.warn(f"funcgrad.numpy.{fname}: following NumPy's implicit rank promotion on "
+                  f"shapes {listed}; set numpy_rank_promotion to 'allow' to silence this "
+                  f"warning, or to 'raise' to make it an error.", stacklevel=4)
+
+
 def promote_and_broadcast(fname, *args):
     args = promote_dtypes(*args)
     shapes = [shape_of(a) for a in args]
     if all(s == shapes[0] for s in shapes[1:]):
         return args
+    check_rank_promotion(fname, shapes)
     shape = broadcast_shapes(fname, *shapes)
     return [broadcast_to_shape(a, shape) for a in args]
 

@@ -14,17 +14,22 @@ from funcgrad import tree_util
 from funcgrad.core import batching, batching_util, dtypes, interpreters
 from funcgrad.core.ad_util import Zero, tangent_aval
 from funcgrad.core.dce import dce_closed_jaxpr
-from funcgrad.core.jaxpr import ClosedJaxpr, consts_as_args, eval_jaxpr
+from funcgrad.core.jaxpr import ClosedJaxpr, Eqn, Jaxpr, Var, consts_as_args, eval_jaxpr
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.core.values import aval_of
 
+# ``tangent_src``: with a saving policy, the body the JVP differentiates (it takes the saved
+# values as its last operands too, and uses them as the primal values of the saved
+# equations while still forming their tangents); None: ``jaxpr`` itself.
 remat_p = Primitive("remat", multiple_results=True)
-remat_p.def_abstract_eval(lambda *avals, jaxpr, prevent_cse: list(jaxpr.out_avals))
-remat_p.def_impl(lambda *args, jaxpr, prevent_cse: eval_jaxpr(jaxpr.jaxpr, [], *args))
+remat_p.def_abstract_eval(lambda *avals, jaxpr, prevent_cse, tangent_src=None:
+                          list(jaxpr.out_avals))
+remat_p.def_impl(lambda *args, jaxpr, prevent_cse, tangent_src=None:
+                 eval_jaxpr(jaxpr.jaxpr, [], *args))
 
 
-def _remat_lowering(ctx, *args, jaxpr, prevent_cse):
+def _remat_lowering(ctx, *args, jaxpr, prevent_cse, tangent_src=None):
     if prevent_cse and args:
         # The inputs pass an optimization barrier, so XLA cannot merge the recomputation with
         # the forward pass it duplicates (common-subexpression elimination would undo remat).
@@ -56,12 +61,14 @@ def _tangent_body(jaxpr, in_nz):
     return entry
 
 
-def _remat_jvp(primals, tangents, jaxpr, prevent_cse):
-    in_nz = tuple(type(t) is not Zero and dtypes.is_inexact(a.dtype)
-                  for t, a in zip(tangents, jaxpr.in_avals))
+def _remat_jvp(primals, tangents, jaxpr, prevent_cse, tangent_src=None):
+    n_ops = len(jaxpr.in_avals) - _n_saved(tangent_src)
+    # the saved operands' tangents are formed inside ``tangent_src`` from the others'
+    in_nz = tuple(i < n_ops and type(t) is not Zero and dtypes.is_inexact(a.dtype)
+                  for i, (t, a) in enumerate(zip(tangents, jaxpr.in_avals)))
     # only the recomputing application needs the barrier
-    outs = remat_p.bind(*primals, jaxpr=jaxpr, prevent_cse=False)
-    body, consts, out_nz = _tangent_body(jaxpr, in_nz)
+    outs = remat_p.bind(*primals, jaxpr=jaxpr, prevent_cse=False, tangent_src=tangent_src)
+    body, consts, out_nz = _tangent_body(tangent_src or jaxpr, in_nz)
     out_avals = [tangent_aval(a) for a in jaxpr.out_avals]
     if not any(out_nz):
         return outs, [Zero(a) for a in out_avals]
@@ -74,7 +81,7 @@ def _remat_jvp(primals, tangents, jaxpr, prevent_cse):
 _transpose_cache = weakref.WeakKeyDictionary()   # body -> {(linear, cts_nz): (body, consts)}
 
 
-def _remat_transpose(cts, *args, jaxpr, prevent_cse):
+def _remat_transpose(cts, *args, jaxpr, prevent_cse, tangent_src=None):
     """The backward pass of the body, itself bound as ``remat``: it recomputes the forward
     values it needs (behind the optimization barrier) right where the cotangents are formed."""
     from funcgrad.core.ad import transpose_call
@@ -87,9 +94,69 @@ remat_p.def_jvp(_remat_jvp)
 remat_p.def_transpose(_remat_transpose)
 
 
+# --- saving policies -------------------------------------------------------------------------
+# ``saved_value(r, y)`` is ``r`` (a value saved in the forward pass) standing for ``y`` (the
+# equation that computed it, recomputable): its value is r, its tangent y's. After the JVP only
+# y's tangent is used, so the equation computing y's primal value is pruned away.
+saved_value_p = Primitive("saved_value")
+saved_value_p.def_abstract_eval(lambda r, y: y)
+saved_value_p.def_impl(lambda r, y: r)
+saved_value_p.def_lowering(lambda ctx, r, y: r)
+saved_value_p.def_jvp(lambda primals, tangents: (primals[0], tangents[1]))
+def _saved_value_batch(args, dims):
+    size = batching_util.batch_size(args, dims)
+    r, y = batching_util.all_to_front(args, dims, size)
+    return saved_value_p.bind(r, y), 0
+
+
+saved_value_p.def_batch(_saved_value_batch)
+
+
+def _n_saved(tangent_src):
+    """How many trailing operands of a ``remat`` application are saved values."""
+    if tangent_src is None:
+        return 0
+    return sum(e.prim is saved_value_p for e in tangent_src.jaxpr.eqns)
+
+
+def split_by_policy(body, policy):
+    """Split ``body`` (a ClosedJaxpr without consts) by ``policy(prim, *avals, **params)``:
+    returns None when no equation is saveable, else ``(forward, body_saved, tangent_src)``:
+    ``forward`` computes the saveable equations' outputs from the operands; ``body_saved``
+    computes the outputs from the operands and those saved values (recomputing the rest);
+    ``tangent_src`` is the whole body over the same operands, the saved equations' values
+    taken from the saved operands (for the tangents)."""
+    j = body.jaxpr
+    saved_eqns = [e for e in j.eqns
+                  if policy(e.prim, *[v.aval for v in e.invars], **e.params)]
+    if not saved_eqns:
+        return None
+    saved_set = set(map(id, saved_eqns))
+    saved_vars = [v for e in saved_eqns for v in e.outvars]
+    forward, _ = dce_closed_jaxpr(ClosedJaxpr(Jaxpr([], j.invars, j.eqns, saved_vars), []))
+    kept = [e for e in j.eqns if id(e) not in saved_set]
+    body_saved, _ = dce_closed_jaxpr(
+        ClosedJaxpr(Jaxpr([], list(j.invars) + saved_vars, kept, j.outvars), []))
+    stand_ins = [Var(v.aval) for v in saved_vars]
+    eqns, it = [], iter(stand_ins)
+    for e in j.eqns:
+        if id(e) not in saved_set:
+            eqns.append(e)
+            continue
+        recomputed = [Var(v.aval) for v in e.outvars]
+        eqns.append(Eqn(e.prim, e.invars, e.params, recomputed, e.source_info, e.name_stack))
+        eqns.extend(Eqn(saved_value_p, [next(it), y], {}, [v], e.source_info, e.name_stack)
+                    for y, v in zip(recomputed, e.outvars))
+    tangent_src = ClosedJaxpr(Jaxpr([], list(j.invars) + stand_ins, eqns, j.outvars), [])
+    return forward, body_saved, tangent_src
+
+
 def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
     """Make reverse mode recompute ``fun``'s intermediate values in the backward pass instead
-    of storing them (less memory, more compute).
+    of storing them (less memory, more compute). ``policy`` (one of
+    ``funcgrad.checkpoint_policies``, or ``policy(prim, *avals, **params) -> bool``) names the
+    intermediate values to save from the forward pass instead of recomputing them, as
+    ``jax.checkpoint``'s: ``checkpoint_policies.dots_saveable`` keeps matrix products.
 
     Example:
         >>> @funcgrad.checkpoint
@@ -127,7 +194,17 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
         closed, _ = trace_to_jaxpr(flat_fun, [aval_of(x) for x in leaves],
                                    debug_name=getattr(fun, "__name__", None))
         body, consts = consts_as_args(closed)
-        outs = remat_p.bind(*consts, *leaves, jaxpr=body, prevent_cse=bool(prevent_cse))
+        split = split_by_policy(body, policy) if policy is not None else None
+        if split is None:
+            outs = remat_p.bind(*consts, *leaves, jaxpr=body, prevent_cse=bool(prevent_cse))
+        else:
+            forward, body_saved, tangent_src = split
+            # the saved values are computed once, outside the recomputed region; this
+            # application's JVP ignores their tangents and forms them in ``tangent_src`` from
+            # the inputs' (outer transformations still differentiate them as usual)
+            saved = eval_jaxpr(forward.jaxpr, [], *consts, *leaves)
+            outs = remat_p.bind(*consts, *leaves, *saved, jaxpr=body_saved,
+                                prevent_cse=bool(prevent_cse), tangent_src=tangent_src)
         return tree_util.tree_unflatten(box[0], outs)
 
     return remat_fun
@@ -137,11 +214,18 @@ remat = checkpoint
 
 
 # --- batching rules ---
-def _remat_batch(args, dims, jaxpr, prevent_cse):
+def _remat_batch(args, dims, jaxpr, prevent_cse, tangent_src=None):
     size = batching_util.batch_size(args, dims)
     batched, out_dims = batching.batch_jaxpr(jaxpr, size, dims)
     body, consts = consts_as_args(batched)
-    outs = remat_p.bind(*consts, *args, jaxpr=body, prevent_cse=prevent_cse)
+    src = None
+    if tangent_src is not None:
+        # the same operands as ``body`` (its hoisted consts first, unused here)
+        sj = batching.batch_jaxpr(tangent_src, size, dims)[0]
+        unused = [Var(aval_of(c)) for c in consts]
+        src = ClosedJaxpr(Jaxpr(sj.jaxpr.constvars, unused + list(sj.jaxpr.invars),
+                                sj.jaxpr.eqns, sj.jaxpr.outvars), sj.consts)
+    outs = remat_p.bind(*consts, *args, jaxpr=body, prevent_cse=prevent_cse, tangent_src=src)
     return outs, out_dims
 
 

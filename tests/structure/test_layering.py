@@ -29,7 +29,7 @@ LAYERS = [
     {"numpy"},
     {"transforms", "random", "debug", "serialization", "checkpoint_header", "environment",
      "amp", "quantize", "export", "profiler", "distributed", "custom_batching", "dlpack",
-     "dtypes", "errors", "image", "sharding"},
+     "dtypes", "errors", "image", "sharding", "ad_checkpoint"},
     {"nn", "data", "scipy", "quantization"},
     {"optim"},
     {"demo", "demo_train", "test_util", "__init__"},
