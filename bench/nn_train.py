@@ -480,6 +480,7 @@ def main():
     ap.add_argument("--gpu", action="store_true", help="train on the GPU (every framework)")
     ap.add_argument("--eager", action="store_true",
                     help="the training steps without jit (funcgrad, JAX) vs PyTorch eager")
+    ap.add_argument("--cases", default="lenet,lstm", help="comma-separated: lenet, lstm")
     args = ap.parse_args()
     if args.dispatch:
         print(json.dumps(DISPATCH[args.dispatch]()))
@@ -492,6 +493,7 @@ def main():
     names = [n for n in FRAMEWORKS if available(n) and not (args.gpu and n == "torch-1thread")
              and n not in (JIT_ONLY if args.eager else EAGER_ONLY)]
     cases = {"lenet": "LeNet train step (batch 64)", "lstm": "LSTM LM train step (32x35)"}
+    cases = {c: t for c, t in cases.items() if c in args.cases.split(",")}
     results = {(c, n): [] for c in cases for n in names}
     for _ in range(args.rounds):
         for case in cases:

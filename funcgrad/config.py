@@ -223,10 +223,10 @@ class Config:
         Example:
             >>> funcgrad.config.config_with_absl()
             >>> from absl import flags
-            >>> _ = flags.FLAGS(["prog", "--jax_debug_nans"], known_only=True)
-            >>> funcgrad.config.debug_nans
+            >>> _ = flags.FLAGS(["prog", "--jax_debug_infs"], known_only=True)
+            >>> funcgrad.config.debug_infs
             True
-            >>> funcgrad.config.update("debug_nans", False)
+            >>> funcgrad.config.update("debug_infs", False)
         """
         from funcgrad import absl_flags
         absl_flags.define_flags(self)

@@ -327,3 +327,11 @@ def test_eager_scalar_operation_is_one_dispatch():
     # a Python int outside int32 is left to the general path, with its own error
     with pytest.raises(OverflowError):
         jnp.arange(3) + 2 ** 40
+
+
+def test_single_device_array_has_one_shard_and_is_fully_replicated():
+    x = jnp.arange(6.0).reshape(2, 3)
+    (shard,) = x.addressable_shards
+    assert shard.device == x.device and shard.index == (slice(None), slice(None))
+    np.testing.assert_array_equal(np.asarray(shard.data), np.arange(6.0).reshape(2, 3))
+    assert x.is_fully_replicated

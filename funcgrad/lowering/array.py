@@ -112,6 +112,19 @@ def storage_dtype(dtype):
     return dtypes.bool_ if dtype == dtypes.float0 else dtype
 
 
+class Shard:
+    """One device's piece of an Array: ``device``, ``index`` (a tuple of slices into the
+    global array) and ``data`` (an Array on that device)."""
+
+    __slots__ = ("device", "index", "data")
+
+    def __init__(self, device, index, data):
+        self.device, self.index, self.data = device, index, data
+
+    def __repr__(self):
+        return f"Shard(device={self.device!r}, index={self.index}, data={self.data!r})"
+
+
 class Array(Value):
     """An n-dimensional array on a device (CPU, GPU or TPU), immutable and NumPy-like.
 
@@ -139,6 +152,21 @@ class Array(Value):
     @property
     def sharding(self):
         return self._buf._sharding
+
+    @property
+    def is_fully_replicated(self):
+        """True: a single-device Array holds its whole value on its one device (as JAX's)."""
+        return True
+
+    @property
+    def addressable_shards(self):
+        """One ``Shard`` (``device``, ``index``, ``data``): the whole value on its device.
+
+        Example:
+            >>> [(s.device.id, s.index, s.data.shape) for s in jnp.ones((2, 3)).addressable_shards]
+            [(0, (slice(None, None, None), slice(None, None, None)), (2, 3))]
+        """
+        return [Shard(self.device, (slice(None),) * len(self.aval.shape), self)]
 
     def block_until_ready(self):
         """Wait until the value is computed; returns ``self``."""

@@ -28,7 +28,8 @@ from funcgrad.core import dtypes
 from funcgrad.core.avals import ShapedArray
 from funcgrad.core.interpreters import Value
 from funcgrad.lowering import backend
-from funcgrad.lowering.array import (Array, _BufferAval, sharding_for, storage_dtype)
+from funcgrad.lowering.array import (Array, Shard, _BufferAval, sharding_for,
+                                     storage_dtype)
 
 
 class MappedSharding(_jax.GSPMDSharding):
@@ -110,19 +111,6 @@ def mapped_sharding(devices, ndim, axis):
         _axes[id(s)] = axis
         _shardings[key] = s
     return s
-
-
-class Shard:
-    """One device's piece of a sharded Array: ``device``, ``index`` (a tuple of slices into the
-    global array) and ``data`` (an Array on that device)."""
-
-    __slots__ = ("device", "index", "data")
-
-    def __init__(self, device, index, data):
-        self.device, self.index, self.data = device, index, data
-
-    def __repr__(self):
-        return f"Shard(device={self.device!r}, index={self.index}, data={self.data!r})"
 
 
 class ShardedArray(Array):

@@ -11,6 +11,7 @@ Example:
 import numpy as np
 
 from funcgrad import lax
+from funcgrad.lowering import transfer_guard
 from funcgrad.lowering.array import Array
 from funcgrad.lowering.eager_jit import eager_operands, one_dispatch_when_eager
 from funcgrad.numpy import indexing
@@ -23,10 +24,12 @@ def _row(x, i):
 
 def getitem(x, idx):
     """``x[idx]``: the fast path for an eager array and a Python int, else the general one."""
-    if type(idx) is int and type(x) is Array and x.ndim and eager_operands(x):
+    # (the index travels as an operand: not while a transfer guard watches host copies, since
+    # a static index is no transfer of the user's)
+    if type(idx) is int and type(x) is Array and x.ndim and not transfer_guard.active[0] \
+            and eager_operands(x):
         n = x.shape[0]
-        if not -n <= idx < n:
-            raise IndexError(f"Array.__getitem__: index {idx} is out of bounds for axis 0 with "
-                             f"size {n}")
-        return _row(x, np.int32(idx % n))
+        if -n <= idx < n:
+            return _row(x, np.int32(idx % n))
+    # out-of-bounds ints clamp as JAX's (or raise under config.debug_checks) on the general path
     return indexing.getitem(x, idx)
