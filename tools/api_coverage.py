@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT))
 OUT = ROOT / "docs" / "api_coverage.md"
 sys.path.insert(0, str(ROOT / "tools"))
 import torch_coverage  # noqa: E402  (the torch.nn / torch.nn.functional part)
+from coverage_table import render_coverage  # noqa: E402
 
 # The array API standard 2024.12: functions of the main namespace.
 ARRAY_API_FUNCTIONS = """
@@ -201,22 +202,11 @@ def collect_against_jax():
 
 
 def render_against_jax(rows):
-    total = sum(len(r[1]) for r in rows)
-    have = sum(len(r[2]) for r in rows)
-    lines = [
+    return render_coverage(
         f"# funcgrad.scipy, funcgrad.nn.initializers and funcgrad.lax against JAX {JAX_VERSION}",
-        "",
-        f"Public names of `jax.scipy.*`, of each `jax.scipy.stats` distribution that funcgrad "
-        f"has, of `jax.nn.initializers` and of `jax.lax`: **{have} of {total}** present.",
-        "",
-        "| namespace | JAX names | present | missing | missing names |",
-        "| --- | ---: | ---: | ---: | --- |",
-    ]
-    for title, names, present, missing in rows:
-        lines.append(f"| `{title}` | {len(names)} | {len(present)} | {len(missing)} | "
-                     f"{', '.join(missing) or '-'} |")
-    lines.append("")
-    return "\n".join(lines)
+        "Public names of `jax.scipy.*`, of each `jax.scipy.stats` distribution that funcgrad "
+        "has, of `jax.nn.initializers` and of `jax.lax`: **{have} of {total}** present.",
+        "JAX", rows)
 
 
 def render(groups):

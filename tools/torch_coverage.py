@@ -9,6 +9,8 @@ installed torch.
 import importlib
 import sys
 
+from coverage_table import render_coverage  # tools/ is on sys.path when this runs
+
 TORCH_VERSION = "2.13.0"
 TORCH_NN_MODULES = """
 AdaptiveAvgPool1d AdaptiveAvgPool2d AdaptiveAvgPool3d AdaptiveLogSoftmaxWithLoss
@@ -82,23 +84,11 @@ def collect_against_torch():
 
 
 def render_against_torch(rows):
-    total = sum(len(r[1]) for r in rows)
-    have = sum(len(r[2]) for r in rows)
-    lines = [
+    return render_coverage(
         f"# funcgrad.nn against PyTorch {TORCH_VERSION}",
-        "",
         f"`torch.nn`'s `Module` subclasses and `torch.nn.functional`'s public functions (without "
-        f"its {len(TORCH_NN_FUNCTIONAL_INTERNAL)} typing and dispatch names): **{have} of "
-        f"{total}** present.",
-        "",
-        "| namespace | PyTorch names | present | missing | missing names |",
-        "| --- | ---: | ---: | ---: | --- |",
-    ]
-    for title, names, present, missing in rows:
-        lines.append(f"| `{title}` | {len(names)} | {len(present)} | {len(missing)} | "
-                     f"{', '.join(missing) or '-'} |")
-    lines.append("")
-    return "\n".join(lines)
+        f"its {len(TORCH_NN_FUNCTIONAL_INTERNAL)} typing and dispatch names): **{{have}} of "
+        f"{{total}}** present.", "PyTorch", rows)
 
 
 if __name__ == "__main__":
