@@ -32,7 +32,7 @@ from funcgrad.core.primitive import Primitive, current_policy, policies_open
 from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.core.values import aval_of
 from funcgrad.lax.callbacks import reraise_host_error
-from funcgrad.lowering import backend, mlir, nan_checks, spmd
+from funcgrad.lowering import backend, mlir, nan_checks, spmd, spmd_dispatch
 from funcgrad.config import config
 from funcgrad.lowering import array as _array_mod
 from funcgrad.lowering.array import Array, sharding_for
@@ -123,7 +123,7 @@ class _Caches:
     """The traces and compiled entries of one wrapped function under one set of jit options,
     shared by every ``jit(f)`` of that function (``_caches_for``)."""
 
-    __slots__ = ("cache", "fast", "fast_sole", "fast_tree", "traces")
+    __slots__ = ("cache", "fast", "fast_sole", "fast_tree", "spmd", "traces")
 
     def __init__(self):
         self.cache = {}
@@ -132,10 +132,12 @@ class _Caches:
         # pytree arguments whose leaves are all Arrays on one device (lists/dicts of params,
         # modules): (treedef, leaf aval keys..., sharding) -> compiled _CacheEntry
         self.fast_tree = {}
+        self.spmd = {}      # calls over a mesh (spmd_dispatch.py): key -> compiled entry
         self.traces = 0
 
     def clear(self):
         self.cache.clear()
+        self.spmd.clear()
         self.clear_fast()
 
     def clear_fast(self):
@@ -253,7 +255,8 @@ class JitFunction:
         (2, 4)
     """
 
-    def __init__(self, fun, static_argnums=(), static_argnames=(), donate_argnums=()):
+    def __init__(self, fun, static_argnums=(), static_argnames=(), donate_argnums=(),
+                 in_shardings=None, out_shardings=None):
         if not callable(fun):
             raise TypeError(f"jit: expected a callable, got {type(fun).__name__} {fun!r}")
         functools.update_wrapper(self, fun)   # __name__, __doc__, ... where fun has them
@@ -265,12 +268,17 @@ class JitFunction:
         if isinstance(donate_argnums, int):
             donate_argnums = (donate_argnums,)
         self._donate_argnums = tuple(donate_argnums or ())
-        caches = self._caches = _caches_for(
-            fun, (self._static_argnums, self._static_argnames, self._donate_argnums))
+        # with shardings every call runs over their mesh (spmd_dispatch.py)
+        self._in_shardings, self._out_shardings = in_shardings, out_shardings
+        self._on_mesh = in_shardings is not None or out_shardings is not None
+        options = (self._static_argnums, self._static_argnames, self._donate_argnums)
+        if self._on_mesh:
+            options += (_hashable_shardings(in_shardings), _hashable_shardings(out_shardings))
+        caches = self._caches = _caches_for(fun, options)
         self._cache, self._fast = caches.cache, caches.fast
         self._fast_sole, self._fast_tree = caches.fast_sole, caches.fast_tree
         self._simple = not (self._static_argnums or self._static_argnames
-                            or self._donate_argnums)
+                            or self._donate_argnums or self._on_mesh)
         _all_jitted.add(self)
 
     @property
@@ -357,7 +365,9 @@ class JitFunction:
         closed, _ = dce_closed_jaxpr(closed)   # e.g. the unused primal value under grad
         return closed, out_tree[0], tuple(writeback)
 
-    def _entry(self, args, kwargs):
+    def _entry(self, args, kwargs, mesh_ok=False):
+        """(entry, leaves, device); with ``mesh_ok``, (None, flat arguments, None) for a call
+        that runs over a mesh (``spmd_dispatch.call`` takes the flat arguments)."""
         dyn_args, dyn_kwargs, static = self._split(args, kwargs)
         leaves, treedef = tree_util.registry.flatten((dyn_args, dyn_kwargs))
         try:
@@ -366,6 +376,8 @@ class JitFunction:
             raise TypeError(f"jit({self.__name__}): argument leaves must be arrays or scalars: "
                             f"{exc}. Mark non-array arguments static with static_argnums / "
                             f"static_argnames.") from None
+        if mesh_ok and (self._on_mesh or spmd_dispatch.routes_to_mesh(leaves)):
+            return None, (leaves, treedef, avals, static), None
         device = _device_of(leaves)
         # an open autocast policy changes the trace: it is part of the key
         key = (treedef, avals, static, device, current_policy())
@@ -517,8 +529,11 @@ class JitFunction:
         return entry.out_tree.unflatten(outs)
 
     def _call_slow(self, args, kwargs):
-        entry, leaves, device = self._entry(args, kwargs)
-        if not interpreters.is_eager():
+        eager = interpreters.is_eager()
+        entry, leaves, device = self._entry(args, kwargs, mesh_ok=eager)
+        if entry is None:     # arguments over a mesh: one program for its devices
+            return spmd_dispatch.call(self, args, kwargs, leaves)
+        if not eager:
             if entry.bindable is None:
                 entry.bindable = consts_as_args(entry.closed)
             jaxpr, consts = entry.bindable
@@ -624,7 +639,7 @@ def _raise_if_deleted(name, args, exc):
     reporting a failed host callback (a ``debug_checks`` check) into the callback's error."""
     reraise_host_error(exc)
     for i, a in enumerate(args):
-        if type(a) is Array and a._buf.is_deleted():
+        if isinstance(a, Array) and a._buf.is_deleted():
             raise RuntimeError(f"jit({name}): argument leaf {i} ({a.aval.str_short()}) was "
                                f"deleted (donated to an earlier jit call or deleted "
                                f"explicitly); pass a live array") from exc
@@ -687,6 +702,10 @@ def _set_checks(name, value):
 
 
 config.on_change(_set_checks)
+
+
+def _hashable_shardings(shardings):
+    return tuple(shardings) if isinstance(shardings, list) else shardings
 
 
 def _hashable_static(jitted, where, value):

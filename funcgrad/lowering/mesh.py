@@ -314,6 +314,51 @@ class NamedSharding(_jax.GSPMDSharding):
         return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r})"
 
 
+def named_sharding_from_hlo(mesh, hlo, ndim):
+    """The ``NamedSharding`` over ``mesh`` of an ``ndim``-d array that XLA laid out as ``hlo``
+    (an ``HloSharding``, e.g. read back from a compiled executable), or None when no
+    ``PartitionSpec`` over ``mesh`` gives that layout."""
+    if hlo.is_replicated():
+        return NamedSharding(mesh, PartitionSpec(), _ndim=ndim)
+    if not hlo.is_tiled():
+        return None
+    tiles = list(hlo.tile_assignment_dimensions())[:ndim]
+    want = (list(hlo.tile_assignment_dimensions()), list(hlo.tile_assignment_devices()))
+    sizes = mesh.shape
+    # only axes longer than 1 split anything; try every ordered choice of them per dimension
+    # whose sizes multiply to that dimension's tile count
+    axes = [n for n in mesh.axis_names if sizes[n] > 1]
+
+    def choices(d, free):
+        if d == ndim:
+            yield []
+            return
+        for group in _ordered_groups(free, tiles[d], sizes):
+            rest = [n for n in free if n not in group]
+            for tail in choices(d + 1, rest):
+                yield [group] + tail
+
+    for parts in choices(0, axes):
+        spec = PartitionSpec(*[None if not g else g[0] if len(g) == 1 else tuple(g)
+                               for g in parts])
+        got = spec_hlo_sharding(mesh, spec, ndim)
+        if got.is_tiled() and (list(got.tile_assignment_dimensions()),
+                               list(got.tile_assignment_devices())) == want:
+            return NamedSharding(mesh, PartitionSpec(*_normalized(spec)), _ndim=ndim)
+    return None
+
+
+def _ordered_groups(free, count, sizes):
+    """Ordered tuples of distinct names from ``free`` whose sizes multiply to ``count``."""
+    if count == 1:
+        yield ()
+        return
+    for i, n in enumerate(free):
+        if count % sizes[n] == 0:
+            for rest in _ordered_groups(free[:i] + free[i + 1:], count // sizes[n], sizes):
+                yield (n,) + rest
+
+
 def _normalized(spec):
     """``spec`` without trailing Nones (they split nothing)."""
     parts = list(spec)
@@ -323,4 +368,4 @@ def _normalized(spec):
 
 
 __all__ = ["Mesh", "PartitionSpec", "P", "NamedSharding", "make_mesh", "current_mesh",
-           "check_spec", "spec_hlo_sharding"]
+           "check_spec", "spec_hlo_sharding", "named_sharding_from_hlo"]

@@ -23,7 +23,7 @@ from funcgrad.lowering import backend, mlir
 from funcgrad.lowering.array import _BufferAval
 from funcgrad.lowering.executable import _option_overrides
 from funcgrad.lowering.jaxlib_compat import array_result_handler
-from funcgrad.lowering.mesh import NamedSharding, PartitionSpec
+from funcgrad.lowering.mesh import NamedSharding, PartitionSpec, named_sharding_from_hlo
 from funcgrad.lowering import spmd
 from funcgrad.lowering.sharding import ShardedArray, put_named
 
@@ -147,7 +147,8 @@ def _set_sharding_attrs(module, in_shardings, in_avals, out_shardings, out_avals
         out = []
         for i, (s, a) in enumerate(zip(shardings, avals)):
             entries = {k.name: k.attr for k in ir.DictAttr(old[i])} if old is not None else {}
-            entries["mhlo.sharding"] = ir.StringAttr.get(str(s._to_xla_hlo_sharding(a.ndim)))
+            if s is not None:     # None: XLA's sharding propagation chooses
+                entries["mhlo.sharding"] = ir.StringAttr.get(str(s._to_xla_hlo_sharding(a.ndim)))
             out.append(ir.DictAttr.get(entries))
         return ir.ArrayAttr.get(out)
 
@@ -157,13 +158,19 @@ def _set_sharding_attrs(module, in_shardings, in_avals, out_shardings, out_avals
 
 
 class SpmdExecutable:
-    """``closed`` (global shapes) compiled for ``mesh``'s devices by the SPMD partitioner."""
+    """``closed`` (global shapes) compiled for ``mesh``'s devices by the SPMD partitioner.
 
-    def __init__(self, closed, mesh, in_shardings, out_shardings, name):
+    An ``out_shardings`` entry None lets XLA choose that output's sharding; the chosen one is
+    read back from the compiled executable (``self.out_shardings``). ``donated``: one flag
+    per argument of ``closed`` (not its consts), as for single-device ``jit``.
+    """
+
+    def __init__(self, closed, mesh, in_shardings, out_shardings, name, donated=()):
         devices = mesh.local_devices
         in_avals = [v.aval for v in closed.jaxpr.constvars] + list(closed.in_avals)
         module, ctx = mlir.lower_closed_jaxpr(closed, name=name,
-                                              platform=backend.platform_of(devices[0]))
+                                              platform=backend.platform_of(devices[0]),
+                                              donated=donated)
         options = xc.CompileOptions()
         options.num_replicas = 1
         options.num_partitions = len(devices)
@@ -173,13 +180,30 @@ class SpmdExecutable:
         overrides = _option_overrides(devices[0])
         if overrides:
             options.env_option_overrides = overrides
-        with ctx:
-            _set_sharding_attrs(module, in_shardings, in_avals, out_shardings,
-                                closed.out_avals)
-            self.text = str(module)
-            self.loaded = devices[0].client.compile_and_load(
-                self.text, _jax.DeviceList(tuple(devices)), options)
         self.out_avals = list(closed.out_avals)
+        with ctx:
+            for _ in range(2):
+                # outputs without a sharding take the one XLA's propagation gives them
+                options.executable_build_options.allow_spmd_sharding_propagation_to_output = \
+                    [s is None for s in out_shardings]
+                _set_sharding_attrs(module, in_shardings, in_avals, out_shardings,
+                                    closed.out_avals)
+                self.text = str(module)
+                self.loaded = devices[0].client.compile_and_load(
+                    self.text, _jax.DeviceList(tuple(devices)), options)
+                if all(s is not None for s in out_shardings):
+                    break
+                chosen = self.loaded.get_output_shardings()
+                out_shardings = [s if s is not None else named_sharding_from_hlo(
+                    mesh, xc.HloSharding.from_proto(op), a.ndim)
+                    for s, op, a in zip(out_shardings, chosen, self.out_avals)]
+                if all(s is not None for s in out_shardings):
+                    break
+                # a layout no PartitionSpec over the mesh describes: compile once more with
+                # those outputs replicated, so every output is a NamedSharding
+                out_shardings = [s if s is not None else _replicated(mesh).with_rank(a.ndim)
+                                 for s, a in zip(out_shardings, self.out_avals)]
+        self.out_shardings = out_shardings
         self._handlers = [array_result_handler(_BufferAval(a), s)
                           for a, s in zip(self.out_avals, out_shardings)]
 

@@ -25,7 +25,10 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(),
     With ``in_shardings``/``out_shardings`` (``funcgrad.sharding.NamedSharding``s: one for all,
     or a tuple with one per positional argument / output, None taking an argument's own
     NamedSharding or replicating) the program is compiled for the mesh's devices by XLA's SPMD
-    partitioner and returns sharded Arrays (docs/parallel.md, "jit with shardings").
+    partitioner and returns sharded Arrays (docs/parallel.md, "jit with shardings"). Without
+    them, a call whose argument leaves (module parameters included) are Arrays placed by a
+    ``NamedSharding`` over several devices is compiled the same way, each leaf keeping its
+    sharding (docs/parallel.md, "jit of sharded arrays").
 
     Example:
         >>> @funcgrad.jit
@@ -49,13 +52,13 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(),
 def _sharded_jit(fun, static_argnums, static_argnames, donate_argnums, in_shardings,
                  out_shardings):
     from funcgrad.lowering.spmd_jit import ShardedJitFunction
-    if static_argnums or static_argnames or donate_argnums:
-        raise ValueError("jit: static_argnums, static_argnames and donate_argnums cannot be "
-                         "combined with in_shardings/out_shardings yet")
     if _is_callable_pytree(fun):
-        raise TypeError(f"jit: in_shardings/out_shardings with a module ({type(fun).__name__}) "
-                        f"are not supported yet; jit a function that takes the parameters "
-                        f"(e.g. via funcgrad.nn.functional_call) instead")
+        return _jit_callable_pytree(fun, static_argnums, static_argnames, donate_argnums,
+                                    in_shardings, out_shardings)
+    if static_argnums or static_argnames or donate_argnums:
+        # the general jit, whose every call runs over the shardings' mesh
+        return JitFunction(fun, static_argnums, static_argnames, donate_argnums,
+                           in_shardings=in_shardings, out_shardings=out_shardings)
     return ShardedJitFunction(fun, in_shardings, out_shardings)
 
 
@@ -66,15 +69,20 @@ def _is_callable_pytree(fun):
         and not tree_util.treedef_is_leaf(tree_util.tree_structure(fun))
 
 
-def _jit_callable_pytree(obj, static_argnums, static_argnames, donate_argnums):
+def _jit_callable_pytree(obj, static_argnums, static_argnames, donate_argnums,
+                         in_shardings=None, out_shardings=None):
     """``jit(model)``: the object travels as the first (pytree) argument of a jitted call, so
-    its current parameters are used and the state it writes is written back."""
+    its current parameters are used and the state it writes is written back (its leaves keep
+    their own shardings when ``in_shardings`` is a tuple)."""
     shift = lambda nums: tuple(n + 1 for n in ((nums,) if isinstance(nums, int) else nums))
 
     def call(obj_, *args, **kwargs):
         return obj_(*args, **kwargs)
     call.__name__ = type(obj).__name__
-    jitted = JitFunction(call, shift(static_argnums), static_argnames, shift(donate_argnums))
+    if isinstance(in_shardings, (tuple, list)):
+        in_shardings = (None,) + tuple(in_shardings)
+    jitted = JitFunction(call, shift(static_argnums), static_argnames, shift(donate_argnums),
+                         in_shardings=in_shardings, out_shardings=out_shardings)
     bound = functools.partial(jitted, obj)
     bound.lower = functools.partial(jitted.lower, obj)
     return bound

@@ -202,10 +202,7 @@ def test_jit_with_shardings_errors(mesh):
         h(np.ones((4, 3)))
     with pytest.raises(ValueError, match="one per positional argument"):
         funcgrad.jit(lambda a: a, in_shardings=(None, None))(np.ones(4))
-    with pytest.raises(ValueError, match="static_argnums.*cannot be combined"):
-        funcgrad.jit(lambda a, n: a, static_argnums=1, in_shardings=NamedSharding(mesh, P()))
-    with pytest.raises(TypeError, match=r"with a module \(Linear\) are not supported yet"):
-        funcgrad.jit(funcgrad.nn.Linear(4, 2), in_shardings=NamedSharding(mesh, P()))
+    # static/donated arguments and modules with shardings: test_sharded_training.py
 
 
 def test_with_sharding_constraint_in_jit_eager_and_grad(mesh):
