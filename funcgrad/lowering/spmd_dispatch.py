@@ -2,7 +2,7 @@
 XLA's SPMD partitioner.
 
 ``JitFunction`` (``dispatch.py``) sends a call here when an argument leaf (a parameter inside a
-module or an optimizer counts) is an Array placed by a ``NamedSharding`` over several devices,
+module or an optimizer counts) is an Array placed by a ``NamedSharding`` over a mesh,
 or when the jit was given ``in_shardings``/``out_shardings`` together with options the
 separate ``ShardedJitFunction`` does not take (static or donated arguments, modules). Each
 leaf keeps the sharding it has (or the one ``in_shardings`` names); every other leaf is
@@ -31,11 +31,10 @@ _PY_SCALARS = (float, int, bool)
 
 
 def mesh_sharding_of(leaf):
-    """The ``NamedSharding`` of ``leaf`` when it lies over a mesh of several devices, else
-    None."""
+    """The ``NamedSharding`` of ``leaf`` when it was placed over a mesh, else None."""
     if type(leaf) is ShardedArray:
         s = leaf._buf._sharding
-        if isinstance(s, NamedSharding) and s.mesh.size > 1:
+        if isinstance(s, NamedSharding):
             return s
     return None
 

@@ -193,7 +193,9 @@ class SpmdExecutable:
                     self.text, _jax.DeviceList(tuple(devices)), options)
                 if all(s is not None for s in out_shardings):
                     break
-                chosen = self.loaded.get_output_shardings()
+                chosen = self.loaded.get_output_shardings()   # None for one device
+                if chosen is None:
+                    chosen = [xc.HloSharding.replicate().to_proto()] * len(out_shardings)
                 out_shardings = [s if s is not None else named_sharding_from_hlo(
                     mesh, xc.HloSharding.from_proto(op), a.ndim)
                     for s, op, a in zip(out_shardings, chosen, self.out_avals)]

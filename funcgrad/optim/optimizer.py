@@ -94,7 +94,7 @@ class Optimizer:
 
     def _eager_state(self, p, group):
         st = self._init_state(p.data, None, group, _flags(group))
-        return st or None
+        return _placed_like(st, p.data) if st else None
 
     # --- gradients -----------------------------------------------------------------------------
     def _all_params(self):
@@ -326,6 +326,21 @@ class Optimizer:
             for k in sorted(k for k in g if k != "params"):
                 lines.append(f"    {k}: {g[k]}")
         return "\n".join(lines) + "\n)"
+
+
+def _placed_like(state, param):
+    """Optimizer state of a parameter laid out over a mesh goes on the mesh too: arrays of the
+    parameter's shape with its sharding, the others (step counters) replicated."""
+    sharding = getattr(param, "sharding", None)
+    mesh = getattr(sharding, "mesh", None)
+    if mesh is None:
+        return state
+    from funcgrad.lowering.array import device_put
+    from funcgrad.sharding import NamedSharding, PartitionSpec
+    replicated = NamedSharding(mesh, PartitionSpec())
+    return {k: device_put(v, sharding if getattr(v, "shape", None) == param.shape
+                          else replicated) if hasattr(v, "shape") else v
+            for k, v in state.items()}
 
 
 def _flags(group):

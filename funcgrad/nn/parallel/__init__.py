@@ -1,0 +1,20 @@
+"""PyTorch-style tensor and fully sharded parallelism over a device mesh:
+``parallelize_module`` with ``ColwiseParallel``/``RowwiseParallel``/``SequenceParallel``
+(and ``PrepareModuleInput``/``PrepareModuleOutput``) plans, as
+``torch.distributed.tensor.parallel``, and ``fully_shard``, as FSDP2. They place a module's
+parameters over a ``funcgrad.sharding.Mesh``; a plain ``funcgrad.jit`` training step then runs
+over the mesh, partitioned by XLA (docs/parallel.md).
+
+Example:
+    >>> from funcgrad.nn import parallel
+    >>> sorted(n for n in parallel.__all__ if n.endswith("Parallel"))
+    ['ColwiseParallel', 'RowwiseParallel', 'SequenceParallel']
+"""
+from funcgrad.nn.parallel.api import fully_shard, parallelize_module
+from funcgrad.nn.parallel.placement import Placement, Replicate, Shard
+from funcgrad.nn.parallel.style import (ColwiseParallel, ParallelStyle, PrepareModuleInput,
+                                        PrepareModuleOutput, RowwiseParallel, SequenceParallel)
+
+__all__ = ["parallelize_module", "fully_shard", "ParallelStyle", "ColwiseParallel",
+           "RowwiseParallel", "SequenceParallel", "PrepareModuleInput", "PrepareModuleOutput",
+           "Placement", "Shard", "Replicate"]
