@@ -70,6 +70,8 @@ def call(jitted, args, kwargs, flat=None):
     for leaf, s in zip(leaves, shardings):
         t = type(leaf)
         if t is ShardedArray and leaf._buf._sharding is s:
+            if leaf._buf.is_deleted():     # the runtime would crash on it, not raise
+                _raise_deleted(jitted.__name__, leaves)
             bufs.append(leaf._buf)
         elif t in _PY_SCALARS:
             bufs.append(_scalar_buffer(leaf, s))
@@ -84,6 +86,14 @@ def call(jitted, args, kwargs, flat=None):
     if entry.writeback:
         outs = dispatch._write_back(entry.writeback, outs)
     return entry.out_tree.unflatten(outs)
+
+
+def _raise_deleted(name, leaves):
+    for i, leaf in enumerate(leaves):
+        if isinstance(leaf, ShardedArray) and leaf._buf.is_deleted():
+            raise RuntimeError(f"jit({name}): argument leaf {i} ({leaf.aval.str_short()}) was "
+                               f"deleted (donated to an earlier jit call or deleted "
+                               f"explicitly); pass a live array")
 
 
 def _leaf_shardings(jitted, args, kwargs, leaves, treedef, avals):

@@ -88,6 +88,7 @@ class Parameter:
     dtype = property(lambda self: self.data.dtype)
     ndim = property(lambda self: len(self.data.shape))
     size = property(lambda self: int(np.prod(self.data.shape, dtype=np.int64)))
+    sharding = property(lambda self: self.data.sharding)    # its layout (nn.parallel)
 
     def numel(self):
         return self.size
@@ -715,6 +716,10 @@ class Module:
             arr = value if isinstance(value, Value) else jnp.asarray(np.asarray(value))
             if not assign and arr.dtype != current.dtype:
                 arr = arr.astype(current.dtype)
+            if not assign and hasattr(getattr(current, "sharding", None), "mesh"):
+                # a model placed over a mesh (nn.parallel) keeps its layout, as a DTensor does
+                from funcgrad.lowering.array import device_put
+                arr = device_put(arr, current.sharding)
             if kind == "param":
                 mod._parameters[name].data = arr
             else:
