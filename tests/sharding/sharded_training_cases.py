@@ -319,3 +319,19 @@ def test_nn_parallel_errors(mesh):
     # a parameter no dimension of which divides stays replicated under fully_shard
     odd = fully_shard(nn.Linear(3, 3), mesh)
     assert odd.weight.sharding.is_fully_replicated()
+
+
+def test_plan_keys_are_fnmatch_patterns_per_path_component(mesh):
+    class Two(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([_mlp(), _mlp(seed=1)])
+
+    model = parallelize_module(Two(), mesh, {"layers.*.[02]": ColwiseParallel(),
+                                             "layers.1.4": RowwiseParallel()}, axis="model")
+    col, row = NamedSharding(mesh, P("model")), NamedSharding(mesh, P(None, "model"))
+    for i in (0, 1):
+        assert model.layers[i][0].weight.sharding == col    # P("model", None): equal
+        assert model.layers[i][2].weight.sharding == col
+    assert model.layers[0][4].weight.sharding.is_fully_replicated()
+    assert model.layers[1][4].weight.sharding == row
