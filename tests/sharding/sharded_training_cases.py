@@ -335,3 +335,35 @@ def test_plan_keys_are_fnmatch_patterns_per_path_component(mesh):
         assert model.layers[i][2].weight.sharding == col
     assert model.layers[0][4].weight.sharding.is_fully_replicated()
     assert model.layers[1][4].weight.sharding == row
+
+
+def test_prepare_module_output_and_keyword_inputs(mesh):
+    from funcgrad.nn.parallel import PrepareModuleOutput
+
+    class Pair(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 8)
+
+        def forward(self, x, *, bias):
+            y = self.lin(x)
+            return y, y + bias
+
+    funcgrad.manual_seed(0)
+    ref = Pair()
+    funcgrad.manual_seed(0)
+    model = parallelize_module(Pair(), mesh, {
+        "": PrepareModuleInput(desired_input_kwarg_layouts={"bias": Shard(1)}),
+        "lin": PrepareModuleOutput(output_layouts=Replicate(), desired_output_layouts=Shard(1)),
+    }, axis="model")
+    x, b = _rand(8, 4), _rand(8, 8, seed=1)
+    f = funcgrad.jit(lambda m, x, b: m(x, bias=b))
+    y, z = f(model, _put(x, mesh, "data"), b)
+    # the constraints reach the outputs: features split over "model", the batch over "data"
+    assert y.sharding == NamedSharding(mesh, P("data", "model"))
+    y_ref, z_ref = f(ref, jnp.asarray(x), jnp.asarray(b))
+    np.testing.assert_allclose(np.asarray(y), np.asarray(y_ref), **TOL)
+    np.testing.assert_allclose(np.asarray(z), np.asarray(z_ref), **TOL)
+    # jit(model) itself takes the module's placed parameters
+    out = funcgrad.jit(model)(_put(x, mesh, "data"), bias=b)
+    np.testing.assert_allclose(np.asarray(out[1]), np.asarray(z_ref), **TOL)

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import funcgrad
 import funcgrad.nn as nn
@@ -14,6 +15,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 
 
+@pytest.mark.slow      # about 40 s: each case compiles SPMD training steps
 def test_sharded_training_cases_on_four_host_devices(tmp_path):
     path = str(tmp_path / "sharded_mlp.safetensors")
     env = dict(os.environ, FUNCGRAD_CPU_DEVICES="4", FUNCGRAD_PLATFORM="cpu", PYTHONPATH=REPO,

@@ -24,8 +24,10 @@ class ParallelStyle:
                         f"ColwiseParallel, RowwiseParallel, SequenceParallel or "
                         f"PrepareModuleInput/PrepareModuleOutput")
 
+    _field_names = ()
+
     def __repr__(self):
-        fields = ", ".join(f"{k}={v!r}" for k, v in self._fields())
+        fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self._field_names)
         return f"{type(self).__name__}({fields})"
 
 
@@ -52,18 +54,22 @@ def _one(layouts, default):
     return layouts
 
 
-def _constrain_first_input(module, mesh, axis, layouts, where):
-    """A pre-hook laying ``args[0]`` out as each of ``layouts`` in turn (Nones skipped)."""
-    layouts = [p for p in layouts if p is not None]
+def _lay_out(x, layouts, mesh, axis, where):
+    """``x`` constrained to each of ``layouts`` in turn (Nones skipped): how it arrives, then
+    how it is wanted."""
+    for p in layouts:
+        if p is not None:
+            x = constrain(x, mesh, axis, p, where)
+    return x
 
+
+def _constrain_first_input(module, mesh, axis, layouts, where):
+    """A pre-hook laying ``args[0]`` out as each of ``layouts`` in turn."""
     def hook(mod, args):
         if not args:
             raise TypeError(f"{where}: {type(mod).__name__} was called without a positional "
                             f"input; the parallel style lays out its first argument")
-        x = args[0]
-        for p in layouts:
-            x = constrain(x, mesh, axis, p, where)
-        return (x,) + tuple(args[1:])
+        return (_lay_out(args[0], layouts, mesh, axis, where),) + tuple(args[1:])
     module.register_forward_pre_hook(hook)
 
 
@@ -85,9 +91,7 @@ class _LinearStyle(ParallelStyle):
                                 f"Replicate(), got {p!r}")
         self.use_local_output = bool(use_local_output)
 
-    def _fields(self):
-        return [("input_layouts", self.input_layouts), ("output_layouts", self.output_layouts),
-                ("use_local_output", self.use_local_output)]
+    _field_names = ("input_layouts", "output_layouts", "use_local_output")
 
     def _apply(self, module, mesh, axis, where):
         kind = Linear if isinstance(module, Linear) else Embedding if isinstance(
@@ -178,8 +182,7 @@ class SequenceParallel(ParallelStyle):
         self.sequence_dim = int(sequence_dim)
         self.use_local_output = bool(use_local_output)
 
-    def _fields(self):
-        return [("sequence_dim", self.sequence_dim), ("use_local_output", self.use_local_output)]
+    _field_names = ("sequence_dim", "use_local_output")
 
     def _apply(self, module, mesh, axis, where):
         for name, box in module._parameters.items():
@@ -220,32 +223,21 @@ class PrepareModuleInput(ParallelStyle):
         self.desired_input_kwarg_layouts = dict(desired_input_kwarg_layouts or {})
         self.use_local_output = bool(use_local_output)
 
-    def _fields(self):
-        return [("input_layouts", self.input_layouts),
-                ("desired_input_layouts", self.desired_input_layouts),
-                ("use_local_output", self.use_local_output)]
+    _field_names = ("input_layouts", "desired_input_layouts", "use_local_output")
 
     def _apply(self, module, mesh, axis, where):
         have = self.input_layouts or ()
         want = self.desired_input_layouts or ()
-        n = max(len(have), len(want))
-        pairs = [[p for p in (have[i] if i < len(have) else None,
-                              want[i] if i < len(want) else None) if p is not None]
-                 for i in range(n)]
-        kw = {k: [p for p in (self.input_kwarg_layouts.get(k),
-                              self.desired_input_kwarg_layouts.get(k)) if p is not None]
+        at = lambda seq, i: seq[i] if i < len(seq) else None
+        pairs = [(at(have, i), at(want, i)) for i in range(max(len(have), len(want)))]
+        kw = {k: (self.input_kwarg_layouts.get(k), self.desired_input_kwarg_layouts.get(k))
               for k in set(self.input_kwarg_layouts) | set(self.desired_input_kwarg_layouts)}
 
         def hook(mod, args, kwargs):
-            args = list(args)
-            for i, layouts in enumerate(pairs[:len(args)]):
-                for p in layouts:
-                    args[i] = constrain(args[i], mesh, axis, p, where)
-            kwargs = dict(kwargs)
-            for k, layouts in kw.items():
-                if k in kwargs:
-                    for p in layouts:
-                        kwargs[k] = constrain(kwargs[k], mesh, axis, p, where)
+            args = [_lay_out(a, pairs[i], mesh, axis, where) if i < len(pairs) else a
+                    for i, a in enumerate(args)]
+            kwargs = {k: _lay_out(v, kw[k], mesh, axis, where) if k in kw else v
+                      for k, v in kwargs.items()}
             return tuple(args), kwargs
         module.register_forward_pre_hook(hook, with_kwargs=True)
         return module
@@ -271,25 +263,16 @@ class PrepareModuleOutput(ParallelStyle):
                              "must have one entry per output each")
         self.use_local_output = bool(use_local_output)
 
-    def _fields(self):
-        return [("output_layouts", self.output_layouts),
-                ("desired_output_layouts", self.desired_output_layouts),
-                ("use_local_output", self.use_local_output)]
+    _field_names = ("output_layouts", "desired_output_layouts", "use_local_output")
 
     def _apply(self, module, mesh, axis, where):
-        pairs = [[p for p in pair if p is not None]
-                 for pair in zip(self.output_layouts, self.desired_output_layouts)]
-
-        def lay_out(x, layouts):
-            for p in layouts:
-                x = constrain(x, mesh, axis, p, where)
-            return x
+        pairs = list(zip(self.output_layouts, self.desired_output_layouts))
 
         def hook(mod, args, out):
             if isinstance(out, tuple):
-                return tuple(lay_out(o, ls) if i < len(pairs) else o
-                             for i, (o, ls) in enumerate(zip(out, pairs + [[]] * len(out))))
-            return lay_out(out, pairs[0])
+                return tuple(_lay_out(o, pairs[i], mesh, axis, where) if i < len(pairs) else o
+                             for i, o in enumerate(out))
+            return _lay_out(out, pairs[0], mesh, axis, where)
         module.register_forward_hook(hook)
         return module
 
