@@ -77,3 +77,4 @@ from funcgrad.nn.recurrent import RNNBase, RNNCellBase  # noqa: F401,E402
 from funcgrad.nn.containers import Container  # noqa: F401,E402
 from funcgrad.nn.resampling import ChannelShuffle  # noqa: F401,E402
 from funcgrad.nn.sync_batchnorm import SyncBatchNorm  # noqa: F401,E402
+from funcgrad.nn import parallel  # noqa: F401,E402  (tensor / fully sharded parallelism)
