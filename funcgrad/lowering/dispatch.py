@@ -123,7 +123,7 @@ class _Caches:
     """The traces and compiled entries of one wrapped function under one set of jit options,
     shared by every ``jit(f)`` of that function (``_caches_for``)."""
 
-    __slots__ = ("cache", "fast", "fast_sole", "fast_tree", "spmd", "traces")
+    __slots__ = ("cache", "fast", "fast_sole", "fast_tree", "spmd", "spmd_by_id", "traces")
 
     def __init__(self):
         self.cache = {}
@@ -133,11 +133,13 @@ class _Caches:
         # modules): (treedef, leaf aval keys..., sharding) -> compiled _CacheEntry
         self.fast_tree = {}
         self.spmd = {}      # calls over a mesh (spmd_dispatch.py): key -> compiled entry
+        self.spmd_by_id = {}    # the same, keyed by the ids of the leaves' shardings
         self.traces = 0
 
     def clear(self):
         self.cache.clear()
         self.spmd.clear()
+        self.spmd_by_id.clear()
         self.clear_fast()
 
     def clear_fast(self):

@@ -59,13 +59,29 @@ def call(jitted, args, kwargs, flat=None):
         avals = tuple(aval_of(leaf) for leaf in leaves)
     else:
         leaves, treedef, avals, static = flat
-    shardings = _leaf_shardings(jitted, args, kwargs, leaves, treedef, avals)
-    key = (treedef, avals, static, tuple(shardings), current_policy())
-    cache = jitted._caches.spmd
-    entry = cache.get(key)
-    if entry is None:
-        entry = _compile(jitted, args, kwargs, static, treedef, avals, shardings)
-        cache[key] = entry
+    # Looked up first by the identity of each leaf's sharding object: a training step's
+    # parameters come back with the executable's own output shardings, the same objects at
+    # every call, so a repeated call skips building and comparing NamedShardings. The hit
+    # holds those objects, so their ids cannot be reused while it lives.
+    policy = current_policy()
+    by_id = jitted._caches.spmd_by_id
+    id_key = (treedef, static, policy, tuple([a.key for a in avals]),
+              tuple([id(leaf._buf._sharding) if type(leaf) is ShardedArray else type(leaf)
+                     for leaf in leaves]))
+    hit = by_id.get(id_key)
+    if hit is None:
+        shardings = _leaf_shardings(jitted, args, kwargs, leaves, treedef, avals)
+        key = (treedef, avals, static, tuple(shardings), policy)
+        cache = jitted._caches.spmd
+        entry = cache.get(key)
+        if entry is None:
+            entry = _compile(jitted, args, kwargs, static, treedef, avals, shardings)
+            cache[key] = entry
+        if len(by_id) >= 64:
+            by_id.clear()
+        hit = by_id[id_key] = (entry, shardings, [leaf._buf._sharding for leaf in leaves
+                                                  if type(leaf) is ShardedArray])
+    entry, shardings, _ = hit
     bufs = list(entry.consts)
     for leaf, s in zip(leaves, shardings):
         t = type(leaf)
