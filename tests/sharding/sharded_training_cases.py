@@ -367,3 +367,21 @@ def test_prepare_module_output_and_keyword_inputs(mesh):
     # jit(model) itself takes the module's placed parameters
     out = funcgrad.jit(model)(_put(x, mesh, "data"), bias=b)
     np.testing.assert_allclose(np.asarray(out[1]), np.asarray(z_ref), **TOL)
+
+
+def test_layouts_read_back_from_xla_become_partition_specs(mesh):
+    from jaxlib import xla_client as xc
+
+    from funcgrad.lowering.mesh import named_sharding_from_hlo, spec_hlo_sharding
+    specs = [P(), P("data"), P("model"), P(None, "data"), P(None, "model"), P("data", "model"),
+             P("model", "data"), P(("data", "model")), P(("model", "data")),
+             P(None, ("model", "data"))]
+    for spec in specs:
+        got = named_sharding_from_hlo(mesh, spec_hlo_sharding(mesh, spec, 2), 2)
+        assert got == NamedSharding(mesh, spec), spec
+    # a device order no spec over this mesh gives
+    op = xc.OpSharding()
+    op.type = xc.OpSharding.Type.OTHER
+    op.tile_assignment_dimensions = [4, 1]
+    op.tile_assignment_devices = [0, 3, 1, 2]
+    assert named_sharding_from_hlo(mesh, xc.HloSharding.from_proto(op), 2) is None
