@@ -316,8 +316,9 @@ class Optimizer:
         self.state = {}
         for i, s in state_dict["state"].items():
             p = params[int(i)]
-            self.state[p] = {k: (v if _is_number(v) else jnp.asarray(np.asarray(v)))
-                             for k, v in s.items()}
+            self.state[p] = _placed_like(
+                {k: (v if _is_number(v) else jnp.asarray(np.asarray(v))) for k, v in s.items()},
+                p.data)
 
     def __repr__(self):
         lines = [f"{type(self).__name__} ("]

@@ -297,6 +297,18 @@ def test_state_dict_save_and_load(mesh, tmp_path):
     for (n, p), (_, q) in zip(other.named_parameters(), model.named_parameters()):
         assert p.sharding == q.sharding, n
         np.testing.assert_array_equal(np.asarray(p), np.asarray(q))
+    # an optimizer's state dict holds its sharded state; loading it places it like the params
+    opt = optim.Adam(model.parameters(), lr=0.1)
+    _train(model, opt, _batches(1), mesh)
+    state = opt.state_dict()
+    opt2 = optim.Adam(other.parameters(), lr=0.1)
+    opt2.load_state_dict(state)
+    for p, q in zip(opt._all_params(), opt2._all_params()):
+        for k in ("exp_avg", "exp_avg_sq"):
+            assert opt.state[p][k].sharding == p.data.sharding
+            assert opt2.state[q][k].sharding == q.data.sharding
+            np.testing.assert_array_equal(np.asarray(opt2.state[q][k]),
+                                          np.asarray(opt.state[p][k]))
 
 
 def test_nn_parallel_errors(mesh):
