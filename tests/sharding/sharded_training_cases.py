@@ -397,3 +397,28 @@ def test_layouts_read_back_from_xla_become_partition_specs(mesh):
     op.tile_assignment_dimensions = [4, 1]
     op.tile_assignment_devices = [0, 3, 1, 2]
     assert named_sharding_from_hlo(mesh, xc.HloSharding.from_proto(op), 2) is None
+
+
+def test_distribute_tensor_and_fully_shard_options(mesh):
+    from funcgrad.nn.parallel import distribute_tensor
+    a = _rand(8, 4)
+    x = distribute_tensor(a, mesh, [Shard(0), Shard(1)])
+    assert x.sharding == NamedSharding(mesh, P("data", "model"))
+    _check_blocks(x, a)
+    y = distribute_tensor(a, mesh, [Shard(0), Shard(0)])      # mesh order: "data" major
+    assert y.sharding == NamedSharding(mesh, P(("data", "model")))
+    _check_blocks(y, a)
+    assert distribute_tensor(a, mesh).sharding.is_fully_replicated()
+    with pytest.raises(ValueError, match="give one placement per axis"):
+        distribute_tensor(a, mesh, [Shard(0)])
+    with pytest.raises(ValueError, match=r"Shard\(dim=2\) for a tensor of shape \(8, 4\)"):
+        distribute_tensor(a, mesh, [Shard(2), Replicate()])
+    # PyTorch's default placement (dim 0) through shard_placement_fn; ignored parameters
+    model = _mlp()
+    keep = dict(model.named_parameters())["4.weight"]             # the Parameter box
+    fully_shard(model, mesh, shard_placement_fn=lambda p: Shard(0), ignored_params=[keep])
+    assert model[2].weight.sharding == NamedSharding(mesh, P("data"))   # (8, 16): dim 0
+    assert model[4].weight.sharding.is_fully_replicated()               # ignored
+    assert model[4].bias.sharding == NamedSharding(mesh, P("data"))
+    with pytest.raises(ValueError, match=r"gave Shard\(dim=3\) for parameter 'weight'"):
+        fully_shard(_mlp(), mesh, shard_placement_fn=lambda p: Shard(3))

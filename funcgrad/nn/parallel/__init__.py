@@ -10,11 +10,11 @@ Example:
     >>> sorted(n for n in parallel.__all__ if n.endswith("Parallel"))
     ['ColwiseParallel', 'RowwiseParallel', 'SequenceParallel']
 """
-from funcgrad.nn.parallel.api import fully_shard, parallelize_module
+from funcgrad.nn.parallel.api import distribute_tensor, fully_shard, parallelize_module
 from funcgrad.nn.parallel.placement import Placement, Replicate, Shard
 from funcgrad.nn.parallel.style import (ColwiseParallel, ParallelStyle, PrepareModuleInput,
                                         PrepareModuleOutput, RowwiseParallel, SequenceParallel)
 
-__all__ = ["parallelize_module", "fully_shard", "ParallelStyle", "ColwiseParallel",
+__all__ = ["parallelize_module", "fully_shard", "distribute_tensor", "ParallelStyle", "ColwiseParallel",
            "RowwiseParallel", "SequenceParallel", "PrepareModuleInput", "PrepareModuleOutput",
            "Placement", "Shard", "Replicate"]
