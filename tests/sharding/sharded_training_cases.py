@@ -422,3 +422,17 @@ def test_distribute_tensor_and_fully_shard_options(mesh):
     assert model[4].bias.sharding == NamedSharding(mesh, P("data"))
     with pytest.raises(ValueError, match=r"gave Shard\(dim=3\) for parameter 'weight'"):
         fully_shard(_mlp(), mesh, shard_placement_fn=lambda p: Shard(3))
+
+
+def test_embedding_styles(mesh):
+    ids = np.random.default_rng(0).integers(0, 16, (4, 6)).astype(np.int32)
+    f = funcgrad.jit(lambda m, t: funcgrad.value_and_grad(lambda mm: jnp.sum(mm(t) ** 2))(m))
+    for style, spec in ((ColwiseParallel(), P(None, "model")), (RowwiseParallel(), P("model"))):
+        funcgrad.manual_seed(0)
+        ref = nn.Embedding(16, 8)
+        funcgrad.manual_seed(0)
+        emb = parallelize_module(nn.Embedding(16, 8), mesh, style, axis="model")
+        assert emb.weight.sharding == NamedSharding(mesh, spec)
+        (v, g), (v_ref, g_ref) = f(emb, _put(ids, mesh, "data")), f(ref, jnp.asarray(ids))
+        np.testing.assert_allclose(float(v), float(v_ref), **TOL)
+        np.testing.assert_allclose(np.asarray(g.weight), np.asarray(g_ref.weight), **TOL)
