@@ -597,7 +597,9 @@ class JitFunction:
             >>> lowered.as_text()[:6]
             'module'
         """
-        entry, leaves, device = self._entry(args, kwargs)
+        entry, leaves, device = self._entry(args, kwargs, mesh_ok=True)
+        if entry is None:       # arguments over a mesh: the partitioned program
+            return spmd_dispatch.lower(self, args, kwargs, leaves)
         dyn_args, dyn_kwargs, static = self._split(args, kwargs)
         _, treedef = tree_util.registry.flatten((dyn_args, dyn_kwargs))
         signature = (treedef, tuple(aval_of(leaf).strip_weak() for leaf in leaves), static)

@@ -59,6 +59,31 @@ def call(jitted, args, kwargs, flat=None):
         avals = tuple(aval_of(leaf) for leaf in leaves)
     else:
         leaves, treedef, avals, static = flat
+    entry, shardings = _entry_for(jitted, args, kwargs, leaves, treedef, avals, static)
+    bufs = list(entry.consts)
+    for leaf, s in zip(leaves, shardings):
+        t = type(leaf)
+        if t is ShardedArray and leaf._buf._sharding is s:
+            if leaf._buf.is_deleted():     # the runtime would crash on it, not raise
+                _raise_deleted(jitted.__name__, leaves)
+            bufs.append(leaf._buf)
+        elif t in _PY_SCALARS:
+            bufs.append(_scalar_buffer(leaf, s))
+        else:
+            bufs.append(put_named(leaf, s, f"jit({jitted.__name__})")._buf)
+    from funcgrad.lowering import dispatch
+    try:
+        outs = entry.program(bufs)
+    except Exception as exc:
+        dispatch._raise_if_deleted(jitted.__name__, leaves, exc)
+        raise
+    if entry.writeback:
+        outs = dispatch._write_back(entry.writeback, outs)
+    return entry.out_tree.unflatten(outs)
+
+
+def _entry_for(jitted, args, kwargs, leaves, treedef, avals, static):
+    """(compiled entry, per-leaf shardings) for a call, compiling on the first one."""
     # Looked up first by the identity of each leaf's sharding object: a training step's
     # parameters come back with the executable's own output shardings, the same objects at
     # every call, so a repeated call skips building and comparing NamedShardings. The hit
@@ -82,26 +107,7 @@ def call(jitted, args, kwargs, flat=None):
         hit = by_id[id_key] = (entry, shardings, [leaf._buf._sharding for leaf in leaves
                                                   if type(leaf) is ShardedArray])
     entry, shardings, _ = hit
-    bufs = list(entry.consts)
-    for leaf, s in zip(leaves, shardings):
-        t = type(leaf)
-        if t is ShardedArray and leaf._buf._sharding is s:
-            if leaf._buf.is_deleted():     # the runtime would crash on it, not raise
-                _raise_deleted(jitted.__name__, leaves)
-            bufs.append(leaf._buf)
-        elif t in _PY_SCALARS:
-            bufs.append(_scalar_buffer(leaf, s))
-        else:
-            bufs.append(put_named(leaf, s, f"jit({jitted.__name__})")._buf)
-    from funcgrad.lowering import dispatch
-    try:
-        outs = entry.program(bufs)
-    except Exception as exc:
-        dispatch._raise_if_deleted(jitted.__name__, leaves, exc)
-        raise
-    if entry.writeback:
-        outs = dispatch._write_back(entry.writeback, outs)
-    return entry.out_tree.unflatten(outs)
+    return entry, shardings
 
 
 def _raise_deleted(name, leaves):
@@ -258,4 +264,68 @@ def _describe(args, kwargs, jitted, shardings, avals):
     return "; ".join(parts)
 
 
-__all__ = ["call", "routes_to_mesh", "mesh_sharding_of"]
+def lower(jitted, args, kwargs, flat):
+    """``jit(f).lower(*args)`` for arguments over a mesh: the program is compiled for the mesh
+    (as the first call would), and ``LoweredOnMesh`` shows it."""
+    leaves, treedef, avals, static = flat
+    entry, shardings = _entry_for(jitted, args, kwargs, leaves, treedef, avals, static)
+    return LoweredOnMesh(jitted, entry)
+
+
+class LoweredOnMesh:
+    """``jit(f).lower(*args)`` of arguments placed over a mesh: ``as_text()`` is the StableHLO
+    module with an ``mhlo.sharding`` on each argument; ``compile()`` gives the partitioned
+    program.
+
+    Example:
+        >>> from funcgrad.sharding import NamedSharding, P
+        >>> mesh = funcgrad.make_mesh((funcgrad.local_device_count(),), ("data",))
+        >>> x = funcgrad.device_put(np.ones((8, 2), np.float32), NamedSharding(mesh, P("data")))
+        >>> lowered = funcgrad.jit(lambda a: a.sum()).lower(x)
+        >>> "mhlo.sharding" in lowered.as_text()
+        True
+        >>> compiled = lowered.compile()
+        >>> compiled.input_shardings[0].spec, compiled(x)
+        (PartitionSpec('data'), Array(16., dtype=float32))
+    """
+
+    def __init__(self, jitted, entry):
+        self._jitted, self._entry = jitted, entry
+
+    def as_text(self):
+        return self._entry.program.text
+
+    def compile(self):
+        return CompiledOnMesh(self._jitted, self._entry)
+
+
+class CompiledOnMesh:
+    """The partitioned program of ``LoweredOnMesh.compile()``: callable like the jitted
+    function, with ``as_text()`` (the per-device HLO XLA compiled, with its collectives),
+    ``cost_analysis()``, ``input_shardings`` and ``output_shardings`` (one per leaf)."""
+
+    def __init__(self, jitted, entry):
+        self._jitted, self._entry = jitted, entry
+
+    def __call__(self, *args, **kwargs):
+        return self._jitted(*args, **kwargs)
+
+    def as_text(self):
+        return self._entry.program.as_text()
+
+    def cost_analysis(self):
+        return self._entry.program.loaded.cost_analysis()
+
+    @property
+    def input_shardings(self):
+        return list(self._entry.shardings)
+
+    @property
+    def output_shardings(self):
+        program = self._entry.program
+        return list(program.out_shardings[:len(program.out_shardings) -
+                                          len(self._entry.writeback)])
+
+
+__all__ = ["call", "lower", "routes_to_mesh", "mesh_sharding_of", "LoweredOnMesh",
+           "CompiledOnMesh"]

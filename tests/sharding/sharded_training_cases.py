@@ -436,3 +436,18 @@ def test_embedding_styles(mesh):
         (v, g), (v_ref, g_ref) = f(emb, _put(ids, mesh, "data")), f(ref, jnp.asarray(ids))
         np.testing.assert_allclose(float(v), float(v_ref), **TOL)
         np.testing.assert_allclose(np.asarray(g.weight), np.asarray(g_ref.weight), **TOL)
+
+
+def test_lower_and_compile_show_the_partitioned_program(mesh):
+    a, b = _rand(8, 4), _rand(4, 6, seed=1)
+    f = funcgrad.jit(lambda x, w: jnp.sum(x @ w, axis=0))
+    x, w = _put(a, mesh, "data"), _put(b, mesh, None, "model")
+    lowered = f.lower(x, w)
+    assert 'mhlo.sharding = "{devices=[2,1,2]' in lowered.as_text()
+    compiled = lowered.compile()
+    text = compiled.as_text()
+    assert "f32[4,4]" in text and "all-reduce" in text     # per-device blocks, the batch sum
+    assert [s.spec for s in compiled.input_shardings] == [P("data"), P(None, "model")]
+    assert compiled.output_shardings[0] == NamedSharding(mesh, P("model"))
+    np.testing.assert_allclose(np.asarray(compiled(x, w)), (a @ b).sum(0), **TOL)
+    assert f.trace_count == 1                 # lower compiled what the call then used
