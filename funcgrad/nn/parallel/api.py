@@ -126,8 +126,9 @@ def fully_shard(module, mesh=None, *, axis=None, shard_placement_fn=None, ignore
     may return ``Shard(dim)`` to choose the dimension instead (``Shard(0)`` everywhere is
     PyTorch's default), or None for the rule above; ``ignored_params`` (parameters, as
     ``model.parameters()`` gives them) are not split, only replicated over the mesh. XLA
-    gathers each parameter where the jitted step uses it and reduce-scatters its gradient, so
-    the model's code and the training step are unchanged. Buffers are replicated over the mesh.
+    gathers each parameter where the jitted step uses it and sums its gradient into each
+    device's block, so the model's code and the training step are unchanged. Buffers are
+    replicated over the mesh.
 
     Example:
         >>> from funcgrad.sharding import Mesh
