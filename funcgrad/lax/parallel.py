@@ -33,7 +33,7 @@ from funcgrad.core.avals import ShapedArray
 from funcgrad.core.axes import canonicalize_axis
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import PYTHON_SCALARS, aval_of
-from funcgrad.lax import _hlo
+from funcgrad.lax import _hlo, mesh_axes
 from funcgrad.lax import elementwise as ew
 from funcgrad.lax import reductions as red
 from funcgrad.lax.elementwise import div, mul, select_n
@@ -75,17 +75,29 @@ def axis_size(axis_name):
 
 
 def _replica_groups(ctx, names, fn):
-    """The replica groups of a collective over ``names`` in a program lowered for several
-    devices: ``ctx.axis_env`` holds (name, size) of the device axis that ``pmap`` binds (one:
-    a pmap inside a pmap runs as vmap)."""
+    """The replica groups of a collective over ``names``, and the extra attributes of its op.
+
+    In a ``pmap`` program ``ctx.axis_env`` holds (name, size) of its one device axis and the
+    group is every replica. In a program partitioned over a mesh (``mesh_axes.MeshAxisEnv``,
+    inside ``shard_map``) the groups list the partition ids sharing the other mesh axes'
+    positions, and the op needs a channel handle (and global device ids)."""
     env = dict(ctx.axis_env)
     for name in names:
         if name not in env:
             raise NameError(f"lax.{fn}: unbound axis name {name!r}: collectives run only "
-                            f"inside a transformation that binds the axis (pmap(..., "
-                            f"axis_name={name!r}) or vmap(..., axis_name={name!r}))")
+                            f"inside a transformation that binds the axis (shard_map over a "
+                            f"mesh with that axis, pmap(..., axis_name={name!r}) or vmap(..., "
+                            f"axis_name={name!r}))")
+    if mesh_axes.is_partitioned(ctx.axis_env):
+        return (mesh_axes.groups_attr(ctx.axis_env.device_groups(names)),
+                {"channel_handle": mesh_axes.channel_handle()})
     size = env[names[0]]
-    return ir.DenseElementsAttr.get(np.arange(size, dtype=np.int64).reshape(1, size))
+    return ir.DenseElementsAttr.get(np.arange(size, dtype=np.int64).reshape(1, size)), {}
+
+
+def _global_ids(extra):
+    """``extra`` plus ``use_global_device_ids`` where groups name partitions."""
+    return dict(extra, use_global_device_ids=True) if extra else extra
 
 
 def _tree_apply(fn, x):
@@ -127,8 +139,8 @@ def _allreduce(kind):
     @prim.def_lowering
     def _lowering(ctx, x, axis_name):
         aval = ctx.avals_in[0]
-        op = stablehlo.AllReduceOp([_hlo.ir_type(aval)], [x],
-                                   _replica_groups(ctx, axis_name, prim.name))
+        groups, extra = _replica_groups(ctx, axis_name, prim.name)
+        op = stablehlo.AllReduceOp([_hlo.ir_type(aval)], [x], groups, **_global_ids(extra))
         monoid = kind if aval.dtype != dtypes.bool_ else {"max": "or", "min": "and"}[kind]
         scalar = ShapedArray((), aval.dtype)
         _hlo.scalar_region(op, [scalar, scalar], red._MONOID_HLO[monoid])
@@ -261,14 +273,14 @@ def _all_gather_abstract(x, axis_name, axis, tiled, axis_size):
 
 @all_gather_p.def_lowering
 def _all_gather_lowering(ctx, x, axis_name, axis, tiled, axis_size):
-    groups = _replica_groups(ctx, axis_name, "all_gather")
+    groups, extra = _replica_groups(ctx, axis_name, "all_gather")
     aval = ctx.avals_in[0]
     if not tiled:
         shape = list(aval.shape)
         shape.insert(axis, 1)
         x = stablehlo.reshape(_hlo.tensor_type(shape, aval.dtype), x)
     out = _hlo.ir_type(ctx.avals_out[0])
-    return stablehlo.AllGatherOp([out], [x], axis, groups).results[0]
+    return stablehlo.AllGatherOp([out], [x], axis, groups, **_global_ids(extra)).results[0]
 
 
 all_gather_p.def_jvp(_linear_jvp(all_gather_p))
@@ -337,6 +349,8 @@ axis_index_p.def_abstract_eval(lambda axis_name: ShapedArray((), dtypes.int32))
 @axis_index_p.def_lowering
 def _axis_index_lowering(ctx, axis_name):
     _replica_groups(ctx, axis_name, "axis_index")
+    if mesh_axes.is_partitioned(ctx.axis_env):      # the position along one mesh axis
+        return ctx.axis_env.axis_index(axis_name[0])
     # pmap's program has one replica per member of its single device axis
     rid = stablehlo.ReplicaIdOp().result
     return stablehlo.convert(_hlo.tensor_type((), dtypes.int32), rid)
@@ -380,11 +394,15 @@ def _ppermute_abstract(x, axis_name, perm):
 
 @ppermute_p.def_lowering
 def _ppermute_lowering(ctx, x, axis_name, perm):
-    _replica_groups(ctx, axis_name, "ppermute")
+    _, extra = _replica_groups(ctx, axis_name, "ppermute")
     if not perm:
         return _hlo.zeros_like_aval(ctx.avals_out[0])
-    pairs = ir.DenseElementsAttr.get(np.array(perm, np.int64).reshape(len(perm), 2))
-    return stablehlo.CollectivePermuteOp(x, pairs).results[0]
+    if extra:       # partition ids: the pairs in every group along the other mesh axes
+        pairs = ctx.axis_env.permute_pairs(axis_name[0], perm)
+    else:
+        pairs = np.array(perm, np.int64).reshape(len(perm), 2)
+    return stablehlo.CollectivePermuteOp(x, ir.DenseElementsAttr.get(pairs),
+                                         **extra).results[0]
 
 
 ppermute_p.def_jvp(_linear_jvp(ppermute_p))
@@ -463,12 +481,12 @@ def _psum_scatter_abstract(x, axis_name, scatter_dimension, tiled, axis_size):
 
 @psum_scatter_p.def_lowering
 def _psum_scatter_lowering(ctx, x, axis_name, scatter_dimension, tiled, axis_size):
-    groups = _replica_groups(ctx, axis_name, "psum_scatter")
+    groups, extra = _replica_groups(ctx, axis_name, "psum_scatter")
     aval = ctx.avals_in[0]
     shape = list(aval.shape)
     shape[scatter_dimension] //= axis_size
     op = stablehlo.ReduceScatterOp(_hlo.tensor_type(shape, aval.dtype), x, scatter_dimension,
-                                   groups)
+                                   groups, **_global_ids(extra))
     scalar = ShapedArray((), aval.dtype)
     _hlo.scalar_region(op, [scalar, scalar], red._MONOID_HLO["sum"])
     out = op.results[0]
@@ -553,8 +571,8 @@ def _all_to_all_abstract(x, axis_name, split_axis, concat_axis, axis_size):
 
 @all_to_all_p.def_lowering
 def _all_to_all_lowering(ctx, x, axis_name, split_axis, concat_axis, axis_size):
-    groups = _replica_groups(ctx, axis_name, "all_to_all")
-    return stablehlo.AllToAllOp([x], split_axis, concat_axis, axis_size, groups,
+    groups, extra = _replica_groups(ctx, axis_name, "all_to_all")
+    return stablehlo.AllToAllOp([x], split_axis, concat_axis, axis_size, groups, **extra,
                                 results=[_hlo.ir_type(ctx.avals_out[0])]).results[0]
 
 

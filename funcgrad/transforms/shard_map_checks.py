@@ -1,0 +1,72 @@
+"""``shard_map``'s replication check: over which mesh axes is each output of a body known to
+be the same on every device?
+
+A forward pass over the body's Jaxpr keeps, per value, the set of manual mesh axes it is
+replicated over. An operand starts with the manual axes its in spec does not name; constants
+and literals are replicated over every axis; an ordinary operation's result is replicated over
+the axes all its operands are; ``psum``/``pmax``/``pmin``/``all_gather`` over some axes make
+their result replicated over them too; ``axis_index``, ``ppermute``, ``psum_scatter`` and
+``all_to_all`` make it vary over theirs. Bodies of ``jit``, ``remat`` and custom-derivative
+calls are followed; ``cond`` takes the axes every branch (and the index) agree on; loops and
+other higher-order equations take what their operands share (so a value made replicated by a
+collective inside a loop body counts as varying: pass ``check_rep=False`` there).
+
+Example:
+    >>> from funcgrad.transforms.shard_map_checks import replicated_axes
+    >>> from funcgrad.lowering.pmap_primitive import bound_axis
+    >>> with bound_axis("x", 1):
+    ...     closed = funcgrad.make_jaxpr(lambda a: (a * 2, lax.psum(a, "x")))(jnp.ones(2))
+    >>> [sorted(r) for r in replicated_axes(closed.jaxpr, [frozenset()], ("x",))]
+    [[], ['x']]
+"""
+from funcgrad.core.jaxpr import Literal, subjaxprs
+
+_REPLICATING = frozenset({"psum", "pmax", "pmin", "all_gather"})
+_VARYING = frozenset({"ppermute", "psum_scatter", "all_to_all"})
+_FOLLOWED = frozenset({"jit", "remat", "custom_jvp_call", "custom_vjp_call", "name"})
+
+
+def replicated_axes(jaxpr, in_reps, manual):
+    """Per output of ``jaxpr`` (a Jaxpr), the frozenset of ``manual`` axes it is replicated
+    over, given that set per input (``in_reps``)."""
+    everything = frozenset(manual)
+    env = dict(zip(jaxpr.invars, in_reps))
+
+    def read(atom):
+        if type(atom) is Literal:
+            return everything
+        return env.get(atom, everything)        # constvars: the same on every device
+
+    for eqn in jaxpr.eqns:
+        ins = [read(v) for v in eqn.invars]
+        common = everything.intersection(*ins)
+        name = eqn.prim.name
+        names = frozenset(eqn.params.get("axis_name", ()) or ())
+        if name in _REPLICATING:
+            outs = [common | (names & everything)] * len(eqn.outvars)
+        elif name in _VARYING:
+            outs = [common - names] * len(eqn.outvars)
+        elif name == "axis_index":
+            outs = [everything - names]
+        else:
+            outs = _higher_order(eqn, ins, common, manual)
+        env.update(zip(eqn.outvars, outs))
+    return [read(v) for v in jaxpr.outvars]
+
+
+def _higher_order(eqn, ins, common, manual):
+    subs = subjaxprs(eqn)
+    n_out = len(eqn.outvars)
+    if not subs:
+        return [common] * n_out
+    if eqn.prim.name in _FOLLOWED:
+        sub = subs[0]
+        if len(sub.invars) == len(ins) and len(sub.outvars) == n_out:
+            return replicated_axes(sub, ins, manual)
+    if eqn.prim.name == "cond" and all(len(s.invars) == len(ins) - 1 for s in subs):
+        per_branch = [replicated_axes(s, ins[1:], manual) for s in subs]
+        return [ins[0].intersection(*reps) for reps in zip(*per_branch)]
+    return [common] * n_out
+
+
+__all__ = ["replicated_axes"]
