@@ -12,6 +12,7 @@ of a program compiled by XLA's SPMD partitioner; see docs/parallel.md.
 import functools
 
 from funcgrad import tree_util
+from funcgrad.core.interpreters import Tracer
 from funcgrad.core.values import aval_of
 from funcgrad.lowering.mesh import Mesh, PartitionSpec, check_spec, current_mesh
 from funcgrad.lowering.shard_map_primitive import (block_aval, global_aval, manual_splits,
@@ -67,6 +68,7 @@ class ShardMapFunction:
         self.f, self.mesh = f, mesh
         self.in_specs, self.out_specs = in_specs, out_specs
         self.check_rep, self.manual = check_rep, manual
+        self._traces = {}       # (argument tree, avals) -> what _trace returns
         self.__name__ = getattr(f, "__name__", type(f).__name__)
         self.__doc__ = getattr(f, "__doc__", None)
         functools.update_wrapper(self, f, updated=())
@@ -86,6 +88,22 @@ class ShardMapFunction:
                         f"{where}: {label} of shape {tuple(aval.shape)}: dimension {d} (size "
                         f"{aval.shape[d]}) is not divisible by {n}, the size of mesh axes "
                         f"{spec.axes_of(d)} of {mesh} that in spec {spec} splits it over")
+        key = (treedef, tuple(avals))
+        entry = self._traces.get(key)
+        if entry is None:
+            entry = self._trace(treedef, avals, in_specs, where)
+            if not any(isinstance(c, Tracer) for c in entry[1]):
+                self._traces[key] = entry
+        body, consts, tree, out_specs = entry
+        all_in = (P(),) * len(consts) + tuple(in_specs)
+        outs = shard_map_p.bind(*consts, *leaves, jaxpr=body, mesh=mesh, in_specs=all_in,
+                                out_specs=tuple(out_specs), manual_axes=manual,
+                                check_rep=bool(self.check_rep), name=self.__name__)
+        return tree_util.tree_unflatten(tree, list(outs))
+
+    def _trace(self, treedef, avals, in_specs, where):
+        """Stage the body for these blocks: (body, consts, output tree, out spec per leaf)."""
+        mesh, manual = self.mesh, self.manual
         blocks = [block_aval(a, mesh, s, manual) for a, s in zip(avals, in_specs)]
         out_tree = []
 
@@ -104,11 +122,7 @@ class ShardMapFunction:
                         f"{label} (block shape {aval.shape})", where)
         if self.check_rep:
             self._check_replication(body, in_specs, out_specs, out_labels, where)
-        all_in = (P(),) * len(consts) + tuple(in_specs)
-        outs = shard_map_p.bind(*consts, *leaves, jaxpr=body, mesh=mesh, in_specs=all_in,
-                                out_specs=tuple(out_specs), manual_axes=manual,
-                                check_rep=bool(self.check_rep), name=self.__name__)
-        return tree_util.tree_unflatten(tree, list(outs))
+        return body, consts, tree, out_specs
 
     def _check_replication(self, body, in_specs, out_specs, out_labels, where):
         manual = self.manual

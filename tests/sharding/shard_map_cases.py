@@ -225,6 +225,24 @@ def test_tensor_parallel_grad_on_2x2_mesh():
         close(a, b, 2e-4)
     for a, b in zip(g, REF["dp_grads"]):
         close(a, b)
+    # the same gradient jitted with shardings: the forward and backward shard_maps are
+    # manual regions of one program partitioned over the mesh
+    shard = [NamedSharding(MESH, s) for s in (P(None, "model"), P("model"), P("model", None))]
+    step = funcgrad.jit(funcgrad.grad(lambda *ps: f(*ps, x, y), argnums=(0, 1, 2)),
+                        in_shardings=tuple(shard), out_shardings=tuple(shard))
+    gj = step(w1, b1, w2)
+    for a, b, s in zip(gj, REF["dp_grads"], shard):
+        close(a, b)
+        assert a.sharding == s
+    assert {b.shape for b in blocks_of(gj[0]).values()} == {(6, 4)}
+
+
+def test_psum_into_a_replicated_output_transposes_to_a_broadcast():
+    c = rand(2, seed=15)
+    f = smap(lambda a: lax.psum(a, "i"), mesh=RING, in_specs=P("i"), out_specs=P())
+    g = funcgrad.grad(lambda x: (f(x) * c).sum())(rand(8, seed=16))
+    close(g, np.tile(c, 4))
+    close(g, REF["psum_transpose"])
 
 
 # --- transformations -------------------------------------------------------------------------
@@ -357,6 +375,10 @@ def jax_values():
         return jl.pmean(jnp_.mean((jnp_.tanh(a @ w1 + b1) @ w2 - b) ** 2), "data")
     f = jax.shard_map(loss, mesh=ring, in_specs=(JP(), JP("data"), JP("data")), out_specs=JP())
     out["dp_grads"] = list(jax.grad(f)(params, xd, yd))
+    ring_i = jax.sharding.Mesh(devs, ("i",))
+    fs = jax.shard_map(lambda a: jl.psum(a, "i"), mesh=ring_i, in_specs=JP("i"), out_specs=JP())
+    c = rand(2, seed=15)
+    out["psum_transpose"] = jax.grad(lambda v: (fs(v) * c).sum())(rand(8, seed=16))
     return {k: np.asarray(v).tolist() if not isinstance(v, list) else
             [np.asarray(a).tolist() for a in v] for k, v in out.items()}
 
