@@ -176,7 +176,7 @@ def shard_map(f=None, mesh=None, in_specs=None, out_specs=None, check_rep=None, 
         >>> y.shape == (4 * n,), float(y.sum()), float(total) == 2 * n * (4 * n + 1)
         (True, 1.0, True)
         >>> y.sharding.spec, len(y.addressable_shards) == n
-        (PartitionSpec('x',), True)
+        (PartitionSpec('x'), True)
     """
     if f is None:
         return functools.partial(shard_map, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
