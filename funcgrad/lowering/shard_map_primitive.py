@@ -39,11 +39,10 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
 from funcgrad.core import ad, batching, dtypes
-from funcgrad.core.ad_util import Zero, is_undefined_primal
+from funcgrad.core.ad_util import Zero
 from funcgrad.core.avals import ShapedArray
 from funcgrad.core.batching_util import batch_size, bdim_to_front, not_mapped
-from funcgrad.core.dce import dce_jaxpr
-from funcgrad.core.jaxpr import ClosedJaxpr, Eqn, consts_as_args
+from funcgrad.core.jaxpr import consts_as_args
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.lax import _hlo
@@ -54,7 +53,8 @@ from funcgrad.lax.parallel import psum_p
 from funcgrad.lowering import mlir
 from funcgrad.lowering.dispatch import _linearize_body
 from funcgrad.lowering.mesh import NamedSharding, PartitionSpec, spec_hlo_sharding
-from funcgrad.lowering.pmap_primitive import bound_axis
+from funcgrad.lowering.pmap_primitive import (body_dce_rule, bound_axis, transpose_flags,
+                                              transposed_call)
 
 P = PartitionSpec
 
@@ -362,22 +362,15 @@ def _transposed_body(jaxpr, linear, cts_nz, in_specs, out_specs, mesh, manual, n
 def _transpose(cts, *args, **params):
     jaxpr, in_specs, out_specs = params["jaxpr"], params["in_specs"], params["out_specs"]
     mesh, manual = params["mesh"], params["manual_axes"]
-    linear = tuple(is_undefined_primal(a) for a in args)
-    cts_nz = tuple(type(c) is not Zero for c in cts)
-    if not any(cts_nz):
-        return [Zero(a.aval) if lin else None for a, lin in zip(args, linear)]
-    per_body = _transpose_cache.setdefault(jaxpr, {})
-    entry = per_body.get((linear, cts_nz))
+    linear, cts_nz, entry = transpose_flags(
+        _transpose_cache, jaxpr, cts, args, lambda lin, nz: _transposed_body(
+            jaxpr, lin, nz, in_specs, out_specs, mesh, manual, params["name"]))
     if entry is None:
-        entry = per_body[(linear, cts_nz)] = _transposed_body(
-            jaxpr, linear, cts_nz, in_specs, out_specs, mesh, manual, params["name"])
+        return [Zero(a.aval) if lin else None for a, lin in zip(args, linear)]
     body, consts = entry
-    operands = list(consts) + [a for a, lin in zip(args, linear) if not lin] + [
-        ad.cast_like(c, global_aval(a, mesh, s, manual))
-        for c, a, s, nz in zip(cts, jaxpr.out_avals, out_specs, cts_nz) if nz]
-    t_in = ((P(),) * len(consts) + tuple(s for s, lin in zip(in_specs, linear) if not lin)
-            + tuple(s for s, nz in zip(out_specs, cts_nz) if nz))
-    t_out = tuple(s for s, lin in zip(in_specs, linear) if lin)
+    ct_avals = [global_aval(a, mesh, s, manual) for a, s in zip(jaxpr.out_avals, out_specs)]
+    operands, t_in, t_out = transposed_call(cts, args, linear, cts_nz, consts, ct_avals,
+                                            in_specs, out_specs, P())
     outs = iter(_bind_like(params, operands, body, t_in, t_out,
                            f"transpose({params['name']})"))
     return [next(outs) if lin else None for lin in linear]
@@ -412,28 +405,8 @@ def _batch(args, dims, **params):
 shard_map_p.def_batch(_batch)
 
 
-# --- dce -------------------------------------------------------------------------------------
-_dce_cache = weakref.WeakKeyDictionary()
-
-
-def _dce(eqn, used_outputs):
-    params = eqn.params
-    used = tuple(used_outputs)
-    per_body = _dce_cache.setdefault(params["jaxpr"], {})
-    entry = per_body.get(used)
-    if entry is None:
-        inner, used_in = dce_jaxpr(params["jaxpr"].jaxpr, list(used), prune_invars=True)
-        entry = per_body[used] = (ClosedJaxpr(inner, []), used_in)
-    body, used_in = entry
-    new_params = dict(params, jaxpr=body,
-                      in_specs=tuple(s for s, u in zip(params["in_specs"], used_in) if u),
-                      out_specs=tuple(s for s, u in zip(params["out_specs"], used) if u))
-    return used_in, Eqn(eqn.prim, [v for v, u in zip(eqn.invars, used_in) if u], new_params,
-                        [v for v, u in zip(eqn.outvars, used) if u], eqn.source_info,
-                        eqn.name_stack)
-
-
-shard_map_p.def_rule("dce", _dce)
+# --- dce: unused outputs, then unread operands, pruned ----------------------------------------
+shard_map_p.def_rule("dce", body_dce_rule(("in_specs",), ("out_specs",)))
 # At the top level of a plain (single-device) jit a shard_map runs as its own program over
 # its mesh, as a pmap does (``spmd.split_program``).
 shard_map_p.def_rule("own_program", lambda eqn: True)
