@@ -19,6 +19,7 @@ Example:
 import math
 
 import numpy as np
+from jaxlib import xla_client as xc
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
@@ -72,6 +73,20 @@ class MeshAxisEnv(tuple):
         return np.array([(row[s], row[d]) for row in self.device_groups((name,))
                          for s, d in perm], np.int64).reshape(-1, 2)
 
+    def manual_sharding(self, ndim):
+        """The HLO sharding of an ``ndim``-d value inside the region: manual over the manual
+        axes, replicated over the others (which the partitioner handles)."""
+        if self.manual == frozenset(self.axis_names):
+            return xc.HloSharding.manual()
+        auto = [i for i, a in enumerate(self.axis_names) if a not in self.manual]
+        man = [i for i, a in enumerate(self.axis_names) if a in self.manual]
+        sizes = self.axis_sizes
+        return xc.HloSharding.iota_tile(
+            dims=[1] * ndim + [math.prod(sizes[i] for i in auto),
+                               math.prod(sizes[i] for i in man)],
+            reshape_dims=list(sizes), transpose_perm=auto + man,
+            subgroup_types=[xc.OpSharding.Type.REPLICATED, xc.OpSharding.Type.MANUAL])
+
     def axis_index(self, name):
         """This partition's position along mesh axis ``name`` (an int32 StableHLO value)."""
         pos = self.axis_names.index(name)
@@ -80,7 +95,26 @@ class MeshAxisEnv(tuple):
         div = _hlo.constant(np.uint32(stride), dtypes.uint32)
         mod = _hlo.constant(np.uint32(self.axis_sizes[pos]), dtypes.uint32)
         idx = stablehlo.remainder(stablehlo.divide(pid, div), mod)
-        return stablehlo.convert(_hlo.tensor_type((), dtypes.int32), idx)
+        idx = stablehlo.convert(_hlo.tensor_type((), dtypes.int32), idx)
+        if self.manual == frozenset(self.axis_names):
+            return idx
+        # where some axes are left to the partitioner, partition_id means nothing to it: read
+        # it in a region manual over every axis, handed back as a value of this region
+        scalar = _hlo.tensor_type((), dtypes.int32)
+        idx = spmd_custom_call("Sharding", idx, scalar, xc.HloSharding.manual())
+        return spmd_custom_call("SPMDShardToFullShape", idx, scalar, self.manual_sharding(0))
+
+
+def spmd_custom_call(target, x, result_type, sharding, free_dims=()):
+    """``custom_call @target(x)`` with an ``mhlo.sharding`` (XLA's SPMD partitioner reads
+    ``Sharding``, ``SPMDFullToShardShape`` and ``SPMDShardToFullShape``); ``free_dims``: the
+    dimensions the automatic axes may still split (partial manual regions)."""
+    op = stablehlo.CustomCallOp([result_type], [x], target)
+    op.attributes["mhlo.sharding"] = ir.StringAttr.get(str(sharding))
+    if free_dims:
+        op.attributes["backend_config"] = ir.StringAttr.get(
+            "unspecified_dims=[" + ",".join(map(str, free_dims)) + "]")
+    return op.results[0]
 
 
 def is_partitioned(axis_env):
@@ -95,4 +129,4 @@ def channel_handle():
     return stablehlo.ChannelHandle.get(_CHANNEL_ID, _DEVICE_TO_DEVICE)
 
 
-__all__ = ["MeshAxisEnv", "is_partitioned", "groups_attr", "channel_handle"]
+__all__ = ["MeshAxisEnv", "is_partitioned", "groups_attr", "channel_handle", "spmd_custom_call"]

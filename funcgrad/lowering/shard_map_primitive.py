@@ -34,9 +34,6 @@ import math
 import weakref
 
 import numpy as np
-from jaxlib import xla_client as xc
-from jaxlib.mlir import ir
-from jaxlib.mlir.dialects import stablehlo
 
 from funcgrad.core import ad, batching, dtypes
 from funcgrad.core.ad_util import Zero
@@ -48,7 +45,7 @@ from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.lax import _hlo
 from funcgrad.lax import elementwise as ew
 from funcgrad.lax import shapes
-from funcgrad.lax.mesh_axes import MeshAxisEnv, is_partitioned
+from funcgrad.lax.mesh_axes import MeshAxisEnv, is_partitioned, spmd_custom_call
 from funcgrad.lax.parallel import psum_p
 from funcgrad.lowering import mlir
 from funcgrad.lowering.dispatch import _linearize_body
@@ -148,30 +145,6 @@ def _impl(*args, **params):
 
 
 # --- lowering --------------------------------------------------------------------------------
-def _manual_sharding(mesh, manual, ndim):
-    """The HLO sharding of a value inside the region: manual over ``manual``, replicated over
-    the other (automatic) mesh axes."""
-    if set(manual) == set(mesh.axis_names):
-        return xc.HloSharding.manual()
-    auto = [a for a in mesh.axis_names if a not in manual]
-    man = [a for a in mesh.axis_names if a in manual]
-    sizes = mesh.shape
-    return xc.HloSharding.iota_tile(
-        dims=[1] * ndim + [math.prod(sizes[a] for a in auto), math.prod(sizes[a] for a in man)],
-        reshape_dims=list(mesh.axis_sizes),
-        transpose_perm=[mesh.axis_names.index(a) for a in auto + man],
-        subgroup_types=[xc.OpSharding.Type.REPLICATED, xc.OpSharding.Type.MANUAL])
-
-
-def _custom_call(target, x, aval, sharding, free_dims):
-    op = stablehlo.CustomCallOp([_hlo.ir_type(aval)], [x], target)
-    op.attributes["mhlo.sharding"] = ir.StringAttr.get(str(sharding))
-    if free_dims:       # partial manual: the automatic axes may still split these dimensions
-        op.attributes["backend_config"] = ir.StringAttr.get(
-            "unspecified_dims=[" + ",".join(map(str, free_dims)) + "]")
-    return op.results[0]
-
-
 def _lower_region(ctx, args, jaxpr, mesh, in_specs, out_specs, manual_axes, name):
     env = ctx.axis_env
     mesh_ids = tuple(d.id for d in mesh.devices.flat)
@@ -187,9 +160,10 @@ def _lower_region(ctx, args, jaxpr, mesh, in_specs, out_specs, manual_axes, name
     for x, a_in, block, spec in zip(args, ctx.avals_in, jaxpr.in_avals, in_specs):
         if not trivial:
             free = list(range(a_in.ndim)) if partial else []
-            x = _custom_call("Sharding", x, a_in, spec_hlo_sharding(mesh, spec, a_in.ndim), free)
-            x = _custom_call("SPMDFullToShardShape", x, block,
-                             _manual_sharding(mesh, manual_axes, a_in.ndim), free)
+            x = spmd_custom_call("Sharding", x, _hlo.ir_type(a_in),
+                                 spec_hlo_sharding(mesh, spec, a_in.ndim), free)
+            x = spmd_custom_call("SPMDFullToShardShape", x, _hlo.ir_type(block),
+                                 inner.manual_sharding(a_in.ndim), free)
         ins.append(x)
     outs = mlir.lower_jaxpr_inline(ctx.module, jaxpr.jaxpr, [], ins, ctx.platform, inner,
                                    ctx.host_callbacks)
@@ -198,10 +172,10 @@ def _lower_region(ctx, args, jaxpr, mesh, in_specs, out_specs, manual_axes, name
     results = []
     for y, block, a_out, spec in zip(outs, jaxpr.out_avals, ctx.avals_out, out_specs):
         free = list(range(a_out.ndim)) if partial else []
-        y = _custom_call("Sharding", y, block, _manual_sharding(mesh, manual_axes, block.ndim),
-                         free)
-        results.append(_custom_call("SPMDShardToFullShape", y, a_out,
-                                    spec_hlo_sharding(mesh, spec, a_out.ndim), free))
+        y = spmd_custom_call("Sharding", y, _hlo.ir_type(block),
+                             inner.manual_sharding(block.ndim), free)
+        results.append(spmd_custom_call("SPMDShardToFullShape", y, _hlo.ir_type(a_out),
+                                        spec_hlo_sharding(mesh, spec, a_out.ndim), free))
     return results
 
 

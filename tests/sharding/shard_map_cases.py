@@ -392,3 +392,33 @@ def test_live_jax_values_match_stored():
                 close(a, b)
         else:
             close(live[k], v)
+
+
+def _device_number(b):
+    me = lax.axis_index("data") * 2 + lax.axis_index("model")
+    return b * 0 + me.astype(b.dtype)
+
+
+@pytest.mark.parametrize("where", ["eager", "jitted scan"])
+def test_specs_over_two_axes_order_blocks_major_first(where):
+    x = np.zeros(8, np.float32)
+    want = {("data", "model"): [0, 0, 1, 1, 2, 2, 3, 3],
+            ("model", "data"): [0, 0, 2, 2, 1, 1, 3, 3]}
+    for axes, expected in want.items():
+        f = smap(_device_number, mesh=MESH, in_specs=P(axes), out_specs=P(axes))
+        if where == "eager":
+            out = f(x)
+            assert out.sharding.spec == P(axes)
+        else:       # lowered into a single-device program: the emulated region
+            out = funcgrad.jit(lambda v: lax.scan(lambda c, _: (f(c), None), v, None,
+                                                  length=1)[0])(x)
+        np.testing.assert_array_equal(np.asarray(out), expected)
+
+
+def test_axis_index_in_a_partial_manual_region():
+    f = smap(lambda b: b * 0 + lax.axis_index("model").astype(b.dtype), mesh=MESH,
+             axis_names={"model"}, in_specs=P(None, "model"), out_specs=P(None, "model"))
+    x = np.zeros((4, 4), np.float32)
+    sx = NamedSharding(MESH, P("data", "model"))
+    out = funcgrad.jit(f, in_shardings=(sx,), out_shardings=sx)(x)
+    np.testing.assert_array_equal(np.asarray(out), [[0, 0, 1, 1]] * 4)
