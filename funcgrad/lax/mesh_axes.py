@@ -68,9 +68,10 @@ class MeshAxisEnv(tuple):
         size = math.prod(self.axis_sizes[i] for i in axes)
         return ids.transpose(rest + axes).reshape(-1, size)
 
-    def permute_pairs(self, name, perm):
-        """``(source, target)`` partition ids of a ``ppermute`` over one axis, in every group."""
-        return np.array([(row[s], row[d]) for row in self.device_groups((name,))
+    def permute_pairs(self, names, perm):
+        """``(source, target)`` partition ids of a ``ppermute`` over ``names`` (members
+        numbered as in ``device_groups``), in every group."""
+        return np.array([(row[s], row[d]) for row in self.device_groups(names)
                          for s, d in perm], np.int64).reshape(-1, 2)
 
     def manual_sharding(self, ndim):
@@ -87,14 +88,20 @@ class MeshAxisEnv(tuple):
             reshape_dims=list(sizes), transpose_perm=auto + man,
             subgroup_types=[xc.OpSharding.Type.REPLICATED, xc.OpSharding.Type.MANUAL])
 
-    def axis_index(self, name):
-        """This partition's position along mesh axis ``name`` (an int32 StableHLO value)."""
-        pos = self.axis_names.index(name)
-        stride = math.prod(self.axis_sizes[pos + 1:])
+    def axis_index(self, names):
+        """This partition's position along mesh axes ``names`` (the first major), an int32
+        StableHLO value."""
         pid = stablehlo.PartitionIdOp().result
-        div = _hlo.constant(np.uint32(stride), dtypes.uint32)
-        mod = _hlo.constant(np.uint32(self.axis_sizes[pos]), dtypes.uint32)
-        idx = stablehlo.remainder(stablehlo.divide(pid, div), mod)
+        idx, scale = None, 1
+        for name in reversed(names):
+            pos = self.axis_names.index(name)
+            div = _hlo.constant(np.uint32(math.prod(self.axis_sizes[pos + 1:])), dtypes.uint32)
+            mod = _hlo.constant(np.uint32(self.axis_sizes[pos]), dtypes.uint32)
+            term = stablehlo.remainder(stablehlo.divide(pid, div), mod)
+            if scale != 1:
+                term = stablehlo.multiply(term, _hlo.constant(np.uint32(scale), dtypes.uint32))
+            idx = term if idx is None else stablehlo.add(idx, term)
+            scale *= self.axis_sizes[pos]
         idx = stablehlo.convert(_hlo.tensor_type((), dtypes.int32), idx)
         if self.manual == frozenset(self.axis_names):
             return idx

@@ -22,12 +22,15 @@ How they run:
 The size of a named axis is found from the interpreters in effect: any interpreter with an
 ``axis`` attribute (``.name``, ``.size``) binds that name.
 """
+import math
+
 import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
 from funcgrad import tree_util
 from funcgrad.core import ad_util, dtypes, interpreters
+from funcgrad.core.batching import BatchInterpreter
 from funcgrad.core import batching_util as _bu
 from funcgrad.core.avals import ShapedArray
 from funcgrad.core.axes import canonicalize_axis
@@ -49,12 +52,43 @@ def _names(axis_name):
 
 
 def _single_name(axis_name, fn):
+    """(names, total size) of the axes a collective ``fn`` that is not a reduction runs over:
+    one name, or several mesh axes of a ``shard_map`` (devices grouped over all of them, the
+    first name major). Several names where one is a ``vmap`` axis are refused."""
     names = _names(axis_name)
     if len(names) != 1:
-        raise ValueError(f"lax.{fn}: one axis name expected, got {axis_name!r}: {fn} over "
-                         f"several axes at once (a pmap axis and a vmap axis together) is not "
-                         f"supported; apply it to one axis at a time, e.g. nest two calls")
-    return names, axis_size(names[0])
+        for n in names:
+            axis_size(n)
+            if isinstance(_binder(n), BatchInterpreter):
+                raise ValueError(
+                    f"lax.{fn}: {fn} over several axes at once ({axis_name!r}) where {n!r} is "
+                    f"a vmap axis is not supported; apply it to one axis at a time, e.g. "
+                    f"nest two calls (several mesh axes of a shard_map are fine)")
+    return names, math.prod(axis_size(n) for n in names)
+
+
+def _binder(name):
+    """The interpreter binding axis ``name`` (a vmap's, or a pmap/shard_map device axis)."""
+    interp = interpreters.current()
+    while interp is not None:
+        axis = getattr(interp, "axis", None)
+        if axis is not None and getattr(axis, "name", None) == name:
+            return interp
+        interp = interp.parent
+    return None
+
+
+def _one_axis(rule, fn):
+    """A vmap collective rule for ``fn``, refusing several axis names at once (the vmap
+    axis with mesh axes: a shard_map lowered into a single-device program)."""
+    def checked(axis_data, args, dims, /, **params):
+        if len(params["axis_name"]) != 1:
+            raise ValueError(f"lax.{fn} over several axes at once ({params['axis_name']}) "
+                             f"cannot run where {axis_data.name!r} is a vmap axis (or a "
+                             f"shard_map computed on one device, inside a loop or branch body "
+                             f"under plain jit); apply it to one axis at a time")
+        return rule(axis_data, args, dims, **params)
+    return checked
 
 
 def axis_size(axis_name):
@@ -320,7 +354,7 @@ def _all_gather_batch(args, dims, axis, **params):
     return all_gather_p.bind(x, axis=axis + 1, **params), 0
 
 
-all_gather_p.def_rule("collective", _all_gather_collective)
+all_gather_p.def_rule("collective", _one_axis(_all_gather_collective, "all_gather"))
 all_gather_p.def_batch(_all_gather_batch)
 
 
@@ -350,7 +384,7 @@ axis_index_p.def_abstract_eval(lambda axis_name: ShapedArray((), dtypes.int32))
 def _axis_index_lowering(ctx, axis_name):
     _replica_groups(ctx, axis_name, "axis_index")
     if mesh_axes.is_partitioned(ctx.axis_env):      # the position along one mesh axis
-        return ctx.axis_env.axis_index(axis_name[0])
+        return ctx.axis_env.axis_index(axis_name)
     # pmap's program has one replica per member of its single device axis
     rid = stablehlo.ReplicaIdOp().result
     return stablehlo.convert(_hlo.tensor_type((), dtypes.int32), rid)
@@ -365,7 +399,7 @@ def _axis_index_collective(axis, args, dims, axis_name):
     return iota(dtypes.int32, axis.size), 0
 
 
-axis_index_p.def_rule("collective", _axis_index_collective)
+axis_index_p.def_rule("collective", _one_axis(_axis_index_collective, "axis_index"))
 axis_index_p.def_batch(lambda args, dims, axis_name: (axis_index_p.bind(axis_name=axis_name),
                                                       _bu.not_mapped))
 
@@ -398,7 +432,7 @@ def _ppermute_lowering(ctx, x, axis_name, perm):
     if not perm:
         return _hlo.zeros_like_aval(ctx.avals_out[0])
     if extra:       # partition ids: the pairs in every group along the other mesh axes
-        pairs = ctx.axis_env.permute_pairs(axis_name[0], perm)
+        pairs = ctx.axis_env.permute_pairs(axis_name, perm)
     else:
         pairs = np.array(perm, np.int64).reshape(len(perm), 2)
     return stablehlo.CollectivePermuteOp(x, ir.DenseElementsAttr.get(pairs),
@@ -432,7 +466,7 @@ def _ppermute_collective(axis, args, dims, axis_name, perm):
     return out, 0
 
 
-ppermute_p.def_rule("collective", _ppermute_collective)
+ppermute_p.def_rule("collective", _one_axis(_ppermute_collective, "ppermute"))
 ppermute_p.def_batch(_passthrough_batch(ppermute_p))
 
 
@@ -527,7 +561,7 @@ def _psum_scatter_batch(args, dims, scatter_dimension, **params):
     return psum_scatter_p.bind(x, scatter_dimension=scatter_dimension + 1, **params), 0
 
 
-psum_scatter_p.def_rule("collective", _psum_scatter_collective)
+psum_scatter_p.def_rule("collective", _one_axis(_psum_scatter_collective, "psum_scatter"))
 psum_scatter_p.def_batch(_psum_scatter_batch)
 
 
@@ -610,7 +644,7 @@ def _all_to_all_batch(args, dims, split_axis, concat_axis, **params):
                              **params), 0
 
 
-all_to_all_p.def_rule("collective", _all_to_all_collective)
+all_to_all_p.def_rule("collective", _one_axis(_all_to_all_collective, "all_to_all"))
 all_to_all_p.def_batch(_all_to_all_batch)
 
 
