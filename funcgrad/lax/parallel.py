@@ -18,6 +18,10 @@ How they run:
 - Inside ``pmap`` each collective is lowered to that StableHLO collective over every device of
   the program (the lowering context's ``axis_env`` lists the device axis names and sizes);
   lowering one over a name no transformation binds raises ``NameError`` naming the axis.
+- Inside ``shard_map`` (a program partitioned over a mesh) the ``axis_env`` is a
+  ``lax.mesh_axes.MeshAxisEnv``: the collectives group partitions by the mesh axes they name
+  (device-id groups, a channel handle and global device ids), ``axis_index`` is computed from
+  ``partition_id``.
 
 The size of a named axis is found from the interpreters in effect: any interpreter with an
 ``axis`` attribute (``.name``, ``.size``) binds that name.
