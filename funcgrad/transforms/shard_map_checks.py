@@ -7,9 +7,10 @@ and literals are replicated over every axis; an ordinary operation's result is r
 the axes all its operands are; ``psum``/``pmax``/``pmin``/``all_gather`` over some axes make
 their result replicated over them too; ``axis_index``, ``ppermute``, ``psum_scatter`` and
 ``all_to_all`` make it vary over theirs. Bodies of ``jit``, ``remat`` and custom-derivative
-calls are followed; ``cond`` takes the axes every branch (and the index) agree on; loops and
-other higher-order equations take what their operands share (so a value made replicated by a
-collective inside a loop body counts as varying: pass ``check_rep=False`` there).
+calls are followed; ``cond`` takes the axes every branch (and the index) agree on; the carries
+of ``scan`` and ``while_loop`` keep the axes every iteration keeps (a fixed point); other
+higher-order equations take what their operands share (pass ``check_rep=False`` where that is
+too cautious).
 
 Example:
     >>> from funcgrad.transforms.shard_map_checks import replicated_axes
@@ -66,7 +67,34 @@ def _higher_order(eqn, ins, common, manual):
     if eqn.prim.name == "cond" and all(len(s.invars) == len(ins) - 1 for s in subs):
         per_branch = [replicated_axes(s, ins[1:], manual) for s in subs]
         return [ins[0].intersection(*reps) for reps in zip(*per_branch)]
+    if eqn.prim.name == "scan":
+        consts, carry = eqn.params["num_consts"], eqn.params["num_carry"]
+        body = eqn.params["jaxpr"].jaxpr
+        head, xs = ins[:consts], ins[consts + carry:]
+        carry_reps = _fixpoint(lambda c: replicated_axes(body, head + c + xs, manual)[:carry],
+                               ins[consts:consts + carry])
+        return replicated_axes(body, head + carry_reps + xs, manual)
+    if eqn.prim.name == "while":
+        nc, nb = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
+        body = eqn.params["body_jaxpr"].jaxpr
+        cond = eqn.params["cond_jaxpr"].jaxpr
+        head = ins[nc:nc + nb]
+        carry = _fixpoint(lambda c: replicated_axes(body, head + c, manual), ins[nc + nb:])
+        # a loop whose trip count varies over an axis makes every carry vary over it
+        pred = replicated_axes(cond, ins[:nc] + carry, manual)[0]
+        return [c & pred for c in carry]
     return [common] * n_out
+
+
+def _fixpoint(step, reps):
+    """The loop-carried replication: start from the initial values' and keep only the axes
+    every iteration keeps."""
+    reps = list(reps)
+    while True:
+        new = [r & o for r, o in zip(reps, step(reps))]
+        if new == reps:
+            return reps
+        reps = new
 
 
 __all__ = ["replicated_axes"]

@@ -69,3 +69,38 @@ def test_one_device_jaxpr_and_errors():
     with pytest.raises(NameError, match="'z'"):
         funcgrad.shard_map(lambda a: lax.psum(a, "z"), mesh=mesh, in_specs=P(),
                            out_specs=P())(jnp.ones(2))
+
+
+def test_replication_check_through_loops_and_branches():
+    mesh = _mesh()
+
+    def check(body, out_specs=P()):
+        return funcgrad.shard_map(body, mesh=mesh, in_specs=P("x"), out_specs=out_specs)(
+            jnp.arange(4.0))
+
+    def summed_in_scan(b):
+        return lax.scan(lambda c, _: (c + lax.psum(b, "x"), None), jnp.zeros_like(b), None,
+                        length=2)[0]
+    np.testing.assert_allclose(np.asarray(check(summed_in_scan)), 2 * np.arange(4.0))
+
+    def varied_in_scan(b):      # replicated at first, varying after one iteration
+        return lax.scan(lambda c, _: (c + lax.axis_index("x"), None), 0, None, length=2)[0]
+    with pytest.raises(ValueError, match=r"output \(global shape \(\), block shape \(\)\)"):
+        check(varied_in_scan)
+
+    def varying_trip_count(b):
+        return lax.while_loop(lambda c: c[0] < b[0], lambda c: (c[0] + 1, c[1]),
+                              (0.0, lax.psum(b, "x")))[1]
+    with pytest.raises(ValueError, match="varies over them"):
+        check(varying_trip_count)
+
+    def replicated_branch(b):
+        total = lax.psum(b, "x")
+        return lax.cond(total.sum() > 0, lambda v: v * 2, lambda v: v, total)
+    np.testing.assert_allclose(np.asarray(check(replicated_branch)), 2 * np.arange(4.0))
+    with pytest.raises(ValueError, match="varies over them"):
+        check(lambda b: lax.cond(b.sum() > 0, lambda v: lax.psum(v, "x"), lambda v: v, b))
+    # check_rep=False lets it through
+    out = funcgrad.shard_map(varied_in_scan, mesh=mesh, in_specs=P("x"), out_specs=P(),
+                             check_rep=False)(jnp.arange(4.0))
+    assert int(out) == 0
