@@ -39,7 +39,7 @@ from funcgrad.core import ad, batching, dtypes
 from funcgrad.core.ad_util import Zero
 from funcgrad.core.avals import ShapedArray
 from funcgrad.core.batching_util import batch_size, bdim_to_front, not_mapped
-from funcgrad.core.jaxpr import consts_as_args
+from funcgrad.core.jaxpr import Literal, consts_as_args
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.lax import _hlo
@@ -50,6 +50,7 @@ from funcgrad.lax.parallel import psum_p
 from funcgrad.lowering import mlir
 from funcgrad.lowering.dispatch import _linearize_body
 from funcgrad.lowering.mesh import NamedSharding, PartitionSpec, spec_hlo_sharding
+from funcgrad.lowering.shard_map_replication import replicated_axes, replication_env
 from funcgrad.lowering.pmap_primitive import (body_dce_rule, bound_axis, transpose_flags,
                                               transposed_call)
 
@@ -243,9 +244,19 @@ def _lowering(ctx, *args, jaxpr, mesh, in_specs, out_specs, manual_axes, check_r
 _jvp_cache = weakref.WeakKeyDictionary()
 
 
+def _residual_specs(known, n_consts, in_specs, n_out, manual):
+    """The spec of each residual of ``known`` (given a leading unit dimension): split over
+    the manual axes it varies over, so that the linear half knows it is replicated over the
+    others (and nothing is stored twice)."""
+    in_reps = [frozenset(manual)] * n_consts + [frozenset(spec_unnamed(s, manual))
+                                                for s in in_specs]
+    reps = replicated_axes(known.jaxpr, in_reps, manual)[n_out:]
+    return tuple(P(tuple(a for a in manual if a not in r) or None) for r in reps)
+
+
 def _expand_residuals(known, n_out, mesh, manual, name):
     """``known`` with each residual (a per-device block) given a leading unit dimension, so
-    that it leaves the region as one block of a value split over every manual axis."""
+    that it leaves the region as one block of a value split over the axes it varies over."""
     def fun(*xs):
         outs = known(*xs)
         return list(outs[:n_out]) + [shapes.expand_dims(r, (0,)) for r in outs[n_out:]]
@@ -283,20 +294,20 @@ def _jvp(primals, tangents, **params):
             known, known_consts, n_out, linear, static_vals, out_nz, t_avals = \
                 _linearize_body(jaxpr, in_nz)
         n_res = len(known.out_avals) - n_out
+        res_specs = _residual_specs(known, len(known_consts), in_specs, n_out, manual)
         known = _expand_residuals(known, n_out, mesh, manual, name)
         linear = _squeeze_residuals(linear, len(static_vals), n_res, mesh, manual, name)
-        entry = per_body[in_nz] = (known, known_consts, n_out, n_res, linear, static_vals,
+        entry = per_body[in_nz] = (known, known_consts, n_out, res_specs, linear, static_vals,
                                    out_nz, t_avals)
-    known, known_consts, n_out, n_res, linear, static_vals, out_nz, t_avals = entry
-    res_spec = P(tuple(a for a in mesh.axis_names if a in manual))
+    known, known_consts, n_out, res_specs, linear, static_vals, out_nz, t_avals = entry
     outs = _bind_like(params, [*known_consts, *primals], known,
-                      (P(),) * len(known_consts) + in_specs, out_specs + (res_spec,) * n_res)
+                      (P(),) * len(known_consts) + in_specs, out_specs + res_specs)
     primal_outs, res = outs[:n_out], outs[n_out:]
     zeros = [Zero(global_aval(a, mesh, s, manual)) for a, s in zip(t_avals, out_specs)]
     if not any(out_nz):
         return primal_outs, zeros
     nz_tangents = [ad.cast_like(t, a) for t, a, nz in zip(tangents, jaxpr.in_avals, in_nz) if nz]
-    lin_in = ((P(),) * len(static_vals) + (res_spec,) * n_res
+    lin_in = ((P(),) * len(static_vals) + res_specs
               + tuple(s for s, nz in zip(in_specs, in_nz) if nz))
     lin_out = tuple(s for s, nz in zip(out_specs, out_nz) if nz)
     t_outs = iter(_bind_like(params, [*static_vals, *res, *nz_tangents], linear, lin_in, lin_out,
@@ -330,7 +341,45 @@ def _transposed_body(jaxpr, linear, cts_nz, in_specs, out_specs, mesh, manual, n
             res.append(psum_p.bind(o, axis_name=rep) if rep else o)
         return res
 
-    return stage_body(fun, t.in_avals, mesh, manual, f"transpose({name})")
+    body, consts = stage_body(fun, t.in_avals, mesh, manual, f"transpose({name})")
+    specs = ([P()] * len(consts) + [s for s, lin in zip(in_specs, linear) if not lin]
+             + ct_specs)
+    return _psums_of_replicated_values(body, specs, mesh, manual), consts
+
+
+def _psums_of_replicated_values(body, specs, mesh, manual):
+    """``body`` with each ``psum`` of a value already replicated over its axes replaced by a
+    multiplication by their size (the same number, no communication). Transposed bodies
+    have such psums wherever the forward pass summed into a replicated value: the cotangent
+    of that value is split over the devices and the transposed ``psum`` adds the parts."""
+    in_reps = [frozenset(spec_unnamed(s, manual)) for s in specs]
+    reps = replication_env(body.jaxpr, in_reps, manual)
+    redundant = {id(e) for e in body.jaxpr.eqns
+                 if e.prim is psum_p and type(e.invars[0]) is not Literal
+                 and set(e.params["axis_name"]) <= reps.get(e.invars[0], frozenset())}
+    if not redundant:
+        return body
+
+    def fun(*args):
+        env = dict(zip(body.jaxpr.invars, args))
+
+        def read(atom):
+            return atom.val if type(atom) is Literal else env[atom]
+        for eqn in body.jaxpr.eqns:
+            ins = [read(v) for v in eqn.invars]
+            if id(eqn) in redundant:
+                n = math.prod(mesh.shape[a] for a in eqn.params["axis_name"])
+                outs = [ew.mul(ins[0], float(n) if dtypes.is_inexact(eqn.invars[0].aval.dtype)
+                               else n)]
+            else:
+                outs = eqn.prim.bind(*ins, **eqn.params)
+                outs = outs if eqn.prim.multiple_results else [outs]
+            env.update(zip(eqn.outvars, outs))
+        return [read(v) for v in body.jaxpr.outvars]
+
+    new, consts = stage_body(fun, body.in_avals, mesh, manual, "transpose")
+    assert not consts
+    return new
 
 
 def _transpose(cts, *args, **params):

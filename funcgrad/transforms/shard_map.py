@@ -17,7 +17,7 @@ from funcgrad.core.values import aval_of
 from funcgrad.lowering.mesh import Mesh, PartitionSpec, check_spec, current_mesh
 from funcgrad.lowering.shard_map_primitive import (block_aval, global_aval, manual_splits,
                                                    shard_map_p, spec_unnamed, stage_body)
-from funcgrad.transforms.shard_map_checks import replicated_axes
+from funcgrad.lowering.shard_map_replication import replicated_axes
 
 P = PartitionSpec
 

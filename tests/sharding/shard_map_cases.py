@@ -235,6 +235,11 @@ def test_tensor_parallel_grad_on_2x2_mesh():
         close(a, b)
         assert a.sharding == s
     assert {b.shape for b in blocks_of(gj[0]).values()} == {(6, 4)}
+    # the transposed psum/pmean into the replicated loss need no communication (their
+    # cotangents are replicated): as in JAX's program, only the forward all-reduces and the
+    # gradients' sum over "data" remain (XLA combines those into two all-reduce ops)
+    text = step._cache[next(iter(step._cache))][0].as_text()
+    assert text.count("all-reduce(") == 2, text.count("all-reduce(")
 
 
 def test_psum_into_a_replicated_output_transposes_to_a_broadcast():

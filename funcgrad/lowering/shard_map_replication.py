@@ -1,5 +1,7 @@
-"""``shard_map``'s replication check: over which mesh axes is each output of a body known to
-be the same on every device?
+"""Replication in ``shard_map`` bodies: over which mesh axes is each value of a body known to
+be the same on every device? ``funcgrad.shard_map``'s check of its out specs, the specs of the
+residuals its JVP passes between regions, and the transpose's ``psum`` of replicated values
+(a multiplication) read it.
 
 A forward pass over the body's Jaxpr keeps, per value, the set of manual mesh axes it is
 replicated over. An operand starts with the manual axes its in spec does not name; constants
@@ -13,7 +15,7 @@ higher-order equations take what their operands share (pass ``check_rep=False`` 
 too cautious).
 
 Example:
-    >>> from funcgrad.transforms.shard_map_checks import replicated_axes
+    >>> from funcgrad.lowering.shard_map_replication import replicated_axes
     >>> from funcgrad.lowering.pmap_primitive import bound_axis
     >>> with bound_axis("x", 1):
     ...     closed = funcgrad.make_jaxpr(lambda a: (a * 2, lax.psum(a, "x")))(jnp.ones(2))
@@ -30,6 +32,14 @@ _FOLLOWED = frozenset({"jit", "remat", "custom_jvp_call", "custom_vjp_call", "na
 def replicated_axes(jaxpr, in_reps, manual):
     """Per output of ``jaxpr`` (a Jaxpr), the frozenset of ``manual`` axes it is replicated
     over, given that set per input (``in_reps``)."""
+    env = replication_env(jaxpr, in_reps, manual)
+    return [frozenset(manual) if type(v) is Literal else env.get(v, frozenset(manual))
+            for v in jaxpr.outvars]
+
+
+def replication_env(jaxpr, in_reps, manual):
+    """``{var: frozenset of manual axes}`` for every variable of ``jaxpr`` (not its
+    sub-Jaxprs), given the axes each input is replicated over."""
     everything = frozenset(manual)
     env = dict(zip(jaxpr.invars, in_reps))
 
@@ -52,7 +62,7 @@ def replicated_axes(jaxpr, in_reps, manual):
         else:
             outs = _higher_order(eqn, ins, common, manual)
         env.update(zip(eqn.outvars, outs))
-    return [read(v) for v in jaxpr.outvars]
+    return env
 
 
 def _higher_order(eqn, ins, common, manual):
@@ -97,4 +107,4 @@ def _fixpoint(step, reps):
         reps = new
 
 
-__all__ = ["replicated_axes"]
+__all__ = ["replicated_axes", "replication_env"]
