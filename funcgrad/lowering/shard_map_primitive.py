@@ -29,7 +29,21 @@ replicate the value over them.
 - batch (``vmap`` of ``shard_map``): the vmap axis becomes a leading dimension no mesh axis
   splits (``None`` prepended to the specs), the body is batched.
 - dce: unused outputs (then operands) of the body are pruned.
+
+Example:
+    >>> from funcgrad.sharding import P
+    >>> mesh = funcgrad.make_mesh((1,), ("x",), devices=funcgrad.local_devices()[:1])
+    >>> f = funcgrad.shard_map(lambda a: lax.psum(a, "x"), mesh=mesh, in_specs=P("x"),
+    ...                        out_specs=P())
+    >>> print(funcgrad.make_jaxpr(f)(jnp.ones(2)))
+    { lambda ; a:f32[2]. let
+        b:f32[2] = shard_map[jaxpr=
+            { lambda ; a:f32[2]. let
+                b:f32[2] = psum[axis_name=('x',)] a
+              in (b,) } mesh=Mesh('x': 1) in_specs=(PartitionSpec('x'),) out_specs=(PartitionSpec(),) manual_axes=('x',) check_rep=True name='<lambda>'] a
+      in (b,) }
 """
+import contextlib
 import math
 import weakref
 
@@ -45,7 +59,7 @@ from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.lax import _hlo
 from funcgrad.lax import elementwise as ew
 from funcgrad.lax import shapes
-from funcgrad.lax.mesh_axes import MeshAxisEnv, is_partitioned, spmd_custom_call
+from funcgrad.lax.mesh_axes import is_partitioned, spmd_custom_call
 from funcgrad.lax.parallel import psum_p
 from funcgrad.lowering import mlir
 from funcgrad.lowering.dispatch import _linearize_body
@@ -59,18 +73,29 @@ P = PartitionSpec
 
 # --- blocks and global shapes ----------------------------------------------------------------
 def manual_splits(mesh, spec, manual, ndim):
-    """Per dimension, into how many blocks the manual axes ``spec`` names split it."""
+    """Per dimension, into how many blocks the manual axes ``spec`` names split it.
+
+    Example:
+        >>> from funcgrad.lowering.shard_map_primitive import manual_splits
+        >>> from funcgrad.sharding import Mesh, P
+        >>> mesh = Mesh(np.array(funcgrad.local_devices()[:1]).reshape(1, 1), ("a", "b"))
+        >>> manual_splits(mesh, P(("a", "b"), None), ("a", "b"), 3)
+        [1, 1, 1]
+    """
     sizes = mesh.shape
     return [math.prod(sizes[a] for a in spec.axes_of(d) if a in manual) for d in range(ndim)]
 
 
 def block_aval(aval, mesh, spec, manual):
+    """The aval of one device's block of a value of ``aval`` laid out by ``spec`` (the
+    inverse of ``global_aval``)."""
     splits = manual_splits(mesh, spec, manual, aval.ndim)
     return ShapedArray(tuple(s // n for s, n in zip(aval.shape, splits)), aval.dtype,
                        aval.weak_type)
 
 
 def global_aval(aval, mesh, spec, manual):
+    """The aval of the whole value whose blocks have ``aval``, laid out by ``spec``."""
     splits = manual_splits(mesh, spec, manual, aval.ndim)
     return ShapedArray(tuple(s * n for s, n in zip(aval.shape, splits)), aval.dtype,
                        aval.weak_type)
@@ -79,7 +104,6 @@ def global_aval(aval, mesh, spec, manual):
 def bind_mesh_axes(mesh, manual):
     """A context manager binding each manual axis name to its size (for ``lax.axis_size``
     and the collectives while a body is staged or transformed)."""
-    import contextlib
     stack = contextlib.ExitStack()
     for a in mesh.axis_names:
         if a in manual:
@@ -88,7 +112,14 @@ def bind_mesh_axes(mesh, manual):
 
 
 def spec_unnamed(spec, manual):
-    """The manual axes ``spec`` does not name: those the value is replicated over."""
+    """The manual axes ``spec`` does not name: those the value is replicated over.
+
+    Example:
+        >>> from funcgrad.lowering.shard_map_primitive import spec_unnamed
+        >>> from funcgrad.sharding import P
+        >>> spec_unnamed(P(None, "model"), ("data", "model"))
+        ('data',)
+    """
     named = {a for d in range(len(spec)) for a in spec.axes_of(d)}
     return tuple(a for a in manual if a not in named)
 
@@ -434,5 +465,5 @@ shard_map_p.def_rule("dce", body_dce_rule(("in_specs",), ("out_specs",)))
 # its mesh, as a pmap does (``spmd.split_program``).
 shard_map_p.def_rule("own_program", lambda eqn: True)
 
-__all__ = ["shard_map_p", "MeshAxisEnv", "block_aval", "global_aval", "manual_splits",
+__all__ = ["shard_map_p", "block_aval", "global_aval", "manual_splits",
            "stage_body", "bind_mesh_axes", "spec_unnamed"]

@@ -62,7 +62,17 @@ def _check_spec(mesh, spec, manual, shape, what, where):
 
 
 class ShardMapFunction:
-    """What ``shard_map`` returns; calling it binds one ``shard_map`` equation."""
+    """What ``shard_map`` returns; calling it binds one ``shard_map`` equation. The staged
+    body is cached per argument structure, shapes and dtypes.
+
+    Example:
+        >>> from funcgrad.sharding import P
+        >>> mesh = funcgrad.make_mesh((funcgrad.local_device_count(),), ("x",))
+        >>> f = funcgrad.shard_map(lambda a: a * 2, mesh=mesh, in_specs=P("x"),
+        ...                        out_specs=P("x"))
+        >>> type(f).__name__, f.__name__, f(jnp.ones(funcgrad.local_device_count())).sum() > 0
+        ('ShardMapFunction', '<lambda>', Array(True, dtype=bool))
+    """
 
     def __init__(self, f, mesh, in_specs, out_specs, check_rep, manual):
         self.f, self.mesh = f, mesh
