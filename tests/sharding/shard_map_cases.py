@@ -474,3 +474,27 @@ def test_collectives_over_both_mesh_axes():
              in_specs=spec, out_specs=P())
     with pytest.raises(Exception, match="several axes at once"):
         funcgrad.jit(lambda v: lax.scan(lambda c, _: (c, f(c)), v, None, length=1)[1])(x)
+
+
+def test_jvp_second_order_and_grad_in_a_jitted_loop():
+    x, w = matmul_case()
+    f = smap(blockwise_matmul, mesh=MESH, in_specs=(P("data", "model"), P("model", None)),
+             out_specs=P("data", None))
+
+    def loss(a, b):
+        return jnp.sum(jnp.tanh(f(a, b)))
+
+    def ref_loss(a, b):
+        return jnp.sum(jnp.tanh(a @ b))
+    close(funcgrad.jvp(loss, (x, w), (x, w))[1], funcgrad.jvp(ref_loss, (x, w), (x, w))[1],
+          1e-4)
+
+    def grad_norm(of):
+        return lambda b: jnp.sum(funcgrad.grad(of, argnums=1)(x, b) ** 2)
+    close(funcgrad.grad(grad_norm(loss))(w), funcgrad.grad(grad_norm(ref_loss))(w), 1e-4)
+
+    def loop(a, b):     # the forward and backward regions computed on one device
+        step = funcgrad.grad(loss, argnums=1)
+        return lax.scan(lambda c, _: (c + step(a, b), None), jnp.zeros_like(b), None,
+                        length=2)[0]
+    close(funcgrad.jit(loop)(x, w), 2 * np.asarray(funcgrad.grad(ref_loss, argnums=1)(x, w)))
