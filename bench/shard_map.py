@@ -13,7 +13,6 @@ anything; each number is the median over rounds alternating between the two libr
 
 Run: ``python bench/shard_map.py`` (``--quick`` for fewer repeats).
 """
-import argparse
 import os
 import sys
 
@@ -86,24 +85,19 @@ def make_case(lib):
             run_step, (lambda: float(loss(*state["p"], x, y))))
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args()
-    number, repeat = (20, 3) if args.quick else (100, 7)
+def main(argv):
+    number, repeat = (20, 3) if "--quick" in argv else (100, 7)
     cases = {lib: make_case(lib) for lib in ("funcgrad", "jax")}
-    tiny = per_call_us({lib: c[0] for lib, c in cases.items()}, max(number // 10, 2), repeat)
-    jtiny = per_call_us({lib: c[1] for lib, c in cases.items()}, number, repeat)
-    step = per_call_us({lib: c[2] for lib, c in cases.items()}, max(number // 5, 4), repeat)
-    losses = {lib: c[3]() for lib, c in cases.items()}
+    rows = [("tiny eager shard_map call", max(number // 10, 2)), ("the same, jitted", number),
+            ("tensor x data parallel MLP step", max(number // 5, 4))]
     print("| case | funcgrad | JAX | ratio |\n| --- | --- | --- | --- |")
-    for name, t in (("tiny eager shard_map call", tiny), ("the same, jitted", jtiny),
-                    ("tensor x data parallel MLP step", step)):
+    for i, (name, calls) in enumerate(rows):
+        t = per_call_us({lib: c[i] for lib, c in cases.items()}, calls, repeat)
         print(f"| {name} | {t['funcgrad']:.0f} µs | {t['jax']:.0f} µs | "
               f"{t['funcgrad'] / t['jax']:.2f} |")
-    print(f"loss after the timed steps: funcgrad {losses['funcgrad']:.6f}, "
-          f"JAX {losses['jax']:.6f}")
+    loss = {lib: c[3]() for lib, c in cases.items()}
+    print(f"loss after the timed steps: funcgrad {loss['funcgrad']:.6f}, JAX {loss['jax']:.6f}")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
