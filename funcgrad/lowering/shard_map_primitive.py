@@ -166,14 +166,15 @@ def _impl(*args, **params):
     program = per_body.get(key)
     if program is None:
         mesh = params["mesh"]
+        in_specs = params["in_specs"] or (P(),)     # the jitted program takes one argument
 
         def run(*xs):
-            return shard_map_p.bind(*xs, **params)
+            return shard_map_p.bind(*xs[:len(params["in_specs"])], **params)
         run.__name__ = f"shard_map_{params['name']}"
         program = per_body[key] = ShardedJitFunction(
-            run, in_shardings=tuple(NamedSharding(mesh, s) for s in params["in_specs"]),
+            run, in_shardings=tuple(NamedSharding(mesh, s) for s in in_specs),
             out_shardings=tuple(NamedSharding(mesh, s) for s in params["out_specs"]))
-    return program(*args)
+    return program(*(args or (np.int32(0),)))
 
 
 # --- lowering --------------------------------------------------------------------------------

@@ -52,8 +52,8 @@ def _labels(tree):
 def _check_spec(mesh, spec, manual, shape, what, where):
     check_spec(mesh, spec, f"{where}: {what} spec {spec}")
     if len(spec) > len(shape):
-        raise ValueError(f"{where}: {what} of shape {tuple(shape)} has spec {spec} with "
-                         f"{len(spec)} entries, more than its {len(shape)} dimensions")
+        raise ValueError(f"{where}: {what} has spec {spec} with {len(spec)} entries, more "
+                         f"than its {len(shape)} dimensions")
     for d in range(len(spec)):
         for a in spec.axes_of(d):
             if a not in manual:
@@ -128,8 +128,8 @@ class ShardMapFunction:
         out_specs = _spec_leaves(self.out_specs, example, "out_specs", where)
         out_labels = [f"output{lab}" for lab in _labels(example)]
         for spec, aval, label in zip(out_specs, body.out_avals, out_labels):
-            _check_spec(mesh, spec, manual, aval.shape,
-                        f"{label} (block shape {aval.shape})", where)
+            _check_spec(mesh, spec, manual, aval.shape, f"{label} of block shape {aval.shape}",
+                        where)
         if self.check_rep:
             self._check_replication(body, in_specs, out_specs, out_labels, where)
         return body, consts, tree, out_specs

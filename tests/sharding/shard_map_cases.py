@@ -438,6 +438,12 @@ def test_specs_over_two_axes_order_blocks_major_first(where):
         np.testing.assert_array_equal(np.asarray(out), expected)
 
 
+def test_no_operands():
+    out = smap(lambda: lax.axis_index(("data", "model")).reshape(1), mesh=MESH, in_specs=(),
+               out_specs=P(("data", "model")))()
+    np.testing.assert_array_equal(np.asarray(out), [0, 1, 2, 3])
+
+
 def test_axis_index_in_a_partial_manual_region():
     f = smap(lambda b: b * 0 + lax.axis_index("model").astype(b.dtype), mesh=MESH,
              axis_names={"model"}, in_specs=P(None, "model"), out_specs=P(None, "model"))
