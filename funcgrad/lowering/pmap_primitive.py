@@ -251,19 +251,19 @@ def _transposed_body(jaxpr, linear, cts_nz, in_axes, out_axes, axis_name, n):
     return consts_as_args(closed)
 
 
-def transpose_flags(cache, jaxpr, cts, args, make_body):
+def transpose_flags(cache, key, cts, args, make_body):
     """For the transpose rule of a primitive mapping a body over devices: (``linear`` flags
     per operand, ``cts_nz`` flags per output, ``(body, consts)`` of the transposed body, made
-    by ``make_body(linear, cts_nz)`` once per flags and body); the last is None when every
-    cotangent is zero."""
+    by ``make_body(linear, cts_nz)`` once per flags and ``key``, e.g. the body, in ``cache``);
+    the last is None when every cotangent is zero."""
     linear = tuple(is_undefined_primal(a) for a in args)
     cts_nz = tuple(type(c) is not Zero for c in cts)
     if not any(cts_nz):
         return linear, cts_nz, None
-    per_body = cache.setdefault(jaxpr, {})
-    entry = per_body.get((linear, cts_nz))
+    per_key = cache.setdefault(key, {})
+    entry = per_key.get((linear, cts_nz))
     if entry is None:
-        entry = per_body[(linear, cts_nz)] = make_body(linear, cts_nz)
+        entry = per_key[(linear, cts_nz)] = make_body(linear, cts_nz)
     return linear, cts_nz, entry
 
 

@@ -319,8 +319,9 @@ def _jvp(primals, tangents, **params):
     mesh, manual = params["mesh"], params["manual_axes"]
     in_nz = tuple(type(t) is not Zero and dtypes.is_inexact(a.dtype)
                   for t, a in zip(tangents, jaxpr.in_avals))
-    per_body = _jvp_cache.setdefault(jaxpr, {})
-    entry = per_body.get(in_nz)
+    per_body = _jvp_cache.setdefault(jaxpr, {})    # the residuals' specs depend on the specs
+    key = (in_nz, in_specs, mesh, manual)
+    entry = per_body.get(key)
     if entry is None:
         with bind_mesh_axes(mesh, manual):
             known, known_consts, n_out, linear, static_vals, out_nz, t_avals = \
@@ -329,7 +330,7 @@ def _jvp(primals, tangents, **params):
         res_specs = _residual_specs(known, len(known_consts), in_specs, n_out, manual)
         known = _expand_residuals(known, n_out, mesh, manual, name)
         linear = _squeeze_residuals(linear, len(static_vals), n_res, mesh, manual, name)
-        entry = per_body[in_nz] = (known, known_consts, n_out, res_specs, linear, static_vals,
+        entry = per_body[key] = (known, known_consts, n_out, res_specs, linear, static_vals,
                                    out_nz, t_avals)
     known, known_consts, n_out, res_specs, linear, static_vals, out_nz, t_avals = entry
     outs = _bind_like(params, [*known_consts, *primals], known,
@@ -417,8 +418,9 @@ def _psums_of_replicated_values(body, specs, mesh, manual):
 def _transpose(cts, *args, **params):
     jaxpr, in_specs, out_specs = params["jaxpr"], params["in_specs"], params["out_specs"]
     mesh, manual = params["mesh"], params["manual_axes"]
+    per_body = _transpose_cache.setdefault(jaxpr, {})    # per specs, then per flags
     linear, cts_nz, entry = transpose_flags(
-        _transpose_cache, jaxpr, cts, args, lambda lin, nz: _transposed_body(
+        per_body, (in_specs, out_specs, mesh, manual), cts, args, lambda lin, nz: _transposed_body(
             jaxpr, lin, nz, in_specs, out_specs, mesh, manual, params["name"]))
     if entry is None:
         return [Zero(a.aval) if lin else None for a, lin in zip(args, linear)]
