@@ -150,8 +150,8 @@ class ShardMapFunction:
                     f"device along mesh axes {tuple(missing)} of {self.mesh}, but the body's "
                     f"value varies over them. Name the axes in the spec (e.g. "
                     f"P({missing[0]!r})) to stack the blocks, reduce over them first "
-                    f"(lax.psum / pmean / all_gather), or pass check_rep=False if you know "
-                    f"the value is replicated")
+                    f"(lax.psum / pmean / all_gather), or pass check_rep=False (check_vma=False) "
+                    f"if you know the value is replicated")
 
 
 def shard_map(f=None, mesh=None, in_specs=None, out_specs=None, check_rep=None, *,
