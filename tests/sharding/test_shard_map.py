@@ -44,6 +44,11 @@ def test_one_device_mesh_values_grad_vmap():
     v = funcgrad.vmap(f, in_axes=(0, None))(np.stack([x, x + 1]), 2.0)
     np.testing.assert_allclose(np.asarray(v), 2 * np.stack([x, x + 1]))
     np.testing.assert_allclose(np.asarray(funcgrad.jit(f)(x, 1.0)), x)
+    # eager calls with the same signature reuse the staged body and its compiled program
+    from funcgrad.lowering.shard_map_primitive import _programs
+    f(x, 5.0)
+    body = next(iter(f._traces.values()))[0]
+    assert len(f._traces) == 1 and len(_programs[body]) == 1
 
 
 def test_one_device_jaxpr_and_errors():
