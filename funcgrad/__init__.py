@@ -44,6 +44,7 @@ from funcgrad.lowering.sharding import (device_put_replicated,  # noqa: E402
                                         device_put_sharded)
 from funcgrad import sharding  # noqa: E402,F401  (Mesh, PartitionSpec, NamedSharding)
 from funcgrad.sharding import make_mesh  # noqa: E402
+from funcgrad.transforms.shard_map import shard_map  # noqa: E402
 from funcgrad import random  # noqa: E402
 from funcgrad.core.errors import (ConcretizationTypeError,  # noqa: E402
                                   TracerArrayConversionError, UnexpectedTracerError)

@@ -18,22 +18,29 @@ How they run:
 - Inside ``pmap`` each collective is lowered to that StableHLO collective over every device of
   the program (the lowering context's ``axis_env`` lists the device axis names and sizes);
   lowering one over a name no transformation binds raises ``NameError`` naming the axis.
+- Inside ``shard_map`` (a program partitioned over a mesh) the ``axis_env`` is a
+  ``lax.mesh_axes.MeshAxisEnv``: the collectives group partitions by the mesh axes they name
+  (device-id groups, a channel handle and global device ids), ``axis_index`` is computed from
+  ``partition_id``.
 
 The size of a named axis is found from the interpreters in effect: any interpreter with an
 ``axis`` attribute (``.name``, ``.size``) binds that name.
 """
+import math
+
 import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
 from funcgrad import tree_util
 from funcgrad.core import ad_util, dtypes, interpreters
+from funcgrad.core.batching import BatchInterpreter
 from funcgrad.core import batching_util as _bu
 from funcgrad.core.avals import ShapedArray
 from funcgrad.core.axes import canonicalize_axis
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import PYTHON_SCALARS, aval_of
-from funcgrad.lax import _hlo
+from funcgrad.lax import _hlo, mesh_axes
 from funcgrad.lax import elementwise as ew
 from funcgrad.lax import reductions as red
 from funcgrad.lax.elementwise import div, mul, select_n
@@ -49,12 +56,43 @@ def _names(axis_name):
 
 
 def _single_name(axis_name, fn):
+    """(names, total size) of the axes a collective ``fn`` that is not a reduction runs over:
+    one name, or several mesh axes of a ``shard_map`` (devices grouped over all of them, the
+    first name major). Several names where one is a ``vmap`` axis are refused."""
     names = _names(axis_name)
     if len(names) != 1:
-        raise ValueError(f"lax.{fn}: one axis name expected, got {axis_name!r}: {fn} over "
-                         f"several axes at once (a pmap axis and a vmap axis together) is not "
-                         f"supported; apply it to one axis at a time, e.g. nest two calls")
-    return names, axis_size(names[0])
+        for n in names:
+            axis_size(n)
+            if isinstance(_binder(n), BatchInterpreter):
+                raise ValueError(
+                    f"lax.{fn}: {fn} over several axes at once ({axis_name!r}) where {n!r} is "
+                    f"a vmap axis is not supported; apply it to one axis at a time, e.g. "
+                    f"nest two calls (several mesh axes of a shard_map are fine)")
+    return names, math.prod(axis_size(n) for n in names)
+
+
+def _binder(name):
+    """The interpreter binding axis ``name`` (a vmap's, or a pmap/shard_map device axis)."""
+    interp = interpreters.current()
+    while interp is not None:
+        axis = getattr(interp, "axis", None)
+        if axis is not None and getattr(axis, "name", None) == name:
+            return interp
+        interp = interp.parent
+    return None
+
+
+def _one_axis(rule, fn):
+    """A vmap collective rule for ``fn``, refusing several axis names at once (the vmap
+    axis with mesh axes: a shard_map lowered into a single-device program)."""
+    def checked(axis_data, args, dims, /, **params):
+        if len(params["axis_name"]) != 1:
+            raise ValueError(f"lax.{fn} over several axes at once ({params['axis_name']}) "
+                             f"cannot run where {axis_data.name!r} is a vmap axis (or a "
+                             f"shard_map computed on one device, inside a loop or branch body "
+                             f"under plain jit); apply it to one axis at a time")
+        return rule(axis_data, args, dims, **params)
+    return checked
 
 
 def axis_size(axis_name):
@@ -75,17 +113,29 @@ def axis_size(axis_name):
 
 
 def _replica_groups(ctx, names, fn):
-    """The replica groups of a collective over ``names`` in a program lowered for several
-    devices: ``ctx.axis_env`` holds (name, size) of the device axis that ``pmap`` binds (one:
-    a pmap inside a pmap runs as vmap)."""
+    """The replica groups of a collective over ``names``, and the extra attributes of its op.
+
+    In a ``pmap`` program ``ctx.axis_env`` holds (name, size) of its one device axis and the
+    group is every replica. In a program partitioned over a mesh (``mesh_axes.MeshAxisEnv``,
+    inside ``shard_map``) the groups list the partition ids sharing the other mesh axes'
+    positions, and the op needs a channel handle (and global device ids)."""
     env = dict(ctx.axis_env)
     for name in names:
         if name not in env:
             raise NameError(f"lax.{fn}: unbound axis name {name!r}: collectives run only "
-                            f"inside a transformation that binds the axis (pmap(..., "
-                            f"axis_name={name!r}) or vmap(..., axis_name={name!r}))")
+                            f"inside a transformation that binds the axis (shard_map over a "
+                            f"mesh with that axis, pmap(..., axis_name={name!r}) or vmap(..., "
+                            f"axis_name={name!r}))")
+    if mesh_axes.is_partitioned(ctx.axis_env):
+        return (mesh_axes.groups_attr(ctx.axis_env.device_groups(names)),
+                {"channel_handle": mesh_axes.channel_handle()})
     size = env[names[0]]
-    return ir.DenseElementsAttr.get(np.arange(size, dtype=np.int64).reshape(1, size))
+    return ir.DenseElementsAttr.get(np.arange(size, dtype=np.int64).reshape(1, size)), {}
+
+
+def _global_ids(extra):
+    """``extra`` plus ``use_global_device_ids`` where groups name partitions."""
+    return dict(extra, use_global_device_ids=True) if extra else extra
 
 
 def _tree_apply(fn, x):
@@ -127,8 +177,8 @@ def _allreduce(kind):
     @prim.def_lowering
     def _lowering(ctx, x, axis_name):
         aval = ctx.avals_in[0]
-        op = stablehlo.AllReduceOp([_hlo.ir_type(aval)], [x],
-                                   _replica_groups(ctx, axis_name, prim.name))
+        groups, extra = _replica_groups(ctx, axis_name, prim.name)
+        op = stablehlo.AllReduceOp([_hlo.ir_type(aval)], [x], groups, **_global_ids(extra))
         monoid = kind if aval.dtype != dtypes.bool_ else {"max": "or", "min": "and"}[kind]
         scalar = ShapedArray((), aval.dtype)
         _hlo.scalar_region(op, [scalar, scalar], red._MONOID_HLO[monoid])
@@ -261,14 +311,14 @@ def _all_gather_abstract(x, axis_name, axis, tiled, axis_size):
 
 @all_gather_p.def_lowering
 def _all_gather_lowering(ctx, x, axis_name, axis, tiled, axis_size):
-    groups = _replica_groups(ctx, axis_name, "all_gather")
+    groups, extra = _replica_groups(ctx, axis_name, "all_gather")
     aval = ctx.avals_in[0]
     if not tiled:
         shape = list(aval.shape)
         shape.insert(axis, 1)
         x = stablehlo.reshape(_hlo.tensor_type(shape, aval.dtype), x)
     out = _hlo.ir_type(ctx.avals_out[0])
-    return stablehlo.AllGatherOp([out], [x], axis, groups).results[0]
+    return stablehlo.AllGatherOp([out], [x], axis, groups, **_global_ids(extra)).results[0]
 
 
 all_gather_p.def_jvp(_linear_jvp(all_gather_p))
@@ -308,7 +358,7 @@ def _all_gather_batch(args, dims, axis, **params):
     return all_gather_p.bind(x, axis=axis + 1, **params), 0
 
 
-all_gather_p.def_rule("collective", _all_gather_collective)
+all_gather_p.def_rule("collective", _one_axis(_all_gather_collective, "all_gather"))
 all_gather_p.def_batch(_all_gather_batch)
 
 
@@ -337,6 +387,8 @@ axis_index_p.def_abstract_eval(lambda axis_name: ShapedArray((), dtypes.int32))
 @axis_index_p.def_lowering
 def _axis_index_lowering(ctx, axis_name):
     _replica_groups(ctx, axis_name, "axis_index")
+    if mesh_axes.is_partitioned(ctx.axis_env):      # the position along one mesh axis
+        return ctx.axis_env.axis_index(axis_name)
     # pmap's program has one replica per member of its single device axis
     rid = stablehlo.ReplicaIdOp().result
     return stablehlo.convert(_hlo.tensor_type((), dtypes.int32), rid)
@@ -351,7 +403,7 @@ def _axis_index_collective(axis, args, dims, axis_name):
     return iota(dtypes.int32, axis.size), 0
 
 
-axis_index_p.def_rule("collective", _axis_index_collective)
+axis_index_p.def_rule("collective", _one_axis(_axis_index_collective, "axis_index"))
 axis_index_p.def_batch(lambda args, dims, axis_name: (axis_index_p.bind(axis_name=axis_name),
                                                       _bu.not_mapped))
 
@@ -380,11 +432,15 @@ def _ppermute_abstract(x, axis_name, perm):
 
 @ppermute_p.def_lowering
 def _ppermute_lowering(ctx, x, axis_name, perm):
-    _replica_groups(ctx, axis_name, "ppermute")
+    _, extra = _replica_groups(ctx, axis_name, "ppermute")
     if not perm:
         return _hlo.zeros_like_aval(ctx.avals_out[0])
-    pairs = ir.DenseElementsAttr.get(np.array(perm, np.int64).reshape(len(perm), 2))
-    return stablehlo.CollectivePermuteOp(x, pairs).results[0]
+    if extra:       # partition ids: the pairs in every group along the other mesh axes
+        pairs = ctx.axis_env.permute_pairs(axis_name, perm)
+    else:
+        pairs = np.array(perm, np.int64).reshape(len(perm), 2)
+    return stablehlo.CollectivePermuteOp(x, ir.DenseElementsAttr.get(pairs),
+                                         **extra).results[0]
 
 
 ppermute_p.def_jvp(_linear_jvp(ppermute_p))
@@ -414,7 +470,7 @@ def _ppermute_collective(axis, args, dims, axis_name, perm):
     return out, 0
 
 
-ppermute_p.def_rule("collective", _ppermute_collective)
+ppermute_p.def_rule("collective", _one_axis(_ppermute_collective, "ppermute"))
 ppermute_p.def_batch(_passthrough_batch(ppermute_p))
 
 
@@ -463,12 +519,12 @@ def _psum_scatter_abstract(x, axis_name, scatter_dimension, tiled, axis_size):
 
 @psum_scatter_p.def_lowering
 def _psum_scatter_lowering(ctx, x, axis_name, scatter_dimension, tiled, axis_size):
-    groups = _replica_groups(ctx, axis_name, "psum_scatter")
+    groups, extra = _replica_groups(ctx, axis_name, "psum_scatter")
     aval = ctx.avals_in[0]
     shape = list(aval.shape)
     shape[scatter_dimension] //= axis_size
     op = stablehlo.ReduceScatterOp(_hlo.tensor_type(shape, aval.dtype), x, scatter_dimension,
-                                   groups)
+                                   groups, **_global_ids(extra))
     scalar = ShapedArray((), aval.dtype)
     _hlo.scalar_region(op, [scalar, scalar], red._MONOID_HLO["sum"])
     out = op.results[0]
@@ -509,7 +565,7 @@ def _psum_scatter_batch(args, dims, scatter_dimension, **params):
     return psum_scatter_p.bind(x, scatter_dimension=scatter_dimension + 1, **params), 0
 
 
-psum_scatter_p.def_rule("collective", _psum_scatter_collective)
+psum_scatter_p.def_rule("collective", _one_axis(_psum_scatter_collective, "psum_scatter"))
 psum_scatter_p.def_batch(_psum_scatter_batch)
 
 
@@ -553,8 +609,8 @@ def _all_to_all_abstract(x, axis_name, split_axis, concat_axis, axis_size):
 
 @all_to_all_p.def_lowering
 def _all_to_all_lowering(ctx, x, axis_name, split_axis, concat_axis, axis_size):
-    groups = _replica_groups(ctx, axis_name, "all_to_all")
-    return stablehlo.AllToAllOp([x], split_axis, concat_axis, axis_size, groups,
+    groups, extra = _replica_groups(ctx, axis_name, "all_to_all")
+    return stablehlo.AllToAllOp([x], split_axis, concat_axis, axis_size, groups, **extra,
                                 results=[_hlo.ir_type(ctx.avals_out[0])]).results[0]
 
 
@@ -592,7 +648,7 @@ def _all_to_all_batch(args, dims, split_axis, concat_axis, **params):
                              **params), 0
 
 
-all_to_all_p.def_rule("collective", _all_to_all_collective)
+all_to_all_p.def_rule("collective", _one_axis(_all_to_all_collective, "all_to_all"))
 all_to_all_p.def_batch(_all_to_all_batch)
 
 

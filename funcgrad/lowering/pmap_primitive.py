@@ -251,23 +251,46 @@ def _transposed_body(jaxpr, linear, cts_nz, in_axes, out_axes, axis_name, n):
     return consts_as_args(closed)
 
 
-def _pmap_transpose(cts, *args, **params):
-    jaxpr, in_axes, out_axes = params["jaxpr"], params["in_axes"], params["out_axes"]
+def transpose_flags(cache, key, cts, args, make_body):
+    """For the transpose rule of a primitive mapping a body over devices: (``linear`` flags
+    per operand, ``cts_nz`` flags per output, ``(body, consts)`` of the transposed body, made
+    by ``make_body(linear, cts_nz)`` once per flags and ``key``, e.g. the body, in ``cache``);
+    the last is None when every cotangent is zero."""
     linear = tuple(is_undefined_primal(a) for a in args)
     cts_nz = tuple(type(c) is not Zero for c in cts)
     if not any(cts_nz):
-        return [Zero(a.aval) if lin else None for a, lin in zip(args, linear)]
-    per_body = _transpose_cache.setdefault(jaxpr, {})
-    entry = per_body.get((linear, cts_nz))
+        return linear, cts_nz, None
+    per_key = cache.setdefault(key, {})
+    entry = per_key.get((linear, cts_nz))
     if entry is None:
-        entry = per_body[(linear, cts_nz)] = _transposed_body(
-            jaxpr, linear, cts_nz, in_axes, out_axes, params["axis_name"], params["axis_size"])
-    body, consts = entry
+        entry = per_key[(linear, cts_nz)] = make_body(linear, cts_nz)
+    return linear, cts_nz, entry
+
+
+def transposed_call(cts, args, linear, cts_nz, consts, ct_avals, in_entries, out_entries,
+                    const_entry):
+    """The operands of the transposed call (its consts, the non-linear operands, the nonzero
+    cotangents cast to ``ct_avals``) and its per-operand and per-output entries (pmap's axes,
+    shard_map's specs) taken from ``in_entries`` / ``out_entries`` (``const_entry`` for the
+    consts)."""
     operands = list(consts) + [a for a, lin in zip(args, linear) if not lin] + [
-        ad.cast_like(c, a) for c, a, nz in zip(cts, jaxpr.out_avals, cts_nz) if nz]
-    t_in_axes = ((None,) * len(consts) + tuple(ax for ax, lin in zip(in_axes, linear) if not lin)
-                 + tuple(ax for ax, nz in zip(out_axes, cts_nz) if nz))
-    t_out_axes = tuple(ax for ax, lin in zip(in_axes, linear) if lin)
+        ad.cast_like(c, a) for c, a, nz in zip(cts, ct_avals, cts_nz) if nz]
+    t_in = ((const_entry,) * len(consts) + tuple(e for e, lin in zip(in_entries, linear)
+                                                 if not lin)
+            + tuple(e for e, nz in zip(out_entries, cts_nz) if nz))
+    return operands, t_in, tuple(e for e, lin in zip(in_entries, linear) if lin)
+
+
+def _pmap_transpose(cts, *args, **params):
+    jaxpr, in_axes, out_axes = params["jaxpr"], params["in_axes"], params["out_axes"]
+    linear, cts_nz, entry = transpose_flags(
+        _transpose_cache, jaxpr, cts, args, lambda lin, nz: _transposed_body(
+            jaxpr, lin, nz, in_axes, out_axes, params["axis_name"], params["axis_size"]))
+    if entry is None:
+        return [Zero(a.aval) if lin else None for a, lin in zip(args, linear)]
+    body, consts = entry
+    operands, t_in_axes, t_out_axes = transposed_call(
+        cts, args, linear, cts_nz, consts, jaxpr.out_avals, in_axes, out_axes, None)
     outs = iter(_bind_like(params, operands, body, t_in_axes, t_out_axes,
                            f"transpose({params['name']})"))
     return [next(outs) if lin else None for lin in linear]
@@ -305,28 +328,33 @@ pmap_p.def_batch(_pmap_batch)
 
 
 # --- dce: prune unused outputs of the body ---------------------------------------------------
-_dce_cache = weakref.WeakKeyDictionary()    # body -> {used outputs: (body, used inputs)}
+def body_dce_rule(per_operand, per_output):
+    """A dce rule for a primitive whose param ``jaxpr`` is a body without consts that maps the
+    operands to the outputs one to one, and whose params named ``per_operand`` /
+    ``per_output`` hold a tuple with one entry per operand / per output (pmap's axes,
+    shard_map's specs): unused outputs, then the operands the body no longer reads, are
+    pruned. Pruned bodies are cached per body."""
+    cache = weakref.WeakKeyDictionary()      # body -> {used outputs: (body, used inputs)}
+
+    def rule(eqn, used_outputs):
+        params = eqn.params
+        used = tuple(used_outputs)
+        per_body = cache.setdefault(params["jaxpr"], {})
+        entry = per_body.get(used)
+        if entry is None:
+            inner, used_in = dce_jaxpr(params["jaxpr"].jaxpr, list(used), prune_invars=True)
+            entry = per_body[used] = (ClosedJaxpr(inner, []), used_in)
+        body, used_in = entry
+        new_params = dict(params, jaxpr=body)
+        for key, flags in [(k, used_in) for k in per_operand] + [(k, used) for k in per_output]:
+            new_params[key] = tuple(v for v, u in zip(params[key], flags) if u)
+        return used_in, Eqn(eqn.prim, [v for v, u in zip(eqn.invars, used_in) if u],
+                            new_params, [v for v, u in zip(eqn.outvars, used) if u],
+                            eqn.source_info, eqn.name_stack)
+    return rule
 
 
-def _pmap_dce(eqn, used_outputs):
-    params = eqn.params
-    used = tuple(used_outputs)
-    per_body = _dce_cache.setdefault(params["jaxpr"], {})
-    entry = per_body.get(used)
-    if entry is None:
-        inner, used_in = dce_jaxpr(params["jaxpr"].jaxpr, list(used), prune_invars=True)
-        entry = per_body[used] = (ClosedJaxpr(inner, []), used_in)
-    body, used_in = entry
-    new_params = dict(params, jaxpr=body,
-                      in_axes=tuple(a for a, u in zip(params["in_axes"], used_in) if u),
-                      out_axes=tuple(a for a, u in zip(params["out_axes"], used) if u),
-                      donated=tuple(d for d, u in zip(params["donated"], used_in) if u))
-    return used_in, Eqn(eqn.prim, [v for v, u in zip(eqn.invars, used_in) if u], new_params,
-                        [v for v, u in zip(eqn.outvars, used) if u], eqn.source_info,
-                        eqn.name_stack)
-
-
-pmap_p.def_rule("dce", _pmap_dce)
+pmap_p.def_rule("dce", body_dce_rule(("in_axes", "donated"), ("out_axes",)))
 
 
 # --- lowering into a larger program: the values of vmap --------------------------------------
@@ -351,4 +379,4 @@ pmap_p.def_rule("own_program", lambda eqn: True)
 jit_p.def_rule("own_program", lambda eqn: runs_in_pieces(eqn.params["jaxpr"]))
 
 __all__ = ["pmap_p", "DeviceAxis", "bound_axis", "resolve_devices", "executable_for",
-           "unmapped_aval", "as_operands"]
+           "unmapped_aval", "as_operands", "body_dce_rule", "transpose_flags", "transposed_call"]

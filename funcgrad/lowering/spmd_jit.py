@@ -18,6 +18,7 @@ from funcgrad import tree_util
 from funcgrad.core.dce import dce_closed_jaxpr
 from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.core.values import aval_of
+from funcgrad.lax.mesh_axes import MeshAxisEnv
 from funcgrad.lax.sharding import sharding_constraint_p
 from funcgrad.lowering import backend, mlir
 from funcgrad.lowering.array import _BufferAval
@@ -170,7 +171,8 @@ class SpmdExecutable:
         in_avals = [v.aval for v in closed.jaxpr.constvars] + list(closed.in_avals)
         module, ctx = mlir.lower_closed_jaxpr(closed, name=name,
                                               platform=backend.platform_of(devices[0]),
-                                              donated=donated)
+                                              donated=donated,
+                                              axis_env=MeshAxisEnv.for_mesh(mesh))
         options = xc.CompileOptions()
         options.num_replicas = 1
         options.num_partitions = len(devices)
