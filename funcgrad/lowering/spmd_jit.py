@@ -9,6 +9,8 @@ the collectives. One ``execute_sharded`` call takes one multi-device buffer per 
 returns the outputs as sharded Arrays. This path is separate from single-device ``jit``
 (``dispatch.py``), whose fast paths it leaves untouched.
 """
+import re
+
 import numpy as np
 from jaxlib import _jax
 from jaxlib import xla_client as xc
@@ -16,6 +18,8 @@ from jaxlib.mlir import ir
 
 from funcgrad import tree_util
 from funcgrad.core.dce import dce_closed_jaxpr
+from funcgrad.core.interpreters import _current as _current_var
+from funcgrad.core.interpreters import entered as _entered
 from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.core.values import aval_of
 from funcgrad.lax.sharding import sharding_constraint_p
@@ -27,6 +31,11 @@ from funcgrad.lowering.mesh import NamedSharding, PartitionSpec
 from funcgrad.lowering import spmd
 from funcgrad.lowering.sharding import ShardedArray, put_named
 
+
+_flatten = tree_util.registry.flatten
+_new_sharded = ShardedArray.__new__
+_current_interp = _current_var.get   # None when the eager (root) interpreter is current
+_FAST_ENTRIES = 64     # fast-path entries per function (new sharding objects each call: bounded)
 
 # an eager with_sharding_constraint places the value
 sharding_constraint_p.def_impl(lambda x, sharding: put_named(x, sharding,
@@ -47,10 +56,37 @@ class ShardedJitFunction:
         self._in = in_shardings
         self._out = out_shardings
         self._cache = {}
+        self._fast = {}     # (treedef, aval key and id(sharding) per leaf...) -> entry
+        self.trace_count = 0
         self.__name__ = getattr(fun, "__name__", "jitted")
         self.__doc__ = getattr(fun, "__doc__", None)
 
     def __call__(self, *args, **kwargs):
+        # Fast path: called eagerly with every leaf a ShardedArray whose sharding object was
+        # seen before for these avals: one flatten, one dict lookup, the launch.
+        if not kwargs and (not _entered[0] or _current_interp(None) is None):
+            leaves, treedef = _flatten(args)
+            key = [treedef]
+            bufs = []
+            for leaf in leaves:
+                if type(leaf) is not ShardedArray:
+                    break
+                buf = leaf._buf
+                key.append(leaf.aval.key)
+                key.append(id(buf._sharding))
+                bufs.append(buf)
+            else:
+                fast = self._fast.get(tuple(key))
+                if fast is not None:
+                    program, consts, out_tree, _ = fast
+                    try:
+                        outs = program(consts + bufs if consts else bufs)
+                    except Exception:       # e.g. a deleted argument: the general path says so
+                        return self._call_slow(args, kwargs)
+                    return out_tree.unflatten(outs)
+        return self._call_slow(args, kwargs)
+
+    def _call_slow(self, args, kwargs):
         if kwargs:
             raise TypeError(f"jit({self.__name__}) with shardings: pass arguments by position "
                             f"(got keyword arguments {sorted(kwargs)})")
@@ -61,13 +97,29 @@ class ShardedJitFunction:
         entry = self._cache.get(key)
         if entry is None:
             entry = self._cache[key] = self._compile(treedef, avals, shardings)
+            self.trace_count += 1
         program, consts, out_tree = entry
-        bufs = [put_named(x, s.with_rank(a.ndim, f"jit({self.__name__})"), f"jit({self.__name__})")._buf
+        where = f"jit({self.__name__})"
+        bufs = [put_named(x, s.with_rank(a.ndim, where), where)._buf
                 for x, s, a in zip(leaves, shardings, avals)]
-        return tree_util.tree_unflatten(out_tree, program(consts + bufs))
+        outs = tree_util.tree_unflatten(out_tree, program(consts + bufs))
+        if all(type(x) is ShardedArray and x._buf is b for x, b in zip(leaves, bufs)):
+            # every argument was already laid out as the program wants: remember its sharding
+            # objects (held by the entry, so their ids stay theirs) for the fast path
+            if len(self._fast) >= _FAST_ENTRIES:
+                self._fast.clear()
+            held = tuple(b._sharding for b in bufs)
+            fast_key = [treedef]
+            for x, s in zip(leaves, held):
+                fast_key.append(x.aval.key)
+                fast_key.append(id(s))
+            self._fast[tuple(fast_key)] = (program, consts, out_tree, held)
+        return outs
 
     # --- shardings --------------------------------------------------------------------------
     def _arg_shardings(self, args):
+        """One NamedSharding per argument leaf: from ``in_shardings`` (a pytree prefix of each
+        argument), else the leaf's own NamedSharding, else replicated; all on one mesh."""
         where = f"jit({self.__name__})"
         given = self._in
         if given is None or isinstance(given, NamedSharding):
@@ -75,32 +127,48 @@ class ShardedJitFunction:
         if not isinstance(given, (tuple, list)) or len(given) != len(args):
             raise ValueError(f"{where}: in_shardings must be a NamedSharding or a tuple with one "
                              f"per positional argument ({len(args)}), got {self._in!r}")
-        per_leaf = []
-        for i, (arg, s) in enumerate(zip(args, given)):
-            if s is not None and not isinstance(s, NamedSharding):
-                raise TypeError(f"{where}: in_shardings[{i}] must be a NamedSharding or None, "
-                                f"got {s!r}")
-            for leaf in tree_util.tree_leaves(arg):
-                own = leaf.sharding if isinstance(leaf, ShardedArray) else None
-                per_leaf.append(s if s is not None else
-                                own if isinstance(own, NamedSharding) else None)
-        meshes = {s.mesh for s in per_leaf if s is not None}
-        outs = self._out if isinstance(self._out, (tuple, list)) else (self._out,)
-        meshes |= {s.mesh for s in outs if isinstance(s, NamedSharding)}
-        if len(meshes) != 1:
-            raise ValueError(f"{where}: the arguments and out_shardings must lie on one mesh, got "
-                             f"{sorted(map(repr, meshes)) or 'none'}")
-        replicated = _replicated(meshes.pop())
+        per_leaf, named = [], []     # named: (sharding, where it came from, leaf's shape)
+        for i, (arg, prefix) in enumerate(zip(args, given)):
+            paths_leaves = tree_util.tree_flatten_with_path(arg)[0]
+            specs = _broadcast_prefix(prefix, arg, f"{where}: in_shardings[{i}]")
+            for (path, leaf), s in zip(paths_leaves, specs):
+                what = f"argument {i}{tree_util.keystr(path)}"
+                if s is None:
+                    own = leaf.sharding if isinstance(leaf, ShardedArray) else None
+                    if isinstance(own, NamedSharding):
+                        s, what = own, f"{what} (its own sharding)"
+                else:
+                    what = f"{what} (in_shardings[{i}])"
+                per_leaf.append(s)
+                if s is not None:
+                    named.append((s, what, getattr(leaf, "shape", ())))
+        outs = tree_util.tree_leaves(self._out, is_leaf=_is_sharding_leaf)
+        named += [(s, "out_shardings", None) for s in outs if isinstance(s, NamedSharding)]
+        if not named:
+            raise ValueError(f"{where}: no mesh: give in_shardings or out_shardings "
+                             f"(NamedShardings), or arguments placed with a NamedSharding")
+        first = named[0]
+        for other in named[1:]:
+            if other[0].mesh != first[0].mesh:
+                raise ValueError(f"{where}: the arguments and out_shardings must lie on one "
+                                 f"mesh, but {_describe(*first)} and {_describe(*other)}")
+        replicated = _replicated(first[0].mesh)
         return [s if s is not None else replicated for s in per_leaf]
 
-    def _out_shardings(self, n, mesh):
+    def _out_shardings(self, out_tree, mesh):
+        """One NamedSharding per output leaf, from ``out_shardings`` (a pytree prefix of the
+        output, or a flat sequence with one entry per output leaf)."""
         where = f"jit({self.__name__})"
+        n = out_tree.num_leaves
         given = self._out
-        if given is None or isinstance(given, NamedSharding):
-            given = (given,) * n
-        if len(given) != n:
-            raise ValueError(f"{where}: out_shardings has {len(given)} entries for {n} outputs")
-        return [s if s is not None else _replicated(mesh) for s in given]
+        flat = tree_util.tree_leaves(given, is_leaf=_is_sharding_leaf)
+        if isinstance(given, (tuple, list)) and len(given) == n and len(flat) == n and \
+                all(_is_sharding_leaf(s) for s in given):
+            specs = list(given)       # one per output leaf, whatever the output's structure
+        else:
+            specs = _broadcast_prefix(given, out_tree.unflatten([0] * n),
+                                      f"{where}: out_shardings")
+        return [s if s is not None else _replicated(mesh) for s in specs]
 
     # --- compiling --------------------------------------------------------------------------
     def _compile(self, treedef, avals, shardings):
@@ -117,7 +185,7 @@ class ShardedJitFunction:
         mesh = shardings[0].mesh if shardings else self._out.mesh
         out_shardings = [s.with_rank(a.ndim, f"jit({self.__name__}) output {i}")
                          for i, (s, a) in enumerate(zip(
-                             self._out_shardings(len(closed.out_avals), mesh), closed.out_avals))]
+                             self._out_shardings(out_tree[0], mesh), closed.out_avals))]
         for i, (s, a) in enumerate(zip(out_shardings, closed.out_avals)):
             s.check_shape(a.shape, f"jit({self.__name__}) output {i}")
         const_shardings = [_replicated(mesh).with_rank(v.aval.ndim)
@@ -126,6 +194,33 @@ class ShardedJitFunction:
                                  out_shardings, self.__name__)
         consts = [put_named(c, s)._buf for c, s in zip(closed.consts, const_shardings)]
         return program, consts, out_tree[0]
+
+
+def _is_sharding_leaf(s):
+    return s is None or isinstance(s, NamedSharding)
+
+
+def _broadcast_prefix(prefix, tree, where):
+    """Per leaf of ``tree``: the entry (a NamedSharding or None) of ``prefix`` (a pytree
+    prefix of ``tree`` whose leaves are NamedShardings or None) covering it."""
+    specs, spec_tree = tree_util.tree_flatten(prefix, is_leaf=_is_sharding_leaf)
+    for s in specs:
+        if not _is_sharding_leaf(s):
+            raise TypeError(f"{where}: expected NamedShardings or None, got {s!r}")
+    try:
+        subtrees = spec_tree.flatten_up_to(tree)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{where}: the shardings' structure {spec_tree} is not a prefix of "
+                         f"the value's structure {tree_util.tree_structure(tree)} ({e})") from None
+    out = []
+    for s, sub in zip(specs, subtrees):
+        out += [s] * len(tree_util.tree_leaves(sub))
+    return out
+
+
+def _describe(sharding, what, shape):
+    shape = "" if shape is None else f" of shape {tuple(shape)}"
+    return f"{what}{shape} lies on {sharding.mesh} as {sharding.spec}"
 
 
 _replicated_on = {}     # mesh -> NamedSharding(mesh, P()): made once (a C++ object)
@@ -156,6 +251,16 @@ def _set_sharding_attrs(module, in_shardings, in_avals, out_shardings, out_avals
     main.attributes["res_attrs"] = attrs(out_shardings, out_avals, None)
 
 
+_COLLECTIVE_OPS = re.compile(r"\b(all-reduce|all-gather|all-to-all|ragged-all-to-all|"
+                             r"reduce-scatter|collective-permute|collective-broadcast)"
+                             r"(-start)?\(")
+
+
+def has_collectives(hlo_text):
+    """Whether a partitioned HLO module (text) holds a collective operation."""
+    return _COLLECTIVE_OPS.search(hlo_text) is not None
+
+
 class SpmdExecutable:
     """``closed`` (global shapes) compiled for ``mesh``'s devices by the SPMD partitioner."""
 
@@ -180,16 +285,28 @@ class SpmdExecutable:
             self.loaded = devices[0].client.compile_and_load(
                 self.text, _jax.DeviceList(tuple(devices)), options)
         self.out_avals = list(closed.out_avals)
+        self._execute = self.loaded.execute_sharded
+        self._collective = has_collectives(self.as_text())
         self._handlers = [array_result_handler(_BufferAval(a), s)
                           for a, s in zip(self.out_avals, out_shardings)]
 
     def __call__(self, bufs):
-        # one multi-device launch in flight at a time, as for pmap (spmd.py's docstring: XLA:CPU
-        # partitions waiting in a collective hold the threads the others need)
-        spmd.wait_for_previous_launch()
-        outs = self.loaded.execute_sharded(bufs).consume_with_handlers(self._handlers)
-        spmd._last[0] = outs
-        return [ShardedArray(a, b) for a, b in zip(self.out_avals, outs)]
+        if self._collective:
+            # one launch with collectives in flight at a time (spmd.py's docstring: XLA:CPU
+            # partitions waiting in a collective hold threads the others need; two unawaited
+            # steps of a partitioned training step deadlock JAX's jit the same way). A program
+            # without collectives never waits in a rendezvous, so it runs unserialised.
+            spmd.wait_for_previous_launch()
+            outs = self._execute(bufs).consume_with_handlers(self._handlers)
+            spmd._last[0] = outs
+        else:
+            outs = self._execute(bufs).consume_with_handlers(self._handlers)
+        out = []
+        for aval, buf in zip(self.out_avals, outs):
+            a = _new_sharded(ShardedArray)
+            a.aval, a._buf = aval, buf
+            out.append(a)
+        return out
 
     def as_text(self):
         """The partitioned HLO XLA compiled (per-device shapes, inserted collectives)."""

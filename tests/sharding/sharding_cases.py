@@ -238,3 +238,62 @@ def test_with_sharding_constraint_in_jit_eager_and_grad(mesh):
     with pytest.raises(ValueError, match=r"with_sharding_constraint: dimension 1 of shape "
                                          r"\(8, 5\)"):
         lax.with_sharding_constraint(jnp.ones((8, 5)), col)
+
+
+def test_jit_dispatch_fast_path_and_trace_counts(mesh):
+    row, col = NamedSharding(mesh, P("x")), NamedSharding(mesh, P(None, "y"))
+    params = {"w": funcgrad.device_put(_rand(6, 4), col), "b": funcgrad.device_put(
+        np.zeros(4, np.float32), NamedSharding(mesh, P("y")))}
+    x = funcgrad.device_put(_rand(8, 6, seed=3), row)
+
+    def step(p, a):
+        out = jnp.tanh(a @ p["w"] + p["b"])
+        return {"w": p["w"] * 0.5, "b": p["b"] + 1.0}, out
+    # pytree-prefix shardings: a dict of shardings for the parameters, one for the output tree
+    g = funcgrad.jit(step, in_shardings=({"w": col, "b": NamedSharding(mesh, P("y"))}, row),
+                     out_shardings=({"w": col, "b": NamedSharding(mesh, P("y"))}, row))
+    p = params
+    for i in range(4):
+        p, out = g(p, x)
+    assert g.trace_count == 1 and len(g._cache) == 1
+    # the first call placed nothing (every leaf laid out as wanted) and filled the fast table;
+    # the outputs carry the out_shardings objects (equal shardings, other objects): one more
+    # entry, which the later calls hit
+    assert len(g._fast) == 2
+    assert p["w"].sharding == col and p["b"].sharding.spec == P("y") and out.sharding == row
+    np.testing.assert_allclose(np.asarray(p["w"]), np.asarray(params["w"]) / 16, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(p["b"]), np.full(4, 4.0), rtol=1e-6)
+    want = np.tanh(np.asarray(x) @ (np.asarray(params["w"]) / 8) + 3.0)
+    np.testing.assert_allclose(np.asarray(out), want, rtol=1e-5)
+    # host values and other layouts take the general path: placed, same program, no new trace
+    p2, out2 = g(jax_tree_to_host(params), np.asarray(x))
+    assert g.trace_count == 1 and out2.sharding == row
+    np.testing.assert_allclose(np.asarray(p2["w"]), np.asarray(params["w"]) / 2, rtol=1e-6)
+    # a new shape is a new trace
+    g(params, funcgrad.device_put(_rand(4, 6), row))
+    assert g.trace_count == 2
+
+
+def jax_tree_to_host(tree):
+    return funcgrad.tree_util.tree_map(np.asarray, tree)
+
+
+def test_programs_without_collectives_run_unserialised(mesh):
+    from funcgrad.lowering import spmd
+    s = NamedSharding(mesh, P("x", "y"))
+    local = funcgrad.jit(lambda a: a * 1.5 + 1.0, in_shardings=s, out_shardings=s)
+    total = funcgrad.jit(lambda a: a.sum(), in_shardings=s)
+    v = funcgrad.device_put(np.ones((4, 8), np.float32), s)
+    local(v), total(v)
+    assert not list(local._cache.values())[0][0]._collective
+    assert list(total._cache.values())[0][0]._collective       # an all-reduce
+    spmd.wait_for_previous_launch()
+    for _ in range(3):
+        v = local(v)
+    assert spmd._last[0] is None      # no collective launch in flight: nothing to wait for
+    sums = []
+    for _ in range(20):               # many launches in flight, collective ones one at a time
+        v = local(local(v) - 1.0) * 0.5
+        sums.append(total(v))
+    np.testing.assert_allclose([float(np.asarray(t)) for t in sums][-1], float(np.asarray(v).sum()),
+                               rtol=1e-6)
