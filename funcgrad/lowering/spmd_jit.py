@@ -242,7 +242,9 @@ def _set_sharding_attrs(module, in_shardings, in_avals, out_shardings, out_avals
         out = []
         for i, (s, a) in enumerate(zip(shardings, avals)):
             entries = {k.name: k.attr for k in ir.DictAttr(old[i])} if old is not None else {}
-            entries["mhlo.sharding"] = ir.StringAttr.get(str(s._to_xla_hlo_sharding(a.ndim)))
+            hlo = s._to_xla_hlo_sharding(a.ndim) if hasattr(s, "_to_xla_hlo_sharding") \
+                else s._hlo_sharding       # a plain GSPMDSharding (resharding programs)
+            entries["mhlo.sharding"] = ir.StringAttr.get(str(hlo))
             out.append(ir.DictAttr.get(entries))
         return ir.ArrayAttr.get(out)
 

@@ -297,3 +297,49 @@ def test_programs_without_collectives_run_unserialised(mesh):
         sums.append(total(v))
     np.testing.assert_allclose([float(np.asarray(t)) for t in sums][-1], float(np.asarray(v).sum()),
                                rtol=1e-6)
+
+
+def _check_blocks(a, value, sharding):
+    assert a.sharding == sharding and a.shape == value.shape
+    shards = a.addressable_shards
+    assert sorted(s.device.id for s in shards) == sorted(d.id for d in sharding.mesh.local_devices)
+    for s in shards:
+        assert s.data.device == s.device and s.data.shape == sharding.shard_shape(value.shape)
+        np.testing.assert_array_equal(np.asarray(s.data), value[s.index])
+
+
+def test_device_put_reshards_on_devices(mesh, monkeypatch):
+    from funcgrad.lowering import reshard, sharding as sharding_mod
+    a = funcgrad.device_put(H, NamedSharding(mesh, P("x", "y")))
+    single = funcgrad.device_put(H, funcgrad.local_devices()[3])
+    pmapped = funcgrad.pmap(lambda v: v)(H)        # a MappedSharding over the 4 devices
+
+    def no_host(*args, **kwargs):
+        raise AssertionError("device_put went through the host")
+    monkeypatch.setattr(sharding_mod, "host_value", no_host)
+    transposed = Mesh(mesh.devices.T, ("a", "b"))          # the same devices, another order
+    line = funcgrad.make_mesh((4,), ("d",))
+    targets = [NamedSharding(mesh, P(None, "x")), NamedSharding(mesh, P()),
+               NamedSharding(mesh, P(("y", "x"))), NamedSharding(transposed, P("a", "b")),
+               NamedSharding(transposed, P(None, ("b", "a"))), NamedSharding(line, P("d"))]
+    for target in targets:
+        for source in (a, single, pmapped):
+            b = funcgrad.device_put(source, target)
+            _check_blocks(b, H, target)
+            # and back, from the new layout to another one
+            _check_blocks(funcgrad.device_put(b, NamedSharding(mesh, P("y"))), H,
+                          NamedSharding(mesh, P("y")))
+    n = len(reshard._programs)
+    funcgrad.device_put(a, targets[0])
+    assert len(reshard._programs) == n          # the same move again: no new program
+    for d in funcgrad.local_devices():
+        for target in (SingleDeviceSharding(d), d):
+            for source in (a, funcgrad.device_put(a, NamedSharding(mesh, P())), single):
+                c = funcgrad.device_put(source, target)
+                assert type(c) is funcgrad.Array and c.device == d
+                np.testing.assert_array_equal(np.asarray(c), H)
+    # shape errors still name the argument
+    with pytest.raises(ValueError, match=r"dimension 1 of shape \(4, 8\) \(size 8\) is not "
+                                         r"divisible by 3"):
+        funcgrad.device_put(a, NamedSharding(Mesh(np.array(mesh.devices.flat[:3]), ("t",)),
+                                             P(None, "t")))
