@@ -10,6 +10,7 @@ returns the outputs as sharded Arrays. This path is separate from single-device 
 (``dispatch.py``), whose fast paths it leaves untouched.
 """
 import re
+import weakref
 
 import numpy as np
 from jaxlib import _jax
@@ -17,7 +18,9 @@ from jaxlib import xla_client as xc
 from jaxlib.mlir import ir
 
 from funcgrad import tree_util
+from funcgrad.core import interpreters
 from funcgrad.core.dce import dce_closed_jaxpr
+from funcgrad.core.jaxpr import Literal
 from funcgrad.core.interpreters import _current as _current_var
 from funcgrad.core.interpreters import entered as _entered
 from funcgrad.core.staging import trace_to_jaxpr
@@ -56,6 +59,7 @@ class ShardedJitFunction:
         self._in = in_shardings
         self._out = out_shardings
         self._cache = {}
+        self._bodies = {}   # key -> (constrained body, consts, out tree): under transformations
         self._fast = {}     # (treedef, aval key and id(sharding) per leaf...) -> entry
         self.trace_count = 0
         self.__name__ = getattr(fun, "__name__", "jitted")
@@ -94,6 +98,8 @@ class ShardedJitFunction:
         shardings = self._arg_shardings(args)
         avals = tuple(aval_of(x) for x in leaves)
         key = (treedef, avals, tuple(shardings))
+        if not interpreters.is_eager():
+            return self._bind(key, leaves)
         entry = self._cache.get(key)
         if entry is None:
             entry = self._cache[key] = self._compile(treedef, avals, shardings)
@@ -115,6 +121,38 @@ class ShardedJitFunction:
                 fast_key.append(id(s))
             self._fast[tuple(fast_key)] = (program, consts, out_tree, held)
         return outs
+
+    def _bind(self, key, leaves):
+        """Under a transformation: one ``jit`` equation whose body lays its arguments and
+        results out as the shardings say (``with_sharding_constraint``), so ``grad``, ``vmap``,
+        control flow and an enclosing sharded ``jit`` keep them; run eagerly, such a body is
+        compiled over the mesh (``constrained_program``)."""
+        from funcgrad.core.jaxpr import consts_as_args
+        from funcgrad.lowering.dispatch import jit_p
+        entry = self._bodies.get(key)
+        if entry is None:
+            treedef, avals, shardings = key
+            out_tree = []
+            where = f"jit({self.__name__})"
+
+            def constrained(*xs):
+                xs = [sharding_constraint_p.bind(x, sharding=s.with_rank(a.ndim, where))
+                      for x, s, a in zip(xs, shardings, avals)]
+                out = self._fun(*tree_util.tree_unflatten(treedef, xs))
+                outs, tree = tree_util.tree_flatten(out)
+                out_tree.append(tree)
+                specs = self._out_shardings(tree, shardings[0].mesh)
+                return [sharding_constraint_p.bind(o, sharding=s.with_rank(
+                    aval_of(o).ndim, f"{where} output {i}")) for i, (o, s) in
+                    enumerate(zip(outs, specs))]
+            closed, _ = trace_to_jaxpr(constrained, list(avals), debug_name=self.__name__)
+            body, consts = consts_as_args(closed)
+            entry = self._bodies[key] = (body, consts, out_tree[0])
+            self.trace_count += 1
+        body, consts, out_tree = entry
+        outs = jit_p.bind(*consts, *leaves, jaxpr=body, name=self.__name__,
+                          donated=(False,) * (len(consts) + len(leaves)))
+        return tree_util.tree_unflatten(out_tree, outs)
 
     # --- shardings --------------------------------------------------------------------------
     def _arg_shardings(self, args):
@@ -194,6 +232,49 @@ class ShardedJitFunction:
                                  out_shardings, self.__name__)
         consts = [put_named(c, s)._buf for c, s in zip(closed.consts, const_shardings)]
         return program, consts, out_tree[0]
+
+
+_constrained = weakref.WeakKeyDictionary()   # jit body -> (SpmdExecutable, shardings) or None
+
+
+def constrained_program(closed, name):
+    """For the body of a ``jit`` equation run eagerly: when its top level lays out arguments or
+    results with ``with_sharding_constraint`` (a sharded ``jit`` under ``grad``/``vmap``...,
+    whose derived bodies keep the constraints), ``run(args)`` running it over the mesh with
+    those layouts (others replicated); else None (the single-device path)."""
+    try:
+        entry = _constrained[closed]
+    except KeyError:
+        entry = _constrained[closed] = _compile_constrained(closed, name)
+    if entry is None:
+        return None
+    program, in_shardings = entry
+
+    def run(args):
+        where = f"jit({name})"
+        return program([put_named(x, s, where)._buf for x, s in zip(args, in_shardings)])
+    return run
+
+
+def _compile_constrained(closed, name):
+    jaxpr = closed.jaxpr
+    if closed.consts or not any(e.prim is sharding_constraint_p for e in jaxpr.eqns):
+        return None
+    produced = {}
+    first_use = {}
+    for e in jaxpr.eqns:
+        if e.prim is sharding_constraint_p:
+            produced[e.outvars[0]] = e.params["sharding"]
+            if e.invars[0] in jaxpr.invars:
+                first_use.setdefault(e.invars[0], e.params["sharding"])
+    known = list(produced.values())
+    if any(s.mesh != known[0].mesh for s in known):
+        return None
+    mesh = known[0].mesh
+    ins = [first_use.get(v) or _replicated(mesh).with_rank(v.aval.ndim) for v in jaxpr.invars]
+    outs = [produced.get(v) if not isinstance(v, Literal) and v in produced else
+            _replicated(mesh).with_rank(v.aval.ndim) for v in jaxpr.outvars]
+    return SpmdExecutable(closed, mesh, ins, outs, name), ins
 
 
 def _is_sharding_leaf(s):
