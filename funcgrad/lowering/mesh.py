@@ -222,8 +222,8 @@ class NamedSharding(_jax.GSPMDSharding):
     def with_rank(self, ndim, where="device_put"):
         """This sharding for an ``ndim``-d array (the C++ sharding records the rank)."""
         if ndim < len(self.spec):
-            raise ValueError(f"{where}: {self.spec} has {len(self.spec)} entries, more than the "
-                             f"{ndim} dimensions of the array")
+            raise ValueError(f"{where}: {self.spec} (over {self.mesh}) has {len(self.spec)} "
+                             f"entries, more than the {ndim} dimensions of the array")
         if ndim == self._ndim:
             return self
         s = self._by_rank.get(ndim)

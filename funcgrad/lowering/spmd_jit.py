@@ -99,9 +99,12 @@ class ShardedJitFunction:
         avals = tuple(aval_of(x) for x in leaves)
         key = (treedef, avals, tuple(shardings))
         if not interpreters.is_eager():
+            if key not in self._bodies:
+                self._check_args(args, shardings, avals)
             return self._bind(key, leaves)
         entry = self._cache.get(key)
         if entry is None:
+            self._check_args(args, shardings, avals)
             entry = self._cache[key] = self._compile(treedef, avals, shardings)
             self.trace_count += 1
         program, consts, out_tree = entry
@@ -121,6 +124,18 @@ class ShardedJitFunction:
                 fast_key.append(id(s))
             self._fast[tuple(fast_key)] = (program, consts, out_tree, held)
         return outs
+
+    def _check_args(self, args, shardings, avals):
+        """Raise, naming the argument (position and path), its shape, the mesh and the spec,
+        if an argument cannot be laid out as its sharding says."""
+        for j, (s, a) in enumerate(zip(shardings, avals)):
+            try:
+                s.with_rank(a.ndim).check_shape(a.shape, "")
+            except ValueError:
+                path = tree_util.tree_flatten_with_path(args)[0][j][0]
+                where = (f"jit({self.__name__}): argument {path[0].idx}"
+                         f"{tree_util.keystr(path[1:])} of shape {a.shape} ({a.dtype})")
+                s.with_rank(a.ndim, where).check_shape(a.shape, where)
 
     def _bind(self, key, leaves):
         """Under a transformation: one ``jit`` equation whose body lays its arguments and

@@ -135,8 +135,8 @@ def test_errors(mesh):
     with pytest.raises(ValueError, match=r"dimension 1 of shape \(4, 3\) \(size 3\) is not "
                                          r"divisible by 2.*PartitionSpec\(None, 'y'\)"):
         funcgrad.device_put(np.zeros((4, 3)), NamedSharding(mesh, P(None, "y")))
-    with pytest.raises(ValueError, match=r"PartitionSpec\('x', 'y'\) has 2 entries, more than "
-                                         r"the 1 dimensions"):
+    with pytest.raises(ValueError, match=r"PartitionSpec\('x', 'y'\) \(over Mesh\('x': 2, "
+                                         r"'y': 2\)\) has 2 entries, more than the 1 dimensions"):
         funcgrad.device_put(np.zeros(4), NamedSharding(mesh, P("x", "y")))
     with pytest.raises(ValueError, match="needs a mesh"):
         funcgrad.device_put(np.zeros(4), P("x"))
@@ -197,6 +197,29 @@ def test_jit_with_shardings_errors(mesh):
                                                        NamedSharding(other, P("x"))))
     with pytest.raises(ValueError, match="must lie on one mesh"):
         g(np.ones(4), np.ones(4))
+    # arrays placed on different meshes: both named, with shapes, meshes and specs
+    a = funcgrad.device_put(np.ones((4, 2)), NamedSharding(mesh, P("x")))
+    b = funcgrad.device_put(np.ones(4), NamedSharding(funcgrad.make_mesh((4,), ("d",)), P("d")))
+    with pytest.raises(ValueError, match=r"jit\(<lambda>\): the arguments and out_shardings must "
+                       r"lie on one mesh, but argument 0 \(its own sharding\) of shape \(4, 2\) "
+                       r"lies on Mesh\('x': 2, 'y': 2\) as PartitionSpec\('x'\) and argument 1 "
+                       r"\(its own sharding\) of shape \(4,\) lies on Mesh\('d': 4\) as "
+                       r"PartitionSpec\('d'\)"):
+        funcgrad.jit(lambda u, v: u.sum() + v.sum(), in_shardings=(None, None))(a, b)
+    # the argument's position and path, its shape, the mesh and the spec
+    k = funcgrad.jit(lambda t: t["w"].sum(), in_shardings=({"w": NamedSharding(mesh, P(None, "y"))},))
+    with pytest.raises(ValueError, match=r"jit\(<lambda>\): argument 0\['w'\] of shape \(4, 3\) "
+                       r"\(float32\): dimension 1 of shape \(4, 3\) \(size 3\) is not divisible "
+                       r"by 2, the size of mesh axes \('y',\) of Mesh\('x': 2, 'y': 2\) that "
+                       r"PartitionSpec\(None, 'y'\) splits it over"):
+        k({"w": np.ones((4, 3), np.float32)})
+    with pytest.raises(ValueError, match=r"jit\(<lambda>\): argument 0\['w'\] of shape \(6,\) "
+                       r"\(float32\): PartitionSpec\(None, 'y'\) \(over Mesh\('x': 2, 'y': 2\)\) "
+                       r"has 2 entries, more than the 1 dimensions"):
+        k({"w": np.ones(6, np.float32)})
+    with pytest.raises(ValueError, match=r"names axis 'model', which Mesh\('x': 2, 'y': 2\) does "
+                                         r"not have"):
+        funcgrad.jit(lambda t: t, in_shardings=NamedSharding(mesh, P("model")))
     h = funcgrad.jit(lambda a: a, in_shardings=NamedSharding(mesh, P("x", "y")))
     with pytest.raises(ValueError, match=r"dimension 1 of shape \(4, 3\) .* not divisible"):
         h(np.ones((4, 3)))
