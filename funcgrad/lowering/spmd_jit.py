@@ -16,6 +16,7 @@ import numpy as np
 from jaxlib import _jax
 from jaxlib import xla_client as xc
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import sdy
 
 from funcgrad import tree_util
 from funcgrad.core import interpreters
@@ -25,7 +26,7 @@ from funcgrad.core.interpreters import _current as _current_var
 from funcgrad.core.interpreters import entered as _entered
 from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.core.values import aval_of
-from funcgrad.lax.sharding import sharding_constraint_p
+from funcgrad.lax.sharding import sharding_constraint_p, shardy_meshes
 from funcgrad.lowering import backend, mlir
 from funcgrad.lowering.array import _BufferAval
 from funcgrad.lowering.executable import _option_overrides
@@ -329,8 +330,25 @@ def _replicated(mesh):
     return s
 
 
-def _set_sharding_attrs(module, in_shardings, in_avals, out_shardings, out_avals):
-    """Put ``mhlo.sharding`` on every argument and result of ``main``."""
+def _add_sdy_meshes(module, meshes, devices, name):
+    """An ``sdy.mesh`` symbol for each mesh the program's shardings name (the program's own
+    first; others must hold the same devices, given in the program's device order)."""
+    position = {d: i for i, d in enumerate(devices)}
+    with ir.InsertionPoint.at_block_begin(module.body):
+        for mesh, symbol in meshes.items():
+            if set(mesh.local_devices) != set(devices):
+                raise ValueError(f"jit({name}): a sharding over {mesh} (devices "
+                                 f"{[d.id for d in mesh.local_devices]}) inside a program over "
+                                 f"devices {[d.id for d in devices]}: constrain values to "
+                                 f"meshes of the program's own devices")
+            ids = [position[d] for d in mesh.local_devices]
+            sdy.MeshOp(symbol, ir.Attribute.parse(mesh._sdy_text(ids)), loc=ir.Location.unknown())
+
+
+def _set_sharding_attrs(module, in_shardings, in_avals, out_shardings, out_avals,
+                        shardy=False):
+    """Put ``mhlo.sharding`` (``sdy.sharding`` for Shardy) on every argument and result of
+    ``main``."""
     main = next(op for op in module.body.operations
                 if ir.StringAttr(op.attributes["sym_name"]).value == "main")
 
@@ -338,9 +356,12 @@ def _set_sharding_attrs(module, in_shardings, in_avals, out_shardings, out_avals
         out = []
         for i, (s, a) in enumerate(zip(shardings, avals)):
             entries = {k.name: k.attr for k in ir.DictAttr(old[i])} if old is not None else {}
-            hlo = s._to_xla_hlo_sharding(a.ndim) if hasattr(s, "_to_xla_hlo_sharding") \
-                else s._hlo_sharding       # a plain GSPMDSharding (resharding programs)
-            entries["mhlo.sharding"] = ir.StringAttr.get(str(hlo))
+            if shardy:
+                entries["sdy.sharding"] = ir.Attribute.parse(s._to_sdy_text(a.ndim))
+            else:
+                hlo = s._to_xla_hlo_sharding(a.ndim) if hasattr(s, "_to_xla_hlo_sharding") \
+                    else s._hlo_sharding       # a plain GSPMDSharding (resharding programs)
+                entries["mhlo.sharding"] = ir.StringAttr.get(str(hlo))
             out.append(ir.DictAttr.get(entries))
         return ir.ArrayAttr.get(out)
 
@@ -365,20 +386,32 @@ class SpmdExecutable:
     def __init__(self, closed, mesh, in_shardings, out_shardings, name):
         devices = mesh.local_devices
         in_avals = [v.aval for v in closed.jaxpr.constvars] + list(closed.in_avals)
-        module, ctx = mlir.lower_closed_jaxpr(closed, name=name,
-                                              platform=backend.platform_of(devices[0]))
+        # Shardy partitions a program whose layouts are all mesh shardings (as JAX's jit does:
+        # from the same program it places fewer collectives than GSPMD's propagation);
+        # resharding programs, whose source layout is a plain device tiling, use GSPMD
+        shardy = all(isinstance(s, NamedSharding) for s in list(in_shardings) + out_shardings)
+        meshes = {mesh: "mesh"} if shardy else None
+        token = shardy_meshes.set(meshes)
+        try:
+            module, ctx = mlir.lower_closed_jaxpr(closed, name=name,
+                                                  platform=backend.platform_of(devices[0]))
+        finally:
+            shardy_meshes.reset(token)
         options = xc.CompileOptions()
         options.num_replicas = 1
         options.num_partitions = len(devices)
         options.executable_build_options.use_spmd_partitioning = True
+        options.executable_build_options.use_shardy_partitioner = shardy
         options.device_assignment = xc.DeviceAssignment.create(
             np.array([[d.id for d in devices]]))
         overrides = _option_overrides(devices[0])
         if overrides:
             options.env_option_overrides = overrides
         with ctx:
+            if shardy:
+                _add_sdy_meshes(module, meshes, devices, name)
             _set_sharding_attrs(module, in_shardings, in_avals, out_shardings,
-                                closed.out_avals)
+                                closed.out_avals, shardy)
             self.text = str(module)
             self.loaded = devices[0].client.compile_and_load(
                 self.text, _jax.DeviceList(tuple(devices)), options)

@@ -435,3 +435,23 @@ def test_shardings_inside_scan_cond_remat_and_nested_jit(mesh):
     # the constraint inside the scan body and the nested sharded jit reach XLA's partitioner
     program = list(step._cache.values())[0][0].as_text()
     assert "f32[8,4]" in program, program       # c split over "y" inside the loop
+
+
+def test_shardy_programs_and_constraints_over_other_meshes(mesh):
+    from funcgrad import lax
+    x = _rand(8, 4, seed=6)
+    rows = NamedSharding(mesh, P("x"))
+    transposed = NamedSharding(Mesh(mesh.devices.T, ("a", "b")), P(None, "a"))
+    g = funcgrad.jit(lambda a: lax.with_sharding_constraint(jnp.sin(a), transposed) * 2.0,
+                     in_shardings=rows, out_shardings=rows)
+    out = g(x)
+    _close(out, np.sin(x) * 2.0)
+    program = list(g._cache.values())[0][0]
+    # partitioned by Shardy: one sdy.mesh per mesh named, the other in its device order
+    assert 'sdy.mesh @mesh = <["x"=2, "y"=2]>' in program.text
+    assert 'sdy.mesh @mesh_1 = <["a"=2, "b"=2], device_ids=[0, 2, 1, 3]>' in program.text
+    assert "f32[8,2]" in program.as_text()        # the constrained value split by columns
+    three = NamedSharding(Mesh(np.array(mesh.devices.flat[:2]), ("t",)), P("t"))
+    with pytest.raises(ValueError, match=r"a sharding over Mesh\('t': 2\) \(devices \[0, 1\]\) "
+                                         r"inside a program over devices \[0, 1, 2, 3\]"):
+        funcgrad.jit(lambda a: lax.with_sharding_constraint(a, three), in_shardings=rows)(x)
