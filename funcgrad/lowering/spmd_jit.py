@@ -434,8 +434,9 @@ class SpmdExecutable:
             outs = self._execute(bufs).consume_with_handlers(self._handlers)
         out = []
         for aval, buf in zip(self.out_avals, outs):
-            a = _new_sharded(ShardedArray)
-            a.aval, a._buf = aval, buf
+            a = _new_sharded(ShardedArray)     # no __init__ call: this is the hot path
+            a.aval = aval
+            a._buf = buf
             out.append(a)
         return out
 
