@@ -380,6 +380,20 @@ def has_collectives(hlo_text):
     return _COLLECTIVE_OPS.search(hlo_text) is not None
 
 
+# what only GSPMD's partitioner reads: sharding custom calls and manual-region markers
+_GSPMD_ONLY = re.compile(r"custom_call @(Sharding|SPMDFullToShardShape|SPMDShardToFullShape)\b")
+
+
+def _lower(closed, name, device, meshes):
+    """``closed`` as StableHLO; ``meshes`` ({mesh: symbol}, or None for GSPMD) is what
+    ``with_sharding_constraint``'s lowering reads to emit Shardy's constraint."""
+    token = shardy_meshes.set(meshes)
+    try:
+        return mlir.lower_closed_jaxpr(closed, name=name, platform=backend.platform_of(device))
+    finally:
+        shardy_meshes.reset(token)
+
+
 class SpmdExecutable:
     """``closed`` (global shapes) compiled for ``mesh``'s devices by the SPMD partitioner."""
 
@@ -391,12 +405,12 @@ class SpmdExecutable:
         # resharding programs, whose source layout is a plain device tiling, use GSPMD
         shardy = all(isinstance(s, NamedSharding) for s in list(in_shardings) + out_shardings)
         meshes = {mesh: "mesh"} if shardy else None
-        token = shardy_meshes.set(meshes)
-        try:
-            module, ctx = mlir.lower_closed_jaxpr(closed, name=name,
-                                                  platform=backend.platform_of(devices[0]))
-        finally:
-            shardy_meshes.reset(token)
+        module, ctx = _lower(closed, name, devices[0], meshes)
+        if shardy and _GSPMD_ONLY.search(str(module)):
+            # a lowering that only speaks GSPMD (a sharding custom call, a manual region):
+            # the whole program goes to GSPMD's partitioner instead
+            shardy, meshes = False, None
+            module, ctx = _lower(closed, name, devices[0], None)
         options = xc.CompileOptions()
         options.num_replicas = 1
         options.num_partitions = len(devices)

@@ -455,3 +455,24 @@ def test_shardy_programs_and_constraints_over_other_meshes(mesh):
     with pytest.raises(ValueError, match=r"a sharding over Mesh\('t': 2\) \(devices \[0, 1\]\) "
                                          r"inside a program over devices \[0, 1, 2, 3\]"):
         funcgrad.jit(lambda a: lax.with_sharding_constraint(a, three), in_shardings=rows)(x)
+
+
+def test_programs_with_gspmd_only_lowerings_fall_back_to_gspmd(mesh, monkeypatch):
+    # a lowering that emits GSPMD's sharding custom call inside a Shardy program (as a
+    # constraint lowered without knowing about Shardy would): the program goes to GSPMD
+    from funcgrad import lax
+    from funcgrad.lax import sharding as lax_sharding
+
+    class NoShardy:
+        def get(self):
+            return None
+    monkeypatch.setattr(lax_sharding, "shardy_meshes", NoShardy())
+    x = _rand(8, 4, seed=7)
+    g = funcgrad.jit(lambda a: lax.with_sharding_constraint(jnp.sin(a), NamedSharding(
+        mesh, P(None, "y"))) * 2.0, in_shardings=NamedSharding(mesh, P("x")),
+        out_shardings=NamedSharding(mesh, P("x")))
+    out = g(x)
+    _close(out, np.sin(x) * 2.0)
+    program = list(g._cache.values())[0][0]
+    assert "sdy.mesh" not in program.text and "mhlo.sharding" in program.text
+    assert "f32[8,2]" in program.as_text()
