@@ -1,65 +1,120 @@
 """jit with shardings on 4 host CPU devices (a 2x2 data x model mesh): funcgrad vs JAX side by
 side in one run.
 
-(1) dispatch of a tiny sharded jitted function (already-placed input, result awaited), (2) an
-MLP training step (64-256-256-10, batch 64) with the batch split over "data" and the hidden
-layers split over "model" (Megatron-style column then row split), the gradient and an SGD
-update in one jitted program, parameters and batch already placed. Both libraries compile the
-same shardings with XLA's SPMD partitioner. With 4 devices on 2 cores only the ratio means
-anything; each number is the median over rounds alternating between the two libraries.
+Cases (both libraries compile the same shardings with XLA's SPMD partitioner; inputs already
+placed; every call's result awaited):
 
-Run: ``python bench/sharding.py`` (``--quick`` for fewer repeats).
+1. a tiny sharded jitted function (an elementwise op on an (8, 4) array split over "data"):
+   the call awaited (wall time), and its dispatch alone (the calling thread's CPU time per
+   unawaited call, which the load of other jobs barely moves);
+2. an MLP training step (64-256-256-10, batch 64): batch split over "data", hidden layers split
+   over "model" (Megatron-style column then row split), gradient and SGD update in one program;
+3. a transformer-block training step (batch 8, sequence 32, width 64, 4 heads, MLP 256; pre-
+   layernorm attention + MLP): batch over "data", the q/k/v and first MLP matrices split by
+   columns over "model", the attention output and second MLP matrices by rows.
+
+The machine is shared, so timings are taken in many short rounds that alternate between the
+two libraries (the order flipping every round); each number is the median per-call time over
+the rounds, the ratio the median of the per-round ratios, and the last column the fastest
+round of each (the least disturbed by other jobs). The load average is printed
+before and after. With 4 devices on a few cores only the ratio means anything.
+
+Run: ``python bench/sharding.py`` (``--quick`` for fewer rounds, ``--runs N`` to repeat the
+whole measurement N times and print every table).
 """
 import argparse
 import os
+import statistics
 import sys
+import time
 
 # bench/pmap.py sets up 4 host CPU devices for both libraries when imported
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pmap import per_call_us  # noqa: E402  (the same alternating-rounds timer)
+import pmap  # noqa: E402,F401
 
 import numpy as np  # noqa: E402
 
 SIZES = (64, 256, 256, 10)
 BATCH = 64
+SEQ, WIDTH, HEADS, HIDDEN, TBATCH = 32, 64, 4, 256, 8
 
 
-def data():
-    rng = np.random.default_rng(0)
-    params = [(rng.normal(size=(a, b)).astype(np.float32) / np.sqrt(a),
-               np.zeros(b, np.float32)) for a, b in zip(SIZES[:-1], SIZES[1:])]
-    x = rng.normal(size=(BATCH, SIZES[0])).astype(np.float32)
-    y = rng.integers(0, SIZES[-1], size=BATCH)
-    return params, x, y
+def interleaved_us(fns, number, rounds, clock=time.perf_counter, sync=None):
+    """{name: median µs per call}, plus "ratio": the median over rounds of
+    funcgrad's time / JAX's time in that round (rounds alternate which library runs first).
+    ``clock``: wall time, or ``time.thread_time`` for the calling thread's CPU time;
+    ``sync``: {name: function} run after each round, untimed (awaiting unawaited calls)."""
+    names = list(fns)
+    for fn in fns.values():
+        for _ in range(5):
+            fn()
+    times = {n: [] for n in names}
+    ratios = []
+    for r in range(rounds):
+        order = names if r % 2 == 0 else names[::-1]
+        this = {}
+        for n in order:
+            fn = fns[n]
+            t0 = clock()
+            for _ in range(number):
+                fn()
+            this[n] = (clock() - t0) / number * 1e6
+            times[n].append(this[n])
+            if sync is not None:
+                sync[n]()
+        ratios.append(this["funcgrad"] / this["jax"])
+    out = {n: statistics.median(t) for n, t in times.items()}
+    out.update({f"best {n}": min(t) for n, t in times.items()})
+    out["ratio"] = statistics.median(ratios)
+    return out
 
 
-def make_case(lib):
-    """(tiny call, training step call) for ``lib`` in {"funcgrad", "jax"}."""
+def libs(lib):
+    """(namespace of the library's functions, mesh, NamedSharding maker) for ``lib``."""
     if lib == "jax":
         import jax
         import jax.numpy as jnp
         from jax.sharding import NamedSharding, PartitionSpec as P
         # Mesh() gives Auto axes (jax.make_mesh's Explicit axes would reject the row split)
         mesh = jax.sharding.Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("data", "model"))
-        put, jit, grad, nn_log_softmax = jax.device_put, jax.jit, jax.grad, jax.nn.log_softmax
-        block = jax.block_until_ready
+        ns = dict(put=jax.device_put, jit=jax.jit, grad=jax.grad, block=jax.block_until_ready,
+                  np=jnp)
     else:
-        import funcgrad as jax_like
+        import funcgrad
         import funcgrad.numpy as jnp
         from funcgrad.sharding import NamedSharding, P
-        mesh = jax_like.make_mesh((2, 2), ("data", "model"))
-        put, jit, grad = jax_like.device_put, jax_like.jit, jax_like.grad
-        block = jax_like.block_until_ready
+        mesh = funcgrad.make_mesh((2, 2), ("data", "model"))
+        ns = dict(put=funcgrad.device_put, jit=funcgrad.jit, grad=funcgrad.grad,
+                  block=funcgrad.block_until_ready, np=jnp)
+    return ns, (lambda *spec: NamedSharding(mesh, P(*spec)))
 
-        def nn_log_softmax(z):
-            return z - jnp.log(jnp.sum(jnp.exp(z - z.max(1, keepdims=True)), 1,
-                                       keepdims=True)) - z.max(1, keepdims=True)
-    S = lambda *spec: NamedSharding(mesh, P(*spec))                 # noqa: E731
+
+def log_softmax(jnp, z):
+    z = z - z.max(-1, keepdims=True)
+    return z - jnp.log(jnp.sum(jnp.exp(z), -1, keepdims=True))
+
+
+def tiny_case(lib):
+    ns, S = libs(lib)
+    f = ns["jit"](lambda v: v * 2.0 + 1.0, in_shardings=S("data"), out_shardings=S("data"))
+    v = ns["put"](np.ones((8, 4), np.float32), S("data"))
+    block = ns["block"]
+    return (lambda: block(f(v))), (lambda: float(np.asarray(f(v)).sum())), (lambda: f(v)), \
+        (lambda: block(f(v)))
+
+
+def mlp_case(lib):
+    ns, S = libs(lib)
+    jnp = ns["np"]
+    rng = np.random.default_rng(0)
+    params = [(rng.normal(size=(a, b)).astype(np.float32) / np.sqrt(a), np.zeros(b, np.float32))
+              for a, b in zip(SIZES[:-1], SIZES[1:])]
+    x = rng.normal(size=(BATCH, SIZES[0])).astype(np.float32)
+    y = rng.integers(0, SIZES[-1], size=BATCH).astype(np.int32)
     # column split, row split, replicated head
     pspecs = [(S(None, "model"), S("model")), (S("model", None), S()), (S(), S())]
-    params, x, y = data()
-    params = [(put(w, sw), put(b, sb)) for (w, b), (sw, sb) in zip(params, pspecs)]
-    x, y = put(x, S("data")), put(y.astype(np.int32), S("data"))
+    params = [(ns["put"](w, sw), ns["put"](b, sb)) for (w, b), (sw, sb) in zip(params, pspecs)]
+    x, y = ns["put"](x, S("data")), ns["put"](y, S("data"))
     onehot = jnp.eye(SIZES[-1])
 
     def loss(ps, xb, yb):
@@ -68,42 +123,121 @@ def make_case(lib):
             h = h @ w + b
             if i < len(ps) - 1:
                 h = jnp.tanh(h)
-        return -jnp.mean(jnp.sum(nn_log_softmax(h) * onehot[yb], 1))
+        return -jnp.mean(jnp.sum(log_softmax(jnp, h) * onehot[yb], 1))
 
     def step(ps, xb, yb):
-        g = grad(loss)(ps, xb, yb)
+        g = ns["grad"](loss)(ps, xb, yb)
         return [(w - 0.1 * gw, b - 0.1 * gb) for (w, b), (gw, gb) in zip(ps, g)]
 
-    flat = [s for pair in pspecs for s in pair]
     pshard = [tuple(p) for p in pspecs]
-    jstep = jit(step, in_shardings=(pshard, S("data"), S("data")), out_shardings=pshard) \
-        if lib == "jax" else jit(step, in_shardings=(None, S("data"), S("data")),
-                                 out_shardings=tuple(flat))
-    tiny = jit(lambda v: v + 1.0, in_shardings=S("data"), out_shardings=S("data"))
-    v = put(np.ones((8, 4), np.float32), S("data"))
+    jstep = ns["jit"](step, in_shardings=(pshard, S("data"), S("data")), out_shardings=pshard)
+    return _training(ns, jstep, loss, params, (x, y))
+
+
+def transformer_case(lib):
+    ns, S = libs(lib)
+    jnp = ns["np"]
+    rng = np.random.default_rng(1)
+    d, h, f = WIDTH, HEADS, HIDDEN
+
+    def w(*shape):
+        return (rng.normal(size=shape) / np.sqrt(shape[0])).astype(np.float32)
+    host = {"ln1": np.ones(d, np.float32), "ln2": np.ones(d, np.float32),
+            "wq": w(d, d), "wk": w(d, d), "wv": w(d, d), "wo": w(d, d),
+            "w1": w(d, f), "b1": np.zeros(f, np.float32), "w2": w(f, d),
+            "b2": np.zeros(d, np.float32)}
+    specs = {"ln1": S(), "ln2": S(), "wq": S(None, "model"), "wk": S(None, "model"),
+             "wv": S(None, "model"), "wo": S("model", None), "w1": S(None, "model"),
+             "b1": S("model"), "w2": S("model", None), "b2": S()}
+    params = {k: ns["put"](v, specs[k]) for k, v in host.items()}
+    x = ns["put"](rng.normal(size=(TBATCH, SEQ, d)).astype(np.float32), S("data"))
+    target = ns["put"](rng.normal(size=(TBATCH, SEQ, d)).astype(np.float32), S("data"))
+    mask = np.tril(np.ones((SEQ, SEQ), bool))
+
+    def norm(v, g):
+        mu = v.mean(-1, keepdims=True)
+        var = ((v - mu) ** 2).mean(-1, keepdims=True)
+        return (v - mu) / jnp.sqrt(var + 1e-5) * g
+
+    def heads(v):                       # (b, t, d) -> (b, h, t, d / h)
+        b, t, _ = v.shape
+        return v.reshape(b, t, h, d // h).transpose(0, 2, 1, 3)
+
+    def block(p, v):
+        a = norm(v, p["ln1"])
+        q, k, u = heads(a @ p["wq"]), heads(a @ p["wk"]), heads(a @ p["wv"])
+        s = jnp.einsum("bhqd,bhkd->bhqk", q, k) / np.sqrt(d // h)
+        s = jnp.where(mask, s, -1e9)
+        att = jnp.exp(log_softmax(jnp, s))
+        o = jnp.einsum("bhqk,bhkd->bhqd", att, u).transpose(0, 2, 1, 3).reshape(v.shape)
+        v = v + o @ p["wo"]
+        m = jnp.tanh(norm(v, p["ln2"]) @ p["w1"] + p["b1"])
+        return v + m @ p["w2"] + p["b2"]
+
+    def loss(p, v, t):
+        return jnp.mean((block(p, v) - t) ** 2)
+
+    def step(p, v, t):
+        g = ns["grad"](loss)(p, v, t)
+        return {k: p[k] - 0.05 * g[k] for k in p}
+
+    jstep = ns["jit"](step, in_shardings=(specs, S("data"), S("data")), out_shardings=specs)
+    return _training(ns, jstep, loss, params, (x, target))
+
+
+def _training(ns, jstep, loss, params, batch):
     state = {"p": params}
 
     def run_step():
-        state["p"] = [tuple(p) for p in jstep(state["p"], x, y)]
-        block(state["p"])
-    return (lambda: block(tiny(v))), run_step, (lambda: float(loss(state["p"], x, y)))
+        state["p"] = jstep(state["p"], *batch)
+        ns["block"](state["p"])
+    return run_step, (lambda: float(loss(state["p"], *batch)))
+
+
+CASES = (("tiny sharded jit call", tiny_case, 1.0),
+         ("MLP train step, 2x2 data x model", mlp_case, 0.2),
+         ("transformer-block train step, 2x2", transformer_case, 0.1))
+
+
+def measure(number, rounds):
+    rows = []
+    for name, make, share in CASES:
+        cases = {lib: make(lib) for lib in ("funcgrad", "jax")}
+        t = interleaved_us({lib: c[0] for lib, c in cases.items()},
+                           max(int(number * share), 3), rounds)
+        vals = {lib: c[1]() for lib, c in cases.items()}
+        rows.append((name, t, vals))
+        if len(cases["jax"]) > 2:
+            # the launch alone: the calling thread's CPU time per unawaited call (what the
+            # dispatch path costs, whatever the other jobs on the machine do to wall time)
+            t = interleaved_us({lib: c[2] for lib, c in cases.items()}, number, rounds,
+                               clock=time.thread_time,
+                               sync={lib: c[3] for lib, c in cases.items()})
+            rows.append(("tiny call dispatch, calling thread's CPU time", t, None))
+    return rows
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--runs", type=int, default=1)
     args = ap.parse_args()
-    number, repeat = (20, 3) if args.quick else (100, 7)
-    cases = {lib: make_case(lib) for lib in ("funcgrad", "jax")}
-    tiny = per_call_us({lib: c[0] for lib, c in cases.items()}, number, repeat)
-    step = per_call_us({lib: c[1] for lib, c in cases.items()}, max(number // 5, 4), repeat)
-    losses = {lib: c[2]() for lib, c in cases.items()}
-    print("| case | funcgrad | JAX | ratio |\n| --- | --- | --- | --- |")
-    for name, t in (("tiny sharded jit call", tiny), ("MLP step, 2x2 data x model", step)):
-        print(f"| {name} | {t['funcgrad']:.0f} µs | {t['jax']:.0f} µs | "
-              f"{t['funcgrad'] / t['jax']:.2f} |")
-    print(f"loss after the timed steps: funcgrad {losses['funcgrad']:.6f}, "
-          f"JAX {losses['jax']:.6f}")
+    number, rounds = (20, 5) if args.quick else (100, 15)
+    for run in range(args.runs):
+        load = os.getloadavg()[0]
+        rows = measure(number, rounds)
+        print(f"run {run + 1}: load average {load:.2f} before, {os.getloadavg()[0]:.2f} after "
+              f"({os.cpu_count()} cores)")
+        print("| case | funcgrad | JAX | funcgrad / JAX | fastest rounds: funcgrad / JAX |\n"
+              "| --- | --- | --- | --- | --- |")
+        for name, t, _ in rows:
+            print(f"| {name} | {t['funcgrad']:.0f} µs | {t['jax']:.0f} µs | "
+                  f"{t['ratio']:.2f} | {t['best funcgrad']:.0f} / {t['best jax']:.0f} µs |")
+        for name, _, vals in rows:
+            if vals is None:
+                continue
+            print(f"{name}: loss/value after the timed calls: funcgrad {vals['funcgrad']:.6f}, "
+                  f"JAX {vals['jax']:.6f}")
 
 
 if __name__ == "__main__":

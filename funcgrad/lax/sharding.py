@@ -5,8 +5,10 @@ Outside a program (eager values) it places the value as ``funcgrad.device_put`` 
 a single-device ``jit`` it changes nothing (XLA drops the annotation). The eager placement is
 registered by ``funcgrad.lowering.spmd_jit``.
 """
+import contextvars
+
 from jaxlib.mlir import ir
-from jaxlib.mlir.dialects import stablehlo
+from jaxlib.mlir.dialects import sdy, stablehlo
 
 from funcgrad import tree_util
 from funcgrad.core.ad_util import Zero
@@ -17,7 +19,19 @@ sharding_constraint_p = Primitive("sharding_constraint")
 sharding_constraint_p.def_abstract_eval(lambda x, sharding: x)
 
 
+# While a program partitioned by Shardy is lowered (``lowering/spmd_jit.py``): {mesh: name of
+# its ``sdy.mesh`` symbol}, to which constraints add the meshes they name; else None (GSPMD).
+shardy_meshes = contextvars.ContextVar("funcgrad_shardy_meshes", default=None)
+
+
 def _lowering(ctx, x, sharding):
+    meshes = shardy_meshes.get()
+    if meshes is not None:
+        name = meshes.get(sharding.mesh)
+        if name is None:
+            name = meshes[sharding.mesh] = f"mesh_{len(meshes)}"
+        attr = ir.Attribute.parse(sharding._to_sdy_text(ctx.avals_out[0].ndim, name))
+        return sdy.sharding_constraint(x, attr)
     op = stablehlo.CustomCallOp([_hlo.ir_type(ctx.avals_out[0])], [x], "Sharding")
     op.attributes["mhlo.sharding"] = ir.StringAttr.get(
         str(sharding._to_xla_hlo_sharding(ctx.avals_out[0].ndim)))

@@ -340,7 +340,8 @@ def _put_leaf(x, device):
     device = device or backend.default_device()
     if isinstance(x, Array):
         if type(x) is not Array:      # a sharded Array: gathered onto the one device
-            return transfer(x, device, explicit=True)
+            from funcgrad.lowering import sharding
+            return sharding.to_device(x, device)
         if x.device == device:
             return x
         return transfer(x, device, explicit=True)

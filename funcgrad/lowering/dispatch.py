@@ -32,7 +32,7 @@ from funcgrad.core.primitive import Primitive, current_policy, policies_open
 from funcgrad.core.staging import trace_to_jaxpr
 from funcgrad.core.values import aval_of
 from funcgrad.lax.callbacks import reraise_host_error
-from funcgrad.lowering import backend, mlir, nan_checks, spmd, spmd_dispatch
+from funcgrad.lowering import backend, mlir, nan_checks, spmd, spmd_dispatch, spmd_jit
 from funcgrad.config import config
 from funcgrad.lowering import array as _array_mod
 from funcgrad.lowering.array import Array, sharding_for
@@ -69,6 +69,10 @@ def _device_of(args):
 
 @jit_p.def_impl
 def _jit_impl(*args, jaxpr, name, donated):
+    # a body laying values out over a mesh (a sharded jit under a transformation) runs there
+    run = spmd_jit.constrained_program(jaxpr, name)
+    if run is not None:
+        return run(list(args))
     device = _device_of(args)
     exe = _executable_for(jaxpr, device, name, donated if any(donated) else ())
     return exe(list(jaxpr.consts) + list(args))

@@ -123,6 +123,14 @@ class Mesh:
     def local_devices(self):
         return list(self._flat)
 
+    def _sdy_text(self, device_ids=None):
+        """This mesh as a Shardy ``#sdy.mesh`` attribute (text); ``device_ids``: the program's
+        device positions of its devices, when they are not in the program's order."""
+        axes = ", ".join(f'"{n}"={s}' for n, s in zip(self.axis_names, self.axis_sizes))
+        ids = "" if device_ids is None or list(device_ids) == list(range(self.size)) else \
+            f", device_ids=[{', '.join(str(i) for i in device_ids)}]"
+        return f"#sdy.mesh<[{axes}]{ids}>"
+
     def __eq__(self, other):
         return isinstance(other, Mesh) and (self is other or self._id == other._id)
 
@@ -222,8 +230,8 @@ class NamedSharding(_jax.GSPMDSharding):
     def with_rank(self, ndim, where="device_put"):
         """This sharding for an ``ndim``-d array (the C++ sharding records the rank)."""
         if ndim < len(self.spec):
-            raise ValueError(f"{where}: {self.spec} has {len(self.spec)} entries, more than the "
-                             f"{ndim} dimensions of the array")
+            raise ValueError(f"{where}: {self.spec} (over {self.mesh}) has {len(self.spec)} "
+                             f"entries, more than the {ndim} dimensions of the array")
         if ndim == self._ndim:
             return self
         s = self._by_rank.get(ndim)
@@ -253,6 +261,13 @@ class NamedSharding(_jax.GSPMDSharding):
 
     def _to_xla_hlo_sharding(self, ndim):
         return spec_hlo_sharding(self.mesh, self.spec, ndim)
+
+    def _to_sdy_text(self, ndim, mesh_name="mesh"):
+        """This layout of an ``ndim``-d array as a Shardy ``#sdy.sharding`` attribute (text)
+        over the module's mesh named ``mesh_name``: every dimension closed."""
+        dims = ", ".join("{" + ", ".join(f'"{a}"' for a in self.spec.axes_of(d)) + "}"
+                         for d in range(ndim))
+        return f"#sdy.sharding<@{mesh_name}, [{dims}]>"
 
     def is_fully_replicated(self):
         return all(self.mesh.shape[n] == 1 for d in range(len(self.spec))

@@ -5,6 +5,7 @@ import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir._mlir_libs import _chlo, _jax_mlir_ext, _stablehlo
 from jaxlib.mlir.dialects import func as func_dialect
+from jaxlib.mlir.dialects import sdy as _sdy
 from jaxlib.mlir.dialects import stablehlo
 
 from funcgrad.core.jaxpr import ClosedJaxpr, Literal
@@ -20,6 +21,7 @@ def new_context():
     ctx.load_all_available_dialects()
     _stablehlo.register_dialect(ctx, load=True)
     _chlo.register_dialect(ctx, load=True)
+    _sdy.register_dialect(ctx)       # Shardy's ops, for programs partitioned over a mesh
     return ctx
 
 

@@ -234,6 +234,17 @@ def put_named(x, sharding, fn="device_put"):
     value is split on the host and each device's block copied to it."""
     if isinstance(x, ShardedArray) and x._buf._sharding == sharding:
         return x
+    from funcgrad.lowering import reshard
+    if reshard.can_reshard(x):        # already on devices: moved there, not via the host
+        try:
+            sharding = sharding.with_rank(x.aval.ndim, fn)
+            sharding.check_shape(x.aval.shape, fn)
+        except ValueError as e:
+            raise ValueError(f"{e} (an argument of shape {x.aval.shape}, {x.aval.dtype})") \
+                from None
+        out = reshard.reshard(x, sharding)
+        if out is not None:
+            return out
     aval, host = host_value(x, fn)
     try:
         sharding = sharding.with_rank(aval.ndim, fn)
@@ -308,11 +319,11 @@ def put_tree(x, target):
     """``device_put(x, target)`` for ``target`` a list of devices (replicated on each), a
     ``NamedSharding``, a ``SingleDeviceSharding``, or a ``PartitionSpec`` inside ``with mesh:``."""
     from funcgrad import tree_util
-    from funcgrad.lowering import array, mesh
+    from funcgrad.lowering import mesh
     if isinstance(target, (list, tuple)) and not isinstance(target, mesh.PartitionSpec):
         return tree_util.tree_map(lambda leaf: replicate(leaf, target), x)
     if isinstance(target, _jax.SingleDeviceSharding):
-        return array.device_put(x, target._device)
+        return tree_util.tree_map(lambda leaf: to_device(leaf, target._device), x)
     if isinstance(target, mesh.PartitionSpec):
         current = mesh.current_mesh()
         if current is None:
@@ -323,6 +334,14 @@ def put_tree(x, target):
         return tree_util.tree_map(lambda leaf: put_named(leaf, target), x)
     raise TypeError(f"device_put: expected a device, a list of devices or a sharding, got "
                     f"{type(target).__name__}: {target!r}")
+
+
+def to_device(x, device):
+    """``x`` on ``device`` alone; an Array already on devices moves there device to device."""
+    from funcgrad.lowering import array, reshard
+    if reshard.can_reshard(x):
+        return reshard.reshard(x, array.sharding_for(device))
+    return array.device_put(x, device)
 
 
 def replicate(x, devices):

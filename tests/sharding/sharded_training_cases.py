@@ -443,7 +443,8 @@ def test_lower_and_compile_show_the_partitioned_program(mesh):
     f = funcgrad.jit(lambda x, w: jnp.sum(x @ w, axis=0))
     x, w = _put(a, mesh, "data"), _put(b, mesh, None, "model")
     lowered = f.lower(x, w)
-    assert 'mhlo.sharding = "{devices=[2,1,2]' in lowered.as_text()
+    text = lowered.as_text()     # Shardy's annotations: the mesh and each argument's axes
+    assert "sdy.mesh @mesh" in text and '[{"data"}, {}]' in text and '[{}, {"model"}]' in text
     compiled = lowered.compile()
     text = compiled.as_text()
     assert "f32[4,4]" in text and "all-reduce" in text     # per-device blocks, the batch sum
