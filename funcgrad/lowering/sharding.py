@@ -59,7 +59,11 @@ class MappedSharding(_jax.GSPMDSharding):
         return _axis_of(self) is None
 
     def is_fully_addressable(self):
-        return True
+        return len(addressable(self._devices)) == len(self._devices)
+
+    @property
+    def addressable_devices(self):
+        return set(addressable(self._devices))
 
     def shard_shape(self, shape):
         axis = _axis_of(self)
@@ -88,6 +92,27 @@ _shardings = {}       # (device ids, ndim, axis) -> MappedSharding
 
 def _axis_of(sharding):
     return _axes[id(sharding)]
+
+
+def addressable(devices):
+    """The devices of ``devices`` that this process drives, in their order (all of them in a
+    one-process run)."""
+    return [d for d in devices if d.process_index == d.client.process_index()]
+
+
+def addressable_indices(sharding, shape):
+    """``[(device, index, replica_id)]`` for the devices of ``sharding`` this process drives,
+    in the sharding's device order: the block of an array of ``shape`` each holds, and how
+    many devices before it (in that order) hold the same block."""
+    index = sharding.devices_indices_map(tuple(shape))
+    seen, out = {}, []
+    for d in sharding._device_assignment:
+        key = tuple((s.start, s.stop) for s in index[d])
+        replica = seen.get(key, 0)
+        seen[key] = replica + 1
+        if d.process_index == d.client.process_index():
+            out.append((d, index[d], replica))
+    return out
 
 
 def mapped_sharding(devices, ndim, axis):
@@ -141,16 +166,28 @@ class ShardedArray(Array):
         return self._buf._sharding.is_fully_replicated()
 
     @property
+    def is_fully_addressable(self):
+        """Whether this process drives every device holding a part of the value (False for an
+        array over the devices of several processes)."""
+        return self._buf._sharding.is_fully_addressable()
+
+    @property
     def addressable_shards(self):
+        """The ``Shard``s on this process's devices (``device``, ``index`` into the global
+        array, ``data``, ``replica_id``), in the sharding's device order."""
         sharding = self._buf._sharding
         shape = sharding.shard_shape(self.aval.shape)
         aval = ShapedArray(shape, self.aval.dtype, self.aval.weak_type)
-        index = sharding.devices_indices_map(self.aval.shape)
         out = []
-        for device, buf in zip(sharding._devices, self._buf._arrays):
+        for (device, index, replica), buf in zip(
+                addressable_indices(sharding, self.aval.shape), self._buf._arrays):
             own = _jax.ArrayImpl(_BufferAval(aval), sharding_for(device), [buf], True, True)
-            out.append(Shard(device, index[device], Array(aval, own)))
+            out.append(Shard(device, index, Array(aval, own), replica))
         return out
+
+    def addressable_data(self, i):
+        """The data (an Array on one device) of the ``i``-th addressable shard."""
+        return self.addressable_shards[i].data
 
     def _value(self):
         if self._buf.is_deleted():
@@ -161,6 +198,12 @@ class ShardedArray(Array):
         shards = self.addressable_shards
         if self.is_fully_replicated:
             return shards[0].data._value()
+        if not self.is_fully_addressable:
+            raise RuntimeError(
+                f"Array {self.aval.str_short()} lies on devices of other processes too "
+                f"({self.sharding}); this process holds only its .addressable_shards. Use "
+                f"funcgrad.distributed.process_allgather to gather the whole value, or read the "
+                f"shards")
         out = np.empty(self.aval.shape, storage_dtype(self.aval.dtype))
         for s in shards:
             out[s.index] = s.data._value()
@@ -184,12 +227,19 @@ def assemble(aval, sharding, shard_bufs):
 
 def shard_value(x, devices, axis, fn="device_put_sharded"):
     """``x`` (NumPy value, Array or ShardedArray) split along ``axis`` over ``devices`` (None:
-    replicated), reusing the buffers of a ShardedArray already laid out that way."""
+    replicated), reusing the buffers of a ShardedArray already laid out that way.
+
+    When ``devices`` include other processes' devices, ``x`` is this process's part: one entry
+    along ``axis`` per device of this process (or, with ``axis`` None, the whole value), as
+    ``pmap`` takes it in a multi-process run."""
     devices = tuple(devices)
     if isinstance(x, ShardedArray):
         s = x._buf._sharding
         if tuple(s._devices) == devices and _axes.get(id(s), "other") == axis:
             return x
+    local = addressable(devices)
+    if len(local) != len(devices):
+        return _process_part(x, devices, local, axis, fn)
     aval, host = host_value(x, fn)
     n = len(devices)
     if axis is None:
@@ -200,6 +250,51 @@ def shard_value(x, devices, axis, fn="device_put_sharded"):
                              f"one entry per device ({n} devices)")
         pieces = [np.ascontiguousarray(p) for p in np.split(host, n, axis=axis)]
     return put_pieces(aval, mapped_sharding(devices, aval.ndim, axis), pieces, devices)
+
+
+def _process_part(x, devices, local, axis, fn):
+    """The global Array over ``devices`` whose shards on this process's ``local`` devices are
+    the parts of ``x`` (its buffers when it is already split that way over ``local``)."""
+    if isinstance(x, ShardedArray):
+        s = x._buf._sharding
+        if tuple(s._devices) == tuple(local) and _axes.get(id(s), "other") == axis:
+            aval = x.aval
+            return assemble(global_of(aval, axis, len(devices)),
+                            mapped_sharding(devices, aval.ndim, axis), x._buf._arrays)
+    aval, host = host_value(x, fn)
+    if axis is None:
+        pieces = [host] * len(local)
+    else:
+        if aval.ndim <= axis or aval.shape[axis] != len(local):
+            raise ValueError(f"{fn}: axis {axis} of an argument of shape {aval.shape} must have "
+                             f"one entry per device of this process ({len(local)} of the "
+                             f"{len(devices)} devices of the run)")
+        pieces = [np.ascontiguousarray(p) for p in np.split(host, len(local), axis=axis)]
+    return put_pieces(global_of(aval, axis, len(devices)),
+                      mapped_sharding(devices, aval.ndim, axis), pieces, local)
+
+
+def global_of(aval, axis, n):
+    """``aval`` with ``n`` entries along ``axis`` (None: ``aval``)."""
+    if axis is None:
+        return aval
+    shape = list(aval.shape)
+    shape[axis] = n
+    return ShapedArray(tuple(shape), aval.dtype, aval.weak_type)
+
+
+def process_local(x):
+    """This process's part of a ShardedArray split over the devices of several processes (a
+    ``MappedSharding``): an Array over its own devices whose mapped axis has one entry per
+    such device, holding the same buffers; ``x`` itself when every device is this
+    process's."""
+    s = x._buf._sharding
+    if not isinstance(s, MappedSharding) or s.is_fully_addressable():
+        return x
+    local = addressable(s._devices)
+    axis = _axis_of(s)
+    return assemble(global_of(x.aval, axis, len(local)),
+                    mapped_sharding(local, x.aval.ndim, axis), x._buf._arrays)
 
 
 def host_value(x, fn):
@@ -240,7 +335,7 @@ def put_named(x, sharding, fn="device_put"):
         index = sharding.devices_indices_map(aval.shape)
     except ValueError as e:
         raise ValueError(f"{e} (an argument of shape {aval.shape}, {aval.dtype})") from None
-    devices = sharding._device_assignment
+    devices = addressable(sharding._device_assignment)
     pieces = [np.array(host[index[d]], order="C") for d in devices]
     return put_pieces(aval, sharding, pieces, devices)
 
@@ -331,4 +426,4 @@ def replicate(x, devices):
 
 
 __all__ = ["MappedSharding", "ShardedArray", "Shard", "mapped_sharding", "shard_value",
-           "assemble", "put_named", "put_pieces", "host_value", "device_put_sharded", "device_put_replicated", "replicate"]
+           "assemble", "put_named", "addressable", "addressable_indices", "process_local", "put_pieces", "host_value", "device_put_sharded", "device_put_replicated", "replicate"]

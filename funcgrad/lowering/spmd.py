@@ -19,7 +19,6 @@ import numpy as np
 from jaxlib import _jax
 from jaxlib import xla_client as xc
 
-from funcgrad.core.avals import ShapedArray
 from funcgrad.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, Var
 from funcgrad.core.primitive import rule_table
 from funcgrad.lowering import backend, mlir
@@ -27,7 +26,8 @@ from funcgrad.lowering.array import Array, _BufferAval
 from funcgrad.lowering.executable import (Executable, _option_overrides, compile_closed_jaxpr,
                                           to_buffer)
 from funcgrad.lowering.jaxlib_compat import array_result_handler as _result_handler
-from funcgrad.lowering.sharding import ShardedArray, mapped_sharding
+from funcgrad.lowering.sharding import (ShardedArray, addressable, global_of, mapped_sharding,
+                                       process_local)
 
 _last = [None]     # the outputs of the latest multi-device launch (see the module docstring)
 
@@ -40,22 +40,13 @@ def wait_for_previous_launch():
             buf.block_until_ready()
 
 
-def global_aval(aval, axis, n):
-    """The aval of the whole array whose per-device slice is ``aval`` (size 1 along ``axis``);
-    ``axis`` None: replicated, the same aval."""
-    if axis is None:
-        return aval
-    shape = list(aval.shape)
-    shape[axis] = n
-    return ShapedArray(tuple(shape), aval.dtype, aval.weak_type)
-
-
 class ReplicatedExecutable:
     """``closed`` compiled to run once on each of ``devices``. ``in_axes``/``out_axes``: per
     flat input (its consts first, as leading arguments) and output, the axis along which it is split over the devices (size 1 in
     ``closed``'s avals) or None (replicated)."""
 
-    __slots__ = ("loaded", "devices", "in_shardings", "out_avals", "_handlers", "text")
+    __slots__ = ("loaded", "devices", "in_shardings", "out_avals", "_handlers", "text",
+                 "_spans_processes")
 
     def __init__(self, closed, devices, in_axes, out_axes, axis_env, name="pmap", donated=()):
         devices = tuple(devices)
@@ -84,7 +75,8 @@ class ReplicatedExecutable:
         in_avals = [v.aval for v in closed.jaxpr.constvars] + list(closed.in_avals)
         self.in_shardings = [mapped_sharding(devices, a.ndim, ax)
                              for a, ax in zip(in_avals, in_axes)]
-        self.out_avals = [global_aval(a, ax, n) for a, ax in zip(closed.out_avals, out_axes)]
+        self.out_avals = [global_of(a, ax, n) for a, ax in zip(closed.out_avals, out_axes)]
+        self._spans_processes = len(addressable(devices)) != n
         self._handlers = [_result_handler(_BufferAval(a), mapped_sharding(devices, a.ndim, ax))
                           for a, ax in zip(self.out_avals, out_axes)]
 
@@ -94,6 +86,8 @@ class ReplicatedExecutable:
         wait_for_previous_launch()
         outs = self.loaded.execute_sharded(bufs).consume_with_handlers(self._handlers)
         _last[0] = outs
+        if self._spans_processes:   # as JAX's pmap: each process gets back its own part
+            return [process_local(ShardedArray(a, b)) for a, b in zip(self.out_avals, outs)]
         return [ShardedArray(a, b) for a, b in zip(self.out_avals, outs)]
 
     def as_text(self):

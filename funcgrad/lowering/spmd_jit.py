@@ -160,7 +160,7 @@ class SpmdExecutable:
     """``closed`` (global shapes) compiled for ``mesh``'s devices by the SPMD partitioner."""
 
     def __init__(self, closed, mesh, in_shardings, out_shardings, name):
-        devices = mesh.local_devices
+        devices = list(mesh.devices.flat)    # every process's: one program over all of them
         in_avals = [v.aval for v in closed.jaxpr.constvars] + list(closed.in_avals)
         module, ctx = mlir.lower_closed_jaxpr(closed, name=name,
                                               platform=backend.platform_of(devices[0]))
