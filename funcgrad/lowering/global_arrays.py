@@ -83,7 +83,7 @@ def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None)
         raise ValueError(f"{fn}: the arrays lie on devices {sorted(d.id for d in by_device)} "
                          f"but this process's devices of {sharding} are "
                          f"{[d.id for d, _, _ in wanted]}; give one array on each")
-    block = tuple(sharding.shard_shape(shape))
+    block = wanted and tuple(len(range(*s.indices(n))) for s, n in zip(wanted[0][1], shape))
     for a in arrays:
         if a.shape != block:
             raise ValueError(f"{fn}: an array of shape {a.shape} on {a.device}, but each "
