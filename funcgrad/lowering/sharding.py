@@ -19,6 +19,7 @@ Example:
     ((slice(0, 1, None), slice(None, None, None)), Array([[0, 0, 0]], dtype=int32))
 """
 import contextlib
+import weakref
 
 import numpy as np
 from jaxlib import _jax
@@ -240,6 +241,8 @@ def shard_value(x, devices, axis, fn="device_put_sharded"):
     local = addressable(devices)
     if len(local) != len(devices):
         return _process_part(x, devices, local, axis, fn)
+    if axis is None and type(x) is Array and x.device in local:
+        return _replicated_from(x, x.aval, devices, local)
     aval, host = host_value(x, fn)
     n = len(devices)
     if axis is None:
@@ -252,15 +255,43 @@ def shard_value(x, devices, axis, fn="device_put_sharded"):
     return put_pieces(aval, mapped_sharding(devices, aval.ndim, axis), pieces, devices)
 
 
+# A process's part of a multi-process program's output is the output's buffer re-wrapped over
+# this process's devices; it remembers the global array it came from, so that the next program
+# over the same devices takes it re-wrapped back instead of reading its shards (reading the
+# shards of an array over several processes' devices, ``_arrays``, makes jaxlib try to import
+# jax on every new array).
+_parts = {}     # id(part's buffer) -> (weakref to it, global aval, global sharding)
+
+
+def process_part(buf, aval, local_aval, local_sharding):
+    """The ShardedArray ``local_aval`` over ``local_sharding`` (this process's devices) of the
+    multi-process output buffer ``buf`` of global ``aval``."""
+    part = buf._rewrap_with_aval_and_sharding(_BufferAval(local_aval), local_sharding)
+    key = id(part)
+    _parts[key] = (weakref.ref(part, lambda _, k=key: _parts.pop(k, None)), aval, buf._sharding)
+    return ShardedArray(local_aval, part)
+
+
 def _process_part(x, devices, local, axis, fn):
     """The global Array over ``devices`` whose shards on this process's ``local`` devices are
     the parts of ``x`` (its buffers when it is already split that way over ``local``)."""
     if isinstance(x, ShardedArray):
+        entry = _parts.get(id(x._buf))
+        if entry is not None and entry[0]() is x._buf and \
+                entry[2] is mapped_sharding(devices, x.aval.ndim, axis):
+            return ShardedArray(entry[1], x._buf._rewrap_with_aval_and_sharding(
+                _BufferAval(entry[1]), entry[2]))
         s = x._buf._sharding
         if tuple(s._devices) == tuple(local) and _axes.get(id(s), "other") == axis:
             aval = x.aval
             return assemble(global_of(aval, axis, len(devices)),
                             mapped_sharding(devices, aval.ndim, axis), x._buf._arrays)
+    if type(x) is Array and x.device in local:
+        if axis is None:
+            return _replicated_from(x, x.aval, devices, local)
+        if len(local) == 1 and axis < x.aval.ndim and x.aval.shape[axis] == 1:
+            return assemble(global_of(x.aval, axis, len(devices)),
+                            mapped_sharding(devices, x.aval.ndim, axis), [x._buf])
     aval, host = host_value(x, fn)
     if axis is None:
         pieces = [host] * len(local)
@@ -274,6 +305,20 @@ def _process_part(x, devices, local, axis, fn):
                       mapped_sharding(devices, aval.ndim, axis), pieces, local)
 
 
+def _replicated_from(x, aval, devices, local):
+    """Single-device Array ``x`` replicated over ``devices``: its own buffer on its device,
+    copies on this process's other devices."""
+    host, bufs = None, []
+    for d in local:
+        if d == x.device:
+            bufs.append(x._buf)
+            continue
+        if host is None:
+            host = np.asarray(x).astype(storage_dtype(aval.dtype), copy=False)
+        bufs.append(put_pieces(aval, sharding_for(d), [host], [d])._buf)
+    return assemble(aval, mapped_sharding(devices, aval.ndim, None), bufs)
+
+
 def global_of(aval, axis, n):
     """``aval`` with ``n`` entries along ``axis`` (None: ``aval``)."""
     if axis is None:
@@ -281,20 +326,6 @@ def global_of(aval, axis, n):
     shape = list(aval.shape)
     shape[axis] = n
     return ShapedArray(tuple(shape), aval.dtype, aval.weak_type)
-
-
-def process_local(x):
-    """This process's part of a ShardedArray split over the devices of several processes (a
-    ``MappedSharding``): an Array over its own devices whose mapped axis has one entry per
-    such device, holding the same buffers; ``x`` itself when every device is this
-    process's."""
-    s = x._buf._sharding
-    if not isinstance(s, MappedSharding) or s.is_fully_addressable():
-        return x
-    local = addressable(s._devices)
-    axis = _axis_of(s)
-    return assemble(global_of(x.aval, axis, len(local)),
-                    mapped_sharding(local, x.aval.ndim, axis), x._buf._arrays)
 
 
 def host_value(x, fn):
@@ -426,4 +457,4 @@ def replicate(x, devices):
 
 
 __all__ = ["MappedSharding", "ShardedArray", "Shard", "mapped_sharding", "shard_value",
-           "assemble", "put_named", "addressable", "addressable_indices", "process_local", "put_pieces", "host_value", "device_put_sharded", "device_put_replicated", "replicate"]
+           "assemble", "put_named", "addressable", "addressable_indices", "process_part", "put_pieces", "host_value", "device_put_sharded", "device_put_replicated", "replicate"]

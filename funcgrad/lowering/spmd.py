@@ -27,7 +27,7 @@ from funcgrad.lowering.executable import (Executable, _option_overrides, compile
                                           to_buffer)
 from funcgrad.lowering.jaxlib_compat import array_result_handler as _result_handler
 from funcgrad.lowering.sharding import (ShardedArray, addressable, global_of, mapped_sharding,
-                                       process_local)
+                                       process_part)
 
 _last = [None]     # the outputs of the latest multi-device launch (see the module docstring)
 
@@ -46,7 +46,7 @@ class ReplicatedExecutable:
     ``closed``'s avals) or None (replicated)."""
 
     __slots__ = ("loaded", "devices", "in_shardings", "out_avals", "_handlers", "text",
-                 "_spans_processes")
+                 "_parts")
 
     def __init__(self, closed, devices, in_axes, out_axes, axis_env, name="pmap", donated=()):
         devices = tuple(devices)
@@ -75,19 +75,26 @@ class ReplicatedExecutable:
         in_avals = [v.aval for v in closed.jaxpr.constvars] + list(closed.in_avals)
         self.in_shardings = [mapped_sharding(devices, a.ndim, ax)
                              for a, ax in zip(in_avals, in_axes)]
+        # Over several processes' devices each process gets back its own part, as from JAX's
+        # pmap: outputs are wrapped over this process's devices directly (reading the buffers
+        # of an array over other processes' devices makes jaxlib try to import jax each time).
+        mine = addressable(devices)
         self.out_avals = [global_of(a, ax, n) for a, ax in zip(closed.out_avals, out_axes)]
-        self._spans_processes = len(addressable(devices)) != n
         self._handlers = [_result_handler(_BufferAval(a), mapped_sharding(devices, a.ndim, ax))
                           for a, ax in zip(self.out_avals, out_axes)]
+        self._parts = None if len(mine) == n else [
+            (global_of(a, ax, len(mine)), mapped_sharding(mine, a.ndim, ax))
+            for a, ax in zip(closed.out_avals, out_axes)]
 
     def __call__(self, bufs):
         """Run on multi-device buffers (one per input, laid out as ``in_shardings``); returns
-        ShardedArrays."""
+        ShardedArrays (this process's part when the devices span several processes)."""
         wait_for_previous_launch()
         outs = self.loaded.execute_sharded(bufs).consume_with_handlers(self._handlers)
         _last[0] = outs
-        if self._spans_processes:   # as JAX's pmap: each process gets back its own part
-            return [process_local(ShardedArray(a, b)) for a, b in zip(self.out_avals, outs)]
+        if self._parts is not None:     # as JAX's pmap: each process gets its own part back
+            return [process_part(b, a, *part)
+                    for b, a, part in zip(outs, self.out_avals, self._parts)]
         return [ShardedArray(a, b) for a, b in zip(self.out_avals, outs)]
 
     def as_text(self):
@@ -167,6 +174,15 @@ class _Pieces:
         return [m for exe, ins, _ in self.steps if ins is not None
                 for m in exe.loaded.hlo_modules()]
 
+    def _on_device(self, x):
+        """A pmap's output that lies whole on this program's device (a one-device part of a
+        multi-process pmap) as a single-device Array, without a trip through the host."""
+        if type(x) is ShardedArray:
+            s = x._buf._sharding
+            if len(s._device_assignment) == 1 and s._device_assignment[0] == self.device:
+                return Array(x.aval, x._buf._arrays[0])
+        return x
+
     def execute_sharded(self, bufs):
         env = {v: Array(v.aval, b) for v, b in zip(self.in_vars, bufs)}
 
@@ -179,7 +195,7 @@ class _Pieces:
                 res = eqn.prim.bind(*[read(v) for v in eqn.invars], **eqn.params)
                 outs, res = eqn.outvars, res if eqn.prim.multiple_results else [res]
             else:
-                res = exe([read(v) for v in ins])
+                res = exe([self._on_device(read(v)) for v in ins])
             env.update(zip(outs, res))
         return _Outputs([to_buffer(read(v), self.device, v.aval) for v in self.jaxpr.outvars])
 
