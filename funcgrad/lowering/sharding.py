@@ -19,6 +19,7 @@ Example:
     ((slice(0, 1, None), slice(None, None, None)), Array([[0, 0, 0]], dtype=int32))
 """
 import contextlib
+import sys
 import weakref
 
 import numpy as np
@@ -93,6 +94,24 @@ _shardings = {}       # (device ids, ndim, axis) -> MappedSharding
 
 def _axis_of(sharding):
     return _axes[id(sharding)]
+
+
+def shard_buffers(buf):
+    """The single-device buffers of ``buf`` (a jaxlib ``ArrayImpl``) on this process's devices.
+
+    In a multi-process run jaxlib tries to import the ``jax`` package while it splits an array
+    into its shards: that would load JAX into a funcgrad program (where JAX is installed) or
+    search the path for it on every array (where it is not). funcgrad never imports JAX, so
+    unless the program loaded it already the attempt is made to fail at once.
+    """
+    if "jax" in sys.modules:
+        return buf._arrays
+    sys.modules["jax"] = None
+    try:
+        return buf._arrays
+    finally:
+        if sys.modules.get("jax", False) is None:
+            del sys.modules["jax"]
 
 
 def addressable(devices):
@@ -181,7 +200,7 @@ class ShardedArray(Array):
         aval = ShapedArray(shape, self.aval.dtype, self.aval.weak_type)
         out = []
         for (device, index, replica), buf in zip(
-                addressable_indices(sharding, self.aval.shape), self._buf._arrays):
+                addressable_indices(sharding, self.aval.shape), shard_buffers(self._buf)):
             own = _jax.ArrayImpl(_BufferAval(aval), sharding_for(device), [buf], True, True)
             out.append(Shard(device, index, Array(aval, own), replica))
         return out
@@ -285,7 +304,7 @@ def _process_part(x, devices, local, axis, fn):
         if tuple(s._devices) == tuple(local) and _axes.get(id(s), "other") == axis:
             aval = x.aval
             return assemble(global_of(aval, axis, len(devices)),
-                            mapped_sharding(devices, aval.ndim, axis), x._buf._arrays)
+                            mapped_sharding(devices, aval.ndim, axis), shard_buffers(x._buf))
     if type(x) is Array and x.device in local:
         if axis is None:
             return _replicated_from(x, x.aval, devices, local)
@@ -457,4 +476,4 @@ def replicate(x, devices):
 
 
 __all__ = ["MappedSharding", "ShardedArray", "Shard", "mapped_sharding", "shard_value",
-           "assemble", "put_named", "addressable", "addressable_indices", "process_part", "put_pieces", "host_value", "device_put_sharded", "device_put_replicated", "replicate"]
+           "assemble", "put_named", "addressable", "addressable_indices", "process_part", "shard_buffers", "put_pieces", "host_value", "device_put_sharded", "device_put_replicated", "replicate"]

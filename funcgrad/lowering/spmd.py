@@ -27,7 +27,7 @@ from funcgrad.lowering.executable import (Executable, _option_overrides, compile
                                           to_buffer)
 from funcgrad.lowering.jaxlib_compat import array_result_handler as _result_handler
 from funcgrad.lowering.sharding import (ShardedArray, addressable, global_of, mapped_sharding,
-                                       process_part)
+                                       process_part, shard_buffers)
 
 _last = [None]     # the outputs of the latest multi-device launch (see the module docstring)
 
@@ -180,7 +180,7 @@ class _Pieces:
         if type(x) is ShardedArray:
             s = x._buf._sharding
             if len(s._device_assignment) == 1 and s._device_assignment[0] == self.device:
-                return Array(x.aval, x._buf._arrays[0])
+                return Array(x.aval, shard_buffers(x._buf)[0])
         return x
 
     def execute_sharded(self, bufs):

@@ -178,12 +178,26 @@ def train_ddp():
     return losses, float(np.abs(agree - agree[0]).max())
 
 
+def ddp_buffers():
+    """Eval-mode outputs of a DDP-wrapped BatchNorm whose running mean drifted on process 1
+    after construction: each forward starts from process 0's buffers."""
+    funcgrad.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    ddp = DistributedDataParallel(net)
+    if ME == 1:
+        net[1].running_mean = jnp.full(4, 5.0)
+    ddp.eval()
+    out = ddp(jnp.ones((2 * funcgrad.local_device_count(), 3)))
+    return np.asarray(out)[0].tolist()
+
+
 result = {"process_index": ME, "process_count": PROCESSES,
           "device_count": funcgrad.device_count()}
 result.update(global_arrays=global_arrays(), pmap=pmap_collective())
 result["single"] = train_single()
 result["pmap_losses"] = train_pmap()
 result["ddp_losses"], result["ddp_weight_spread"] = train_ddp()
+result["ddp_buffers"] = ddp_buffers()
 print(json.dumps(result), flush=True)
 if PROCESSES > 1:
     dist.shutdown()

@@ -93,3 +93,11 @@ def test_data_parallel_lenet_losses_equal_the_one_device_run(runs):
         np.testing.assert_allclose(view["pmap_losses"], single, atol=1e-5)
         np.testing.assert_allclose(view["ddp_losses"], single, atol=1e-5)
         assert view["ddp_weight_spread"] == 0.0     # the processes' weights stay equal
+
+
+@pytest.mark.slow
+def test_ddp_forward_starts_from_process_0_buffers(runs):
+    pair, alone = runs
+    # process 1's running mean was changed after construction; its output still uses process 0's
+    assert pair[0]["ddp_buffers"] == pair[1]["ddp_buffers"]
+    np.testing.assert_allclose(pair[0]["ddp_buffers"], alone["ddp_buffers"], atol=1e-6)
