@@ -286,6 +286,11 @@ class NamedSharding(_jax.GSPMDSharding):
         """The shape of each device's block of an array of ``shape``."""
         return tuple(s // n for s, n in zip(shape, self._splits(shape, "shard_shape")))
 
+    def addressable_devices_indices_map(self, shape):
+        """``devices_indices_map`` restricted to the devices this process drives."""
+        mine = set(self.mesh.local_devices)
+        return {d: i for d, i in self.devices_indices_map(shape).items() if d in mine}
+
     def devices_indices_map(self, shape):
         """``{device: tuple of slices}``: the block of an array of ``shape`` each device holds."""
         splits = self._splits(shape, "devices_indices_map")

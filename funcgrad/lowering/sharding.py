@@ -73,6 +73,10 @@ class MappedSharding(_jax.GSPMDSharding):
             return tuple(shape)
         return tuple(1 if i == axis else d for i, d in enumerate(shape))
 
+    def addressable_devices_indices_map(self, shape):
+        """``devices_indices_map`` restricted to this process's devices."""
+        return {d: index for d, index, _ in addressable_indices(self, shape)}
+
     def devices_indices_map(self, shape):
         axis = _axis_of(self)
         out = {}

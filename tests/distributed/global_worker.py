@@ -47,7 +47,9 @@ def global_arrays():
         np.arange(8.0, dtype=np.float32).reshape(4, 2)
     x = funcgrad.make_array_from_process_local_data(rows, mine)
     out["local_data"] = {"shape": list(x.shape), "shards": shards(x),
-                         "fully_addressable": x.is_fully_addressable}
+                         "fully_addressable": x.is_fully_addressable,
+                         "indices_map": sorted(position[d] for d in
+                                               rows.addressable_devices_indices_map((4, 2)))}
     # a 2 x 2 mesh: axis "p" across the processes, "q" within each one
     grid = funcgrad.make_mesh((2, 2), ("p", "q"))
     replicated_rows = NamedSharding(grid, P("q"))   # rows over "q", copies over "p"

@@ -43,6 +43,7 @@ def test_each_process_holds_its_own_shards(runs):
         made = view["global_arrays"]["local_data"]
         assert made["shape"] == [4, 2] and made["fully_addressable"] is False
         assert [s[0] for s in made["shards"]] == [2 * p, 2 * p + 1]    # its devices only
+        assert made["indices_map"] == [2 * p, 2 * p + 1]
         for position, index, replica, data in made["shards"]:
             assert index == [[position, position + 1], [None, None]] and replica == 0
             np.testing.assert_array_equal(data, whole[position:position + 1])

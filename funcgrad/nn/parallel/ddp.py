@@ -139,7 +139,7 @@ class DistributedDataParallel(Module):
 
     Example:
         >>> from funcgrad.nn.parallel import DistributedDataParallel
-        >>> funcgrad.manual_seed(0)
+        >>> _ = funcgrad.manual_seed(0)
         >>> model = nn.Linear(3, 1)
         >>> ddp = DistributedDataParallel(model)
         >>> x = jnp.ones((4 * funcgrad.local_device_count(), 3))
