@@ -41,17 +41,8 @@ def batches(rank, count):
              rng.integers(0, 10, BATCH).astype(np.int64)) for _ in range(count)]
 
 
-def funcgrad_worker(rank, rounds, steps):
-    import numpy as np
-
-    import funcgrad
-    import funcgrad.nn as nn
-    import funcgrad.nn.functional as F
-    import funcgrad.optim as optim
-    from funcgrad.nn.parallel import DistributedDataParallel
-
-    funcgrad.distributed.initialize(initialization_timeout=60, heartbeat_timeout=30)
-
+def lenet(nn, F):
+    """LeNet-5 written once for both libraries (their nn and functional APIs match here)."""
     class LeNet(nn.Module):
         def __init__(self):
             super().__init__()
@@ -66,6 +57,21 @@ def funcgrad_worker(rank, rounds, steps):
             x = F.max_pool2d(F.relu(self.conv2(x)), 2)
             x = x.reshape(x.shape[0], -1)
             return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+    return LeNet
+
+
+def funcgrad_worker(rank, rounds, steps):
+    import numpy as np
+
+    import funcgrad
+    import funcgrad.nn as nn
+    import funcgrad.nn.functional as F
+    import funcgrad.optim as optim
+    from funcgrad.nn.parallel import DistributedDataParallel
+
+    funcgrad.distributed.initialize(initialization_timeout=60, heartbeat_timeout=30)
+
+    LeNet = lenet(nn, F)
 
     funcgrad.manual_seed(0)
     model = DistributedDataParallel(LeNet())
@@ -91,20 +97,7 @@ def torch_worker(rank, rounds, steps):
 
     dist.init_process_group("gloo", rank=rank, world_size=2)
 
-    class LeNet(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv1 = nn.Conv2d(1, 6, 5, padding=2)
-            self.conv2 = nn.Conv2d(6, 16, 5)
-            self.fc1 = nn.Linear(400, 120)
-            self.fc2 = nn.Linear(120, 84)
-            self.fc3 = nn.Linear(84, 10)
-
-        def forward(self, x):
-            x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-            x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-            x = x.reshape(x.shape[0], -1)
-            return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+    LeNet = lenet(nn, F)
 
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(LeNet())

@@ -229,13 +229,16 @@ class DistributedDataParallel(Module):
         d["_aux"] = None
         module_lib._epoch[0] += 1
 
-    def _forward_program(self, sync, n_args):
+    def _forward_program(self, sync, n_args, layout):
+        """The pmap of the module's forward for one leaf ``layout`` (see ``_pack``)."""
         plan = self._ddp
-        program = plan.programs.get((sync, n_args))
+        key = (sync, n_args, layout)
+        program = plan.programs.get(key)
         if program is None:
             broadcast = self.broadcast_buffers and sync
 
-            def per_device(module, *xs):
+            def per_device(packed, others, *xs):
+                module = _unpack(layout, packed, others)
                 if broadcast:
                     for sub in module.modules():
                         bufs = sub.__dict__["_buffers"]
@@ -244,8 +247,8 @@ class DistributedDataParallel(Module):
                                 bufs[name] = _from_first_device(b)
                 return module(*xs)
 
-            program = plan.programs[(sync, n_args)] = pmap(
-                per_device, axis_name=AXIS, in_axes=(None,) + (0,) * n_args,
+            program = plan.programs[key] = pmap(
+                per_device, axis_name=AXIS, in_axes=(None, None) + (0,) * n_args,
                 devices=plan.devices[sync])
         return program
 
@@ -267,18 +270,48 @@ class DistributedDataParallel(Module):
                                  f"axis 0 (this process's batch) splits evenly over its {n} "
                                  f"devices")
             split.append(x.reshape((n, shape[0] // n) + tuple(shape[1:])))
-        module = self.module
+        layout, packed, others = _pack(self.module)
         if sync and plan.processes > 1:
-            leaves, tree = tree_util.tree_flatten(module)
-            floats = [i for i, v in enumerate(leaves) if dtypes.is_inexact(v.dtype)]
-            scaled = _gradient_scale(1.0 / plan.processes)(
-                [leaves[i] for i in floats])
-            for i, v in zip(floats, scaled):
-                leaves[i] = v
-            module = tree.unflatten(leaves)
-        out = self._forward_program(sync, len(split))(module, *split)
+            packed = _gradient_scale(1.0 / plan.processes)(packed)
+        out = self._forward_program(sync, len(split), layout)(packed, others, *split)
         return tree_util.tree_map(
             lambda o: o.reshape((-1,) + tuple(o.shape[2:])) if o.ndim >= 2 else o, out)
+
+
+def _pack(module):
+    """``(layout, packed, others)``: the module's floating-point leaves concatenated into one
+    flat vector per dtype (``packed``), its other leaves (``others``), and the hashable
+    ``layout`` that ``_unpack`` rebuilds the module from. Under ``grad`` the pmap's transpose
+    then sums one cotangent per dtype over the devices: one all-reduce of every gradient, as
+    PyTorch's buckets, instead of one per parameter (each a round trip between processes)."""
+    leaves, tree = tree_util.tree_flatten(module)
+    kinds = sorted({np.dtype(v.dtype) for v in leaves if dtypes.is_inexact(v.dtype)},
+                   key=lambda d: d.str)
+    slots, others = [], []
+    for v in leaves:
+        dtype = np.dtype(v.dtype)
+        if dtype in kinds:
+            slots.append((kinds.index(dtype), tuple(v.shape)))
+        else:
+            slots.append((None, len(others)))
+            others.append(v)
+    packed = [jnp.concatenate([v.reshape(-1) for v in leaves
+                               if np.dtype(v.dtype) == dtype]) for dtype in kinds]
+    return (tree, tuple(slots)), packed, others
+
+
+def _unpack(layout, packed, others):
+    tree, slots = layout
+    at = [0] * len(packed)
+    leaves = []
+    for group, where in slots:
+        if group is None:
+            leaves.append(others[where])
+            continue
+        size = int(np.prod(where))
+        leaves.append(packed[group][at[group]:at[group] + size].reshape(where))
+        at[group] += size
+    return tree.unflatten(leaves)
 
 
 __all__ = ["DistributedDataParallel"]
