@@ -193,6 +193,22 @@ def ddp_buffers():
     return np.asarray(out)[0].tolist()
 
 
+def ddp_no_sync():
+    """The weight gradient of sum(w . x) with every row of x = process index + 1: averaged
+    over the processes, then inside no_sync this process's own."""
+    funcgrad.manual_seed(0)
+    ddp = DistributedDataParallel(nn.Linear(3, 1))
+    x = jnp.full((2 * funcgrad.local_device_count(), 3), ME + 1.0)
+
+    def weight_grad():
+        return np.asarray(funcgrad.grad(lambda m: m(x).sum())(ddp).module.weight).tolist()
+
+    synced = weight_grad()
+    with ddp.no_sync():
+        own = weight_grad()
+    return synced, own
+
+
 result = {"process_index": ME, "process_count": PROCESSES,
           "device_count": funcgrad.device_count()}
 result.update(global_arrays=global_arrays(), pmap=pmap_collective())
@@ -200,6 +216,7 @@ result["single"] = train_single()
 result["pmap_losses"] = train_pmap()
 result["ddp_losses"], result["ddp_weight_spread"] = train_ddp()
 result["ddp_buffers"] = ddp_buffers()
+result["ddp_synced"], result["ddp_own"] = ddp_no_sync()
 print(json.dumps(result), flush=True)
 if PROCESSES > 1:
     dist.shutdown()

@@ -102,3 +102,12 @@ def test_ddp_forward_starts_from_process_0_buffers(runs):
     # process 1's running mean was changed after construction; its output still uses process 0's
     assert pair[0]["ddp_buffers"] == pair[1]["ddp_buffers"]
     np.testing.assert_allclose(pair[0]["ddp_buffers"], alone["ddp_buffers"], atol=1e-6)
+
+
+@pytest.mark.slow
+def test_ddp_no_sync_keeps_each_process_gradient(runs):
+    pair, alone = runs
+    # 4 rows per process of value p + 1: own gradient 4 (p + 1), averaged (4 + 8) / 2 = 6
+    assert [v["ddp_own"] for v in pair] == [[[4.0] * 3], [[8.0] * 3]]
+    assert [v["ddp_synced"] for v in pair] == [[[6.0] * 3], [[6.0] * 3]]
+    assert alone["ddp_own"] == alone["ddp_synced"] == [[8.0] * 3]     # 8 rows of 1
