@@ -27,6 +27,10 @@ from funcgrad.data import TensorDataset
 from funcgrad.nn.parallel import DistributedDataParallel
 from funcgrad.sharding import NamedSharding, PartitionSpec as P
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "examples"))
+from ddp_lenet import LeNet  # noqa: E402  (the example's model, as users write it)
+
 if "MASTER_ADDR" in os.environ:
     dist.initialize(initialization_timeout=30, heartbeat_timeout=10, shutdown_timeout=10)
 ME, PROCESSES = funcgrad.process_index(), funcgrad.process_count()
@@ -92,22 +96,6 @@ def pmap_collective():
                                                   + local * ME)
     return {"shape": list(y.shape), "values": np.asarray(y).tolist(),
             "grad": np.asarray(g).tolist()}
-
-
-class LeNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 6, 5, padding=2)
-        self.conv2 = nn.Conv2d(6, 16, 5)
-        self.fc1 = nn.Linear(16 * 5 * 5, 120)
-        self.fc2 = nn.Linear(120, 84)
-        self.fc3 = nn.Linear(84, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        x = x.reshape(x.shape[0], -1)
-        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
 
 
 def dataset():
