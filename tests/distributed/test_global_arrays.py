@@ -111,6 +111,13 @@ def test_ddp_trains_as_the_module_and_no_sync_reuses_its_traces():
     np.testing.assert_allclose(np.asarray(ddp.module.fc.weight), np.asarray(plain.fc.weight),
                                atol=1e-6)
     assert len(traces) == 3         # the plain model, the synchronized and the no_sync step
+    with ddp.no_sync():             # an attribute set inside: new versions, new traces
+        ddp.note = "changed"
+        step(ddp, opts[1], xs[0], ys[0])
+    step(ddp, opts[1], xs[0], ys[0])
+    assert len(traces) == 5
+    step(ddp, opts[1], xs[0], ys[0])
+    assert len(traces) == 5
     assert list(ddp.state_dict()) == ["module.fc.weight", "module.fc.bias"]
     assert ddp.devices == tuple(funcgrad.local_devices())
 

@@ -26,6 +26,7 @@ this process's devices only: its gradients are this process's own.
 """
 import contextlib
 import functools
+import itertools
 
 import numpy as np
 
@@ -41,6 +42,7 @@ from funcgrad.transforms.custom_derivatives import custom_vjp
 from funcgrad.transforms.pmap import pmap
 
 AXIS = "ddp"      # the name of the device axis inside the wrapped forward
+_no_sync_versions = itertools.count(-(1 << 20), -(1 << 20))   # see _set_sync
 
 
 @functools.lru_cache(maxsize=None)
@@ -219,13 +221,27 @@ class DistributedDataParallel(Module):
     def _set_sync(self, sync):
         # The flag changes the traced program, so it must change the module's pytree key; a
         # plain attribute write would give a new version on every switch (and a new trace of
-        # every jitted step). The unsynchronized state takes the negative twin of the current
-        # version instead, so switching back and forth reuses the two programs.
+        # every jitted step). The unsynchronized state takes a version of its own per version
+        # of the synchronized state instead (negative, far from any other), so switching back
+        # and forth reuses the two programs; a change made inside ``no_sync`` gives the
+        # synchronized state a new version when it returns.
         d = self.__dict__
         if d["require_backward_grad_sync"] == sync:
             return
         d["require_backward_grad_sync"] = sync
-        d["_version"] = -1 - d["_version"]
+        if not sync:
+            twins = d.setdefault("_ddp_twins", {})
+            version = d["_version"]
+            if version not in twins:
+                twins[version] = next(_no_sync_versions)
+            d["_ddp_left"] = (version, twins[version])
+            d["_version"] = twins[version]
+        else:
+            version, twin = d["_ddp_left"]
+            changed = d["_version"] != twin
+            d["_version"] = version
+            if changed:
+                self._changed()
         d["_aux"] = None
         module_lib._epoch[0] += 1
 
