@@ -6,6 +6,10 @@ it for ``num_replicas = len(devices)`` (``funcgrad.lowering.spmd``); each call t
 arguments over the devices (an Array already split that way is used in place) and runs the
 program once on all of them. Outputs are sharded ``funcgrad.Array``s.
 
+In a multi-process run (``funcgrad.distributed.initialize``) the program spans the devices of
+every process: each process passes its own entries (one per device of its own along the
+mapped axis) and gets back its own part of the outputs, as JAX's ``pmap`` on a pod.
+
 Called under another transformation (``grad``, ``jvp``, ``vmap``, ``jit``) ``pmap`` binds the
 ``pmap`` primitive (``funcgrad.lowering.pmap_primitive``), whose rules keep the transformed
 computation a program over the same devices (see docs/parallel.md).
