@@ -84,6 +84,9 @@ from funcgrad import nn, optim  # noqa: E402,F401
 from funcgrad import profiler  # noqa: E402,F401  (profiler traces: docs/debugging.md)
 from funcgrad import quantization  # noqa: E402,F401  (PyTorch's quantization workflows)
 from funcgrad import distributed  # noqa: E402,F401  (many processes: docs/parallel.md)
+from funcgrad.lowering.global_arrays import (  # noqa: E402  (global Arrays, JAX's names)
+    make_array_from_callback, make_array_from_process_local_data,
+    make_array_from_single_device_arrays)
 
 # --- JAX's remaining top-level names and small modules (jax.dtypes, jax.errors, jax.dlpack,
 # jax.custom_batching)

@@ -241,8 +241,9 @@ class DistributedSampler(_EpochSampler):
     the epoch does not advance by itself: call ``set_epoch`` (the DataLoader's ``set_epoch``
     forwards it) or every epoch gets the same order.
 
-    ``num_replicas``/``rank`` default to the environment variables ``WORLD_SIZE``/``RANK`` (1/0
-    when unset).
+    ``num_replicas``/``rank`` default to ``funcgrad.process_count()``/``process_index()`` in a
+    run joined by ``funcgrad.distributed.initialize``, else to the environment variables
+    ``WORLD_SIZE``/``RANK`` (1/0 when unset).
 
     Example:
         >>> from funcgrad.data import DistributedSampler
@@ -255,11 +256,14 @@ class DistributedSampler(_EpochSampler):
     def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0,
                  drop_last=False):
         import os
+
+        from funcgrad.lowering import backend
         super().__init__(_check_seed(seed, "DistributedSampler"))
+        run = backend.distributed_runtime()      # a joined run; None: one process
         if num_replicas is None:
-            num_replicas = int(os.environ.get("WORLD_SIZE", "1"))
+            num_replicas = run.num_processes if run else int(os.environ.get("WORLD_SIZE", "1"))
         if rank is None:
-            rank = int(os.environ.get("RANK", "0"))
+            rank = run.process_id if run else int(os.environ.get("RANK", "0"))
         num_replicas, rank = operator.index(num_replicas), operator.index(rank)
         if num_replicas < 1:
             raise ValueError(f"DistributedSampler: num_replicas must be >= 1, got {num_replicas}")

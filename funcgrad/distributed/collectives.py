@@ -20,10 +20,8 @@ import numpy as np
 from funcgrad import lax
 from funcgrad import numpy as jnp
 from funcgrad.core import dtypes
-from funcgrad.core.avals import ShapedArray
 from funcgrad.distributed.runtime import DistributedError
 from funcgrad.lowering import backend, sharding
-from funcgrad.lowering.array import device_put
 from funcgrad.transforms.pmap import pmap
 
 _AXIS = "processes"
@@ -51,16 +49,12 @@ def _collective(kind, fn, value, first_only):
     holds ``value``; its other devices hold ``value`` too, or zeros when ``first_only`` (so a
     sum counts each process once). Returns this process's (first local device's) result."""
     devices = tuple(backend.devices())
-    me = backend.process_index()
-    local = [d for d in devices if d.process_index == me]
+    local = sharding.addressable(devices)
     filler = np.zeros_like(value) if first_only else value
-    aval = ShapedArray((len(devices),) + value.shape, value.dtype, False)
-    bufs = [device_put((value if i == 0 else filler)[None], d)._buf
-            for i, d in enumerate(local)]
-    arr = sharding.assemble(aval, sharding.mapped_sharding(devices, aval.ndim, 0), bufs)
+    rows = np.stack([value] + [filler] * (len(local) - 1))   # this process's part of the pmap
     try:
-        out = _program(kind, devices)(arr)
-        row = np.asarray(out._buf._arrays[0])[0]
+        out = _program(kind, devices)(rows)
+        row = np.asarray(out.addressable_shards[0].data)[0]
     except Exception as exc:
         raise DistributedError(
             f"funcgrad.distributed.{fn}: the collective over {len(devices)} devices of "

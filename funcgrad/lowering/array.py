@@ -114,15 +114,17 @@ def storage_dtype(dtype):
 
 class Shard:
     """One device's piece of an Array: ``device``, ``index`` (a tuple of slices into the
-    global array) and ``data`` (an Array on that device)."""
+    global array), ``data`` (an Array on that device) and ``replica_id`` (0 for the first
+    device holding that index, 1 for the next, ... in the sharding's device order)."""
 
-    __slots__ = ("device", "index", "data")
+    __slots__ = ("device", "index", "data", "replica_id")
 
-    def __init__(self, device, index, data):
-        self.device, self.index, self.data = device, index, data
+    def __init__(self, device, index, data, replica_id=0):
+        self.device, self.index, self.data, self.replica_id = device, index, data, replica_id
 
     def __repr__(self):
-        return f"Shard(device={self.device!r}, index={self.index}, data={self.data!r})"
+        return (f"Shard(device={self.device!r}, index={self.index}, "
+                f"replica_id={self.replica_id}, data={self.data!r})")
 
 
 class Array(Value):
@@ -167,6 +169,11 @@ class Array(Value):
             [(0, (slice(None, None, None), slice(None, None, None)), (2, 3))]
         """
         return [Shard(self.device, (slice(None),) * len(self.aval.shape), self)]
+
+    @property
+    def is_fully_addressable(self):
+        """True: this process drives the one device holding the value."""
+        return True
 
     def block_until_ready(self):
         """Wait until the value is computed; returns ``self``."""

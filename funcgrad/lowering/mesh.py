@@ -121,7 +121,8 @@ class Mesh:
 
     @property
     def local_devices(self):
-        return list(self._flat)
+        """The mesh's devices that this process drives, in mesh order."""
+        return [d for d in self._flat if d.process_index == d.client.process_index()]
 
     def _sdy_text(self, device_ids=None):
         """This mesh as a Shardy ``#sdy.mesh`` attribute (text); ``device_ids``: the program's
@@ -162,8 +163,9 @@ def current_mesh():
 
 
 def make_mesh(axis_shapes, axis_names, devices=None):
-    """A ``Mesh`` of shape ``axis_shapes`` over ``devices`` (default: every local device, whose
-    count must be the product of the shape), in device order.
+    """A ``Mesh`` of shape ``axis_shapes`` over ``devices`` (default: every device of the run,
+    ``funcgrad.devices()``, all processes' in a multi-process run, whose count must be the
+    product of the shape), in device order.
 
     Example:
         >>> funcgrad.make_mesh((1,), ("data",))
@@ -171,7 +173,7 @@ def make_mesh(axis_shapes, axis_names, devices=None):
     """
     from funcgrad.lowering import backend
     axis_shapes = tuple(int(s) for s in np.atleast_1d(axis_shapes))
-    devices = list(devices) if devices is not None else backend.local_devices()
+    devices = list(devices) if devices is not None else backend.devices()
     if math.prod(axis_shapes) != len(devices):
         raise ValueError(f"make_mesh: a mesh of shape {axis_shapes} needs "
                          f"{math.prod(axis_shapes)} devices, but {len(devices)} are given")
@@ -253,7 +255,8 @@ class NamedSharding(_jax.GSPMDSharding):
 
     @property
     def addressable_devices(self):
-        return set(self.mesh._flat)
+        """The devices of the mesh that this process drives."""
+        return set(self.mesh.local_devices)
 
     @property
     def memory_kind(self):
@@ -274,7 +277,7 @@ class NamedSharding(_jax.GSPMDSharding):
                    for n in self.spec.axes_of(d))
 
     def is_fully_addressable(self):
-        return True
+        return len(self.mesh.local_devices) == self.mesh.size
 
     def _splits(self, shape, where):
         """Per dimension of ``shape``: into how many blocks it is split (checked to divide)."""
@@ -297,6 +300,11 @@ class NamedSharding(_jax.GSPMDSharding):
     def shard_shape(self, shape):
         """The shape of each device's block of an array of ``shape``."""
         return tuple(s // n for s, n in zip(shape, self._splits(shape, "shard_shape")))
+
+    def addressable_devices_indices_map(self, shape):
+        """``devices_indices_map`` restricted to the devices this process drives."""
+        mine = set(self.mesh.local_devices)
+        return {d: i for d, i in self.devices_indices_map(shape).items() if d in mine}
 
     def devices_indices_map(self, shape):
         """``{device: tuple of slices}``: the block of an array of ``shape`` each device holds."""

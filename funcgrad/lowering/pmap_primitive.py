@@ -60,7 +60,7 @@ from funcgrad.lax.parallel import psum_p
 from funcgrad.lax.shapes import expand_dims, index_in_dim, squeeze
 from funcgrad.lowering import backend
 from funcgrad.lowering.dispatch import _linearize_body, jit_p
-from funcgrad.lowering.sharding import shard_value
+from funcgrad.lowering.sharding import addressable, shard_value
 from funcgrad.lowering.spmd import ReplicatedExecutable, runs_in_pieces
 
 
@@ -95,8 +95,13 @@ def unmapped_aval(aval, axis, size):
 
 
 def resolve_devices(devices, size, name, backend_name=None):
-    """The devices a pmap of ``size`` members runs on (``devices`` None: the first local ones of
-    ``backend_name``, default the default backend)."""
+    """The devices a pmap whose mapped axis has ``size`` entries in this process runs on.
+
+    ``devices`` None: the first ``size`` local devices of ``backend_name`` (default: the
+    default backend) and, in a multi-process run, the first ``size`` devices of every other
+    process too, grouped by process (as JAX orders them): each process feeds its own ``size``
+    entries. Given ``devices``, ``size`` must be the number of them that are this process's.
+    """
     if devices is None:
         available = backend.local_devices(backend_name)
         if size > len(available):
@@ -104,11 +109,25 @@ def resolve_devices(devices, size, name, backend_name=None):
                 f"pmap({name}): the mapped axis has size {size} but only {len(available)} "
                 f"device(s) exist ({available}); set FUNCGRAD_CPU_DEVICES={size} (host CPU "
                 f"devices) before funcgrad starts, or map over at most {len(available)} entries")
-        return tuple(available[:size])
-    if len(devices) != size:
+        if backend.distributed_runtime() is None:
+            return tuple(available[:size])
+        by_process = {}
+        for d in backend.devices(backend_name):
+            by_process.setdefault(d.process_index, []).append(d)
+        return tuple(d for p in sorted(by_process) for d in by_process[p][:size])
+    local = addressable(devices)
+    if len(local) != size:
+        mine = "" if len(local) == len(devices) else " of this process"
         raise ValueError(f"pmap({name}): the mapped axis has size {size} but devices= names "
-                         f"{len(devices)} device(s)")
+                         f"{len(local)} device(s){mine}")
     return tuple(devices)
+
+
+def axis_extent(params):
+    """The number of members of a pmap equation's axis over all processes: the size of its
+    collectives (its ``axis_size`` counts this process's entries only)."""
+    devices = params["devices"]
+    return len(devices) if devices is not None else params["axis_size"]
 
 
 _operand_bodies = weakref.WeakKeyDictionary()     # ClosedJaxpr -> (body without consts, consts)
@@ -204,7 +223,7 @@ def _pmap_jvp(primals, tangents, **params):
     per_body = _jvp_cache.setdefault(jaxpr, {})
     entry = per_body.get(in_nz)
     if entry is None:
-        with bound_axis(params["axis_name"], n):
+        with bound_axis(params["axis_name"], axis_extent(params)):
             entry = per_body[in_nz] = _linearize_body(jaxpr, in_nz)
     known, known_consts, n_out, linear, static_vals, out_nz, t_avals = entry
     n_res = len(known.out_avals) - n_out
@@ -285,7 +304,7 @@ def _pmap_transpose(cts, *args, **params):
     jaxpr, in_axes, out_axes = params["jaxpr"], params["in_axes"], params["out_axes"]
     linear, cts_nz, entry = transpose_flags(
         _transpose_cache, jaxpr, cts, args, lambda lin, nz: _transposed_body(
-            jaxpr, lin, nz, in_axes, out_axes, params["axis_name"], params["axis_size"]))
+            jaxpr, lin, nz, in_axes, out_axes, params["axis_name"], axis_extent(params)))
     if entry is None:
         return [Zero(a.aval) if lin else None for a, lin in zip(args, linear)]
     body, consts = entry
@@ -312,7 +331,7 @@ def _pmap_batch(args, dims, **params):
             split = ax if ax < d else ax + 1
             new_in_axes.append(split)
             body_dims.append(d if d < split else d - 1)
-    with bound_axis(params["axis_name"], params["axis_size"]):
+    with bound_axis(params["axis_name"], axis_extent(params)):
         _, natural = batching.batch_jaxpr(jaxpr, size, body_dims)
         forced = [None if d is None else 0 for d in natural]
         batched, out_dims = batching.batch_jaxpr(jaxpr, size, body_dims, forced)
@@ -378,5 +397,6 @@ pmap_p.def_lowering(_pmap_lowering)
 pmap_p.def_rule("own_program", lambda eqn: True)
 jit_p.def_rule("own_program", lambda eqn: runs_in_pieces(eqn.params["jaxpr"]))
 
-__all__ = ["pmap_p", "DeviceAxis", "bound_axis", "resolve_devices", "executable_for",
-           "unmapped_aval", "as_operands", "body_dce_rule", "transpose_flags", "transposed_call"]
+__all__ = ["pmap_p", "DeviceAxis", "bound_axis", "resolve_devices", "axis_extent",
+           "executable_for", "unmapped_aval", "as_operands", "body_dce_rule", "transpose_flags",
+           "transposed_call"]

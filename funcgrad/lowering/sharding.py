@@ -19,6 +19,8 @@ Example:
     ((slice(0, 1, None), slice(None, None, None)), Array([[0, 0, 0]], dtype=int32))
 """
 import contextlib
+import sys
+import weakref
 
 import numpy as np
 from jaxlib import _jax
@@ -59,13 +61,21 @@ class MappedSharding(_jax.GSPMDSharding):
         return _axis_of(self) is None
 
     def is_fully_addressable(self):
-        return True
+        return len(addressable(self._devices)) == len(self._devices)
+
+    @property
+    def addressable_devices(self):
+        return set(addressable(self._devices))
 
     def shard_shape(self, shape):
         axis = _axis_of(self)
         if axis is None:
             return tuple(shape)
         return tuple(1 if i == axis else d for i, d in enumerate(shape))
+
+    def addressable_devices_indices_map(self, shape):
+        """``devices_indices_map`` restricted to this process's devices."""
+        return {d: index for d, index, _ in addressable_indices(self, shape)}
 
     def devices_indices_map(self, shape):
         axis = _axis_of(self)
@@ -88,6 +98,45 @@ _shardings = {}       # (device ids, ndim, axis) -> MappedSharding
 
 def _axis_of(sharding):
     return _axes[id(sharding)]
+
+
+def shard_buffers(buf):
+    """The single-device buffers of ``buf`` (a jaxlib ``ArrayImpl``) on this process's devices.
+
+    In a multi-process run jaxlib tries to import the ``jax`` package while it splits an array
+    into its shards: that would load JAX into a funcgrad program (where JAX is installed) or
+    search the path for it on every array (where it is not). funcgrad never imports JAX, so
+    unless the program loaded it already the attempt is made to fail at once.
+    """
+    if "jax" in sys.modules:
+        return buf._arrays
+    sys.modules["jax"] = None
+    try:
+        return buf._arrays
+    finally:
+        if sys.modules.get("jax", False) is None:
+            del sys.modules["jax"]
+
+
+def addressable(devices):
+    """The devices of ``devices`` that this process drives, in their order (all of them in a
+    one-process run)."""
+    return [d for d in devices if d.process_index == d.client.process_index()]
+
+
+def addressable_indices(sharding, shape):
+    """``[(device, index, replica_id)]`` for the devices of ``sharding`` this process drives,
+    in the sharding's device order: the block of an array of ``shape`` each holds, and how
+    many devices before it (in that order) hold the same block."""
+    index = sharding.devices_indices_map(tuple(shape))
+    seen, out = {}, []
+    for d in sharding._device_assignment:
+        key = tuple((s.start, s.stop) for s in index[d])
+        replica = seen.get(key, 0)
+        seen[key] = replica + 1
+        if d.process_index == d.client.process_index():
+            out.append((d, index[d], replica))
+    return out
 
 
 def mapped_sharding(devices, ndim, axis):
@@ -141,16 +190,28 @@ class ShardedArray(Array):
         return self._buf._sharding.is_fully_replicated()
 
     @property
+    def is_fully_addressable(self):
+        """Whether this process drives every device holding a part of the value (False for an
+        array over the devices of several processes)."""
+        return self._buf._sharding.is_fully_addressable()
+
+    @property
     def addressable_shards(self):
+        """The ``Shard``s on this process's devices (``device``, ``index`` into the global
+        array, ``data``, ``replica_id``), in the sharding's device order."""
         sharding = self._buf._sharding
         shape = sharding.shard_shape(self.aval.shape)
         aval = ShapedArray(shape, self.aval.dtype, self.aval.weak_type)
-        index = sharding.devices_indices_map(self.aval.shape)
         out = []
-        for device, buf in zip(sharding._devices, self._buf._arrays):
+        for (device, index, replica), buf in zip(
+                addressable_indices(sharding, self.aval.shape), shard_buffers(self._buf)):
             own = _jax.ArrayImpl(_BufferAval(aval), sharding_for(device), [buf], True, True)
-            out.append(Shard(device, index[device], Array(aval, own)))
+            out.append(Shard(device, index, Array(aval, own), replica))
         return out
+
+    def addressable_data(self, i):
+        """The data (an Array on one device) of the ``i``-th addressable shard."""
+        return self.addressable_shards[i].data
 
     def _value(self):
         if self._buf.is_deleted():
@@ -161,6 +222,12 @@ class ShardedArray(Array):
         shards = self.addressable_shards
         if self.is_fully_replicated:
             return shards[0].data._value()
+        if not self.is_fully_addressable:
+            raise RuntimeError(
+                f"Array {self.aval.str_short()} lies on devices of other processes too "
+                f"({self.sharding}); this process holds only its .addressable_shards. Use "
+                f"funcgrad.distributed.process_allgather to gather the whole value, or read the "
+                f"shards")
         out = np.empty(self.aval.shape, storage_dtype(self.aval.dtype))
         for s in shards:
             out[s.index] = s.data._value()
@@ -184,12 +251,21 @@ def assemble(aval, sharding, shard_bufs):
 
 def shard_value(x, devices, axis, fn="device_put_sharded"):
     """``x`` (NumPy value, Array or ShardedArray) split along ``axis`` over ``devices`` (None:
-    replicated), reusing the buffers of a ShardedArray already laid out that way."""
+    replicated), reusing the buffers of a ShardedArray already laid out that way.
+
+    When ``devices`` include other processes' devices, ``x`` is this process's part: one entry
+    along ``axis`` per device of this process (or, with ``axis`` None, the whole value), as
+    ``pmap`` takes it in a multi-process run."""
     devices = tuple(devices)
     if isinstance(x, ShardedArray):
         s = x._buf._sharding
         if tuple(s._devices) == devices and _axes.get(id(s), "other") == axis:
             return x
+    local = addressable(devices)
+    if len(local) != len(devices):
+        return _process_part(x, devices, local, axis, fn)
+    if axis is None and type(x) is Array and x.device in local:
+        return _replicated_from(x, x.aval, devices, local)
     aval, host = host_value(x, fn)
     n = len(devices)
     if axis is None:
@@ -200,6 +276,79 @@ def shard_value(x, devices, axis, fn="device_put_sharded"):
                              f"one entry per device ({n} devices)")
         pieces = [np.ascontiguousarray(p) for p in np.split(host, n, axis=axis)]
     return put_pieces(aval, mapped_sharding(devices, aval.ndim, axis), pieces, devices)
+
+
+# A process's part of a multi-process program's output is the output's buffer re-wrapped over
+# this process's devices; it remembers the global array it came from, so that the next program
+# over the same devices takes it re-wrapped back instead of reading its shards (reading the
+# shards of an array over several processes' devices, ``_arrays``, makes jaxlib try to import
+# jax on every new array).
+_parts = {}     # id(part's buffer) -> (weakref to it, global aval, global sharding)
+
+
+def process_part(buf, aval, local_aval, local_sharding):
+    """The ShardedArray ``local_aval`` over ``local_sharding`` (this process's devices) of the
+    multi-process output buffer ``buf`` of global ``aval``."""
+    part = buf._rewrap_with_aval_and_sharding(_BufferAval(local_aval), local_sharding)
+    key = id(part)
+    _parts[key] = (weakref.ref(part, lambda _, k=key: _parts.pop(k, None)), aval, buf._sharding)
+    return ShardedArray(local_aval, part)
+
+
+def _process_part(x, devices, local, axis, fn):
+    """The global Array over ``devices`` whose shards on this process's ``local`` devices are
+    the parts of ``x`` (its buffers when it is already split that way over ``local``)."""
+    if isinstance(x, ShardedArray):
+        entry = _parts.get(id(x._buf))
+        if entry is not None and entry[0]() is x._buf and \
+                entry[2] is mapped_sharding(devices, x.aval.ndim, axis):
+            return ShardedArray(entry[1], x._buf._rewrap_with_aval_and_sharding(
+                _BufferAval(entry[1]), entry[2]))
+        s = x._buf._sharding
+        if tuple(s._devices) == tuple(local) and _axes.get(id(s), "other") == axis:
+            aval = x.aval
+            return assemble(global_of(aval, axis, len(devices)),
+                            mapped_sharding(devices, aval.ndim, axis), shard_buffers(x._buf))
+    if type(x) is Array and x.device in local:
+        if axis is None:
+            return _replicated_from(x, x.aval, devices, local)
+        if len(local) == 1 and axis < x.aval.ndim and x.aval.shape[axis] == 1:
+            return assemble(global_of(x.aval, axis, len(devices)),
+                            mapped_sharding(devices, x.aval.ndim, axis), [x._buf])
+    aval, host = host_value(x, fn)
+    if axis is None:
+        pieces = [host] * len(local)
+    else:
+        if aval.ndim <= axis or aval.shape[axis] != len(local):
+            raise ValueError(f"{fn}: axis {axis} of an argument of shape {aval.shape} must have "
+                             f"one entry per device of this process ({len(local)} of the "
+                             f"{len(devices)} devices of the run)")
+        pieces = [np.ascontiguousarray(p) for p in np.split(host, len(local), axis=axis)]
+    return put_pieces(global_of(aval, axis, len(devices)),
+                      mapped_sharding(devices, aval.ndim, axis), pieces, local)
+
+
+def _replicated_from(x, aval, devices, local):
+    """Single-device Array ``x`` replicated over ``devices``: its own buffer on its device,
+    copies on this process's other devices."""
+    host, bufs = None, []
+    for d in local:
+        if d == x.device:
+            bufs.append(x._buf)
+            continue
+        if host is None:
+            host = np.asarray(x).astype(storage_dtype(aval.dtype), copy=False)
+        bufs.append(put_pieces(aval, sharding_for(d), [host], [d])._buf)
+    return assemble(aval, mapped_sharding(devices, aval.ndim, None), bufs)
+
+
+def global_of(aval, axis, n):
+    """``aval`` with ``n`` entries along ``axis`` (None: ``aval``)."""
+    if axis is None:
+        return aval
+    shape = list(aval.shape)
+    shape[axis] = n
+    return ShapedArray(tuple(shape), aval.dtype, aval.weak_type)
 
 
 def host_value(x, fn):
@@ -251,7 +400,7 @@ def put_named(x, sharding, fn="device_put"):
         index = sharding.devices_indices_map(aval.shape)
     except ValueError as e:
         raise ValueError(f"{e} (an argument of shape {aval.shape}, {aval.dtype})") from None
-    devices = sharding._device_assignment
+    devices = addressable(sharding._device_assignment)
     pieces = [np.array(host[index[d]], order="C") for d in devices]
     return put_pieces(aval, sharding, pieces, devices)
 
@@ -350,4 +499,4 @@ def replicate(x, devices):
 
 
 __all__ = ["MappedSharding", "ShardedArray", "Shard", "mapped_sharding", "shard_value",
-           "assemble", "put_named", "put_pieces", "host_value", "device_put_sharded", "device_put_replicated", "replicate"]
+           "assemble", "put_named", "addressable", "addressable_indices", "process_part", "shard_buffers", "put_pieces", "host_value", "device_put_sharded", "device_put_replicated", "replicate"]

@@ -19,7 +19,6 @@ import numpy as np
 from jaxlib import _jax
 from jaxlib import xla_client as xc
 
-from funcgrad.core.avals import ShapedArray
 from funcgrad.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, Var
 from funcgrad.core.primitive import rule_table
 from funcgrad.lowering import backend, mlir
@@ -27,7 +26,8 @@ from funcgrad.lowering.array import Array, _BufferAval
 from funcgrad.lowering.executable import (Executable, _option_overrides, compile_closed_jaxpr,
                                           to_buffer)
 from funcgrad.lowering.jaxlib_compat import array_result_handler as _result_handler
-from funcgrad.lowering.sharding import ShardedArray, mapped_sharding
+from funcgrad.lowering.sharding import (ShardedArray, addressable, global_of, mapped_sharding,
+                                       process_part, shard_buffers)
 
 _last = [None]     # the outputs of the latest multi-device launch (see the module docstring)
 
@@ -40,22 +40,13 @@ def wait_for_previous_launch():
             buf.block_until_ready()
 
 
-def global_aval(aval, axis, n):
-    """The aval of the whole array whose per-device slice is ``aval`` (size 1 along ``axis``);
-    ``axis`` None: replicated, the same aval."""
-    if axis is None:
-        return aval
-    shape = list(aval.shape)
-    shape[axis] = n
-    return ShapedArray(tuple(shape), aval.dtype, aval.weak_type)
-
-
 class ReplicatedExecutable:
     """``closed`` compiled to run once on each of ``devices``. ``in_axes``/``out_axes``: per
     flat input (its consts first, as leading arguments) and output, the axis along which it is split over the devices (size 1 in
     ``closed``'s avals) or None (replicated)."""
 
-    __slots__ = ("loaded", "devices", "in_shardings", "out_avals", "_handlers", "text")
+    __slots__ = ("loaded", "devices", "in_shardings", "out_avals", "_handlers", "text",
+                 "_parts")
 
     def __init__(self, closed, devices, in_axes, out_axes, axis_env, name="pmap", donated=()):
         devices = tuple(devices)
@@ -84,16 +75,26 @@ class ReplicatedExecutable:
         in_avals = [v.aval for v in closed.jaxpr.constvars] + list(closed.in_avals)
         self.in_shardings = [mapped_sharding(devices, a.ndim, ax)
                              for a, ax in zip(in_avals, in_axes)]
-        self.out_avals = [global_aval(a, ax, n) for a, ax in zip(closed.out_avals, out_axes)]
+        # Over several processes' devices each process gets back its own part, as from JAX's
+        # pmap: outputs are wrapped over this process's devices directly (reading the buffers
+        # of an array over other processes' devices makes jaxlib try to import jax each time).
+        mine = addressable(devices)
+        self.out_avals = [global_of(a, ax, n) for a, ax in zip(closed.out_avals, out_axes)]
         self._handlers = [_result_handler(_BufferAval(a), mapped_sharding(devices, a.ndim, ax))
                           for a, ax in zip(self.out_avals, out_axes)]
+        self._parts = None if len(mine) == n else [
+            (global_of(a, ax, len(mine)), mapped_sharding(mine, a.ndim, ax))
+            for a, ax in zip(closed.out_avals, out_axes)]
 
     def __call__(self, bufs):
         """Run on multi-device buffers (one per input, laid out as ``in_shardings``); returns
-        ShardedArrays."""
+        ShardedArrays (this process's part when the devices span several processes)."""
         wait_for_previous_launch()
         outs = self.loaded.execute_sharded(bufs).consume_with_handlers(self._handlers)
         _last[0] = outs
+        if self._parts is not None:     # as JAX's pmap: each process gets its own part back
+            return [process_part(b, a, *part)
+                    for b, a, part in zip(outs, self.out_avals, self._parts)]
         return [ShardedArray(a, b) for a, b in zip(self.out_avals, outs)]
 
     def as_text(self):
@@ -173,6 +174,15 @@ class _Pieces:
         return [m for exe, ins, _ in self.steps if ins is not None
                 for m in exe.loaded.hlo_modules()]
 
+    def _on_device(self, x):
+        """A pmap's output that lies whole on this program's device (a one-device part of a
+        multi-process pmap) as a single-device Array, without a trip through the host."""
+        if type(x) is ShardedArray:
+            s = x._buf._sharding
+            if len(s._device_assignment) == 1 and s._device_assignment[0] == self.device:
+                return Array(x.aval, shard_buffers(x._buf)[0])
+        return x
+
     def execute_sharded(self, bufs):
         env = {v: Array(v.aval, b) for v, b in zip(self.in_vars, bufs)}
 
@@ -185,7 +195,7 @@ class _Pieces:
                 res = eqn.prim.bind(*[read(v) for v in eqn.invars], **eqn.params)
                 outs, res = eqn.outvars, res if eqn.prim.multiple_results else [res]
             else:
-                res = exe([read(v) for v in ins])
+                res = exe([self._on_device(read(v)) for v in ins])
             env.update(zip(outs, res))
         return _Outputs([to_buffer(read(v), self.device, v.aval) for v in self.jaxpr.outvars])
 

@@ -337,12 +337,13 @@ def _add_sdy_meshes(module, meshes, devices, name):
     position = {d: i for i, d in enumerate(devices)}
     with ir.InsertionPoint.at_block_begin(module.body):
         for mesh, symbol in meshes.items():
-            if set(mesh.local_devices) != set(devices):
+            mesh_devices = list(mesh.devices.flat)
+            if set(mesh_devices) != set(devices):
                 raise ValueError(f"jit({name}): a sharding over {mesh} (devices "
-                                 f"{[d.id for d in mesh.local_devices]}) inside a program over "
+                                 f"{[d.id for d in mesh_devices]}) inside a program over "
                                  f"devices {[d.id for d in devices]}: constrain values to "
                                  f"meshes of the program's own devices")
-            ids = [position[d] for d in mesh.local_devices]
+            ids = [position[d] for d in mesh_devices]
             sdy.MeshOp(symbol, ir.Attribute.parse(mesh._sdy_text(ids)), loc=ir.Location.unknown())
 
 
@@ -407,7 +408,7 @@ class SpmdExecutable:
     """
 
     def __init__(self, closed, mesh, in_shardings, out_shardings, name, donated=()):
-        devices = mesh.local_devices
+        devices = list(mesh.devices.flat)    # every process's: one program over all of them
         in_avals = [v.aval for v in closed.jaxpr.constvars] + list(closed.in_avals)
         # Shardy partitions a program whose layouts are all mesh shardings (as JAX's jit does:
         # from the same program it places fewer collectives than GSPMD's propagation);

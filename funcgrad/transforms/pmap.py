@@ -6,6 +6,10 @@ it for ``num_replicas = len(devices)`` (``funcgrad.lowering.spmd``); each call t
 arguments over the devices (an Array already split that way is used in place) and runs the
 program once on all of them. Outputs are sharded ``funcgrad.Array``s.
 
+In a multi-process run (``funcgrad.distributed.initialize``) the program spans the devices of
+every process: each process passes its own entries (one per device of its own along the
+mapped axis) and gets back its own part of the outputs, as JAX's ``pmap`` on a pod.
+
 Called under another transformation (``grad``, ``jvp``, ``vmap``, ``jit``) ``pmap`` binds the
 ``pmap`` primitive (``funcgrad.lowering.pmap_primitive``), whose rules keep the transformed
 computation a program over the same devices (see docs/parallel.md).
@@ -142,18 +146,21 @@ class PmapFunction:
                                f"axis {d})" for k, d, s in sizes)
             raise ValueError(f"pmap({self.name}): every mapped axis must have the same size, one "
                              f"entry per device: {detail}")
+        devices = self.devices
+        if devices is None and (self.backend is not None or backend.distributed_runtime()):
+            # in a multi-process run the devices (every process's) are known before tracing:
+            # collectives in the body span all of them
+            devices = resolve_devices(None, size, self.name, self.backend)
         tkey = (treedef, tuple(aval_of(leaf) for leaf in leaves), tuple(canon),
                 _hashable(static_vals), size)
         traced = self._traces.get(tkey)
         if traced is None:
-            traced = self._trace(treedef, tkey[1], canon, static_idx, static_vals, size)
+            extent = len(devices) if devices is not None else size
+            traced = self._trace(treedef, tkey[1], canon, static_idx, static_vals, extent)
             if not any(isinstance(c, Tracer) for c in traced[1]):
                 self._traces[tkey] = traced      # not cached: it closed over another's tracers
         body, consts, out_tree, out_axes, writeback = traced
         in_axes = (None,) * len(consts) + tuple(canon)
-        devices = self.devices
-        if devices is None and self.backend is not None:
-            devices = resolve_devices(None, size, self.name, self.backend)
         if not interpreters.is_eager() or any(isinstance(x, Tracer) for x in leaves):
             # under another transformation: one pmap equation it transforms
             outs = pmap_p.bind(*consts, *leaves, jaxpr=body, axis_name=self.axis_name,
