@@ -344,11 +344,14 @@ class _DynamicRNN(Module):
                 m.register_buffer(name, _arr(p.data, np.float32))
         return m
 
-    def _product(self, x, name):
+    def _product(self, x, name, weight=None):
+        """``x`` times the int8 weight ``name``; ``weight``: that weight transposed to (in,
+        out) already (the recurrent weight, transposed once outside the loop)."""
         cfg = products.DYNAMIC_X86 if self.reduce_range else products.DYNAMIC_FULL
         zp = 0 if self._sym[name] else getattr(self, name + "_zero_point")
-        return products.linear_product(x, getattr(self, name), getattr(self, name + "_scale"),
-                                       zp, cfg)
+        return products.linear_product(x, getattr(self, name) if weight is None else weight,
+                                       getattr(self, name + "_scale"), zp, cfg,
+                                       transposed=weight is not None)
 
     def forward(self, x, hx=None):
         x = jnp.asarray(x)
@@ -375,8 +378,10 @@ class _DynamicRNN(Module):
                     if lstm:
                         xw, b_hh = xw + b_hh, None
 
-                def mm(h, sfx=sfx, b_hh=b_hh):
-                    out = self._product(h, "weight_hh" + sfx)
+                w_hh = jnp.transpose(getattr(self, "weight_hh" + sfx))
+
+                def mm(h, sfx=sfx, b_hh=b_hh, w_hh=w_hh):
+                    out = self._product(h, "weight_hh" + sfx, w_hh)
                     return out if b_hh is None else out + b_hh
                 k = layer * dirs + d
                 carry = (hx[0][k], hx[1][k]) if lstm else hx[k]
