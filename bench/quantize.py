@@ -18,7 +18,7 @@ the same weights; test accuracy, file size.
 
 Each number is the median over ``--repeats`` rounds of the mean time of ``--calls`` calls (ms);
 the variants alternate within each round, so the load of a shared machine falls on all alike.
-Rows (2) and (3) also print "cpu ms": the least process CPU time per call over the rounds
+Every row also prints "cpu ms": the least process CPU time per call over the rounds
 (all threads of the process counted), which a loaded machine disturbs far less than the wall
 time (with PyTorch on one thread both libraries are measured alike).
 
@@ -115,26 +115,30 @@ def row1(args):
     ref = x @ w.T + b
     variants = {("funcgrad", k): v for k, v in funcgrad_variants(x, w, b).items()}
     variants.update({("torch", k): v for k, v in torch_variants(x, w, b).items()})
-    ms = measure(variants, args.repeats, args.calls)
+    cpu = {}
+    ms = measure(variants, args.repeats, args.calls, cpu)
     err = {key: float(np.abs(v[2]() - ref).max()) for key, v in variants.items()}
-    fg = {k: (ms[f, k], err[f, k]) for f, k in ms if f == "funcgrad"}
-    tc = {k: (ms[f, k], err[f, k]) for f, k in ms if f == "torch"}
+    fg = {k: (ms[f, k], cpu[f, k], err[f, k]) for f, k in ms if f == "funcgrad"}
+    tc = {k: (ms[f, k], cpu[f, k], err[f, k]) for f, k in ms if f == "torch"}
     print("(1) Linear 16x1024 @ 1024x1024, CPU; ms per call (median of "
-          f"{args.repeats} x {args.calls} calls), max |error| against NumPy float32")
+          f"{args.repeats} x {args.calls} calls), cpu ms (least process CPU time per call), "
+          "max |error| against NumPy float32")
     if tc:
         import torch
         print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, quantized engine "
               f"{torch.backends.quantized.engine}; {os.cpu_count()} CPUs")
-    print(f"{'variant':<18} {'funcgrad ms':>12} {'error':>9} {'torch ms':>10} {'error':>9}")
+    print(f"{'variant':<18} {'funcgrad ms':>12} {'cpu ms':>7} {'error':>7} {'torch ms':>9} "
+          f"{'cpu ms':>7} {'error':>7}")
     for name in ("float32", "dynamic int8", "weight-only int8"):
-        f_ms, f_err = fg[name]
+        f_ms, f_cpu, f_err = fg[name]
         t = tc.get(name)
-        t_str = f"{t[0]:10.3f} {t[1]:9.4f}" if t else f"{'-':>10} {'-':>9}"
-        print(f"{name:<18} {f_ms:12.3f} {f_err:9.4f} {t_str}")
-    f32, i8 = fg["float32"][0], fg["dynamic int8"][0]
-    print(f"funcgrad int8 / float32: {i8 / f32:.2f}x time", end="")
+        t_str = f"{t[0]:9.3f} {t[1]:7.3f} {t[2]:7.4f}" if t else f"{'-':>9} {'-':>7} {'-':>7}"
+        print(f"{name:<18} {f_ms:12.3f} {f_cpu:7.3f} {f_err:7.4f} {t_str}")
+    (f32, f32_cpu, _), (i8, i8_cpu, _) = fg["float32"], fg["dynamic int8"]
+    print(f"funcgrad int8 / float32: {i8 / f32:.2f}x time (cpu {i8_cpu / f32_cpu:.2f}x)", end="")
     if tc:
-        print(f"; funcgrad int8 / torch int8: {i8 / tc['dynamic int8'][0]:.2f}x time")
+        t_ms, t_cpu, _ = tc["dynamic int8"]
+        print(f"; funcgrad int8 / torch int8: {i8 / t_ms:.2f}x time (cpu {i8_cpu / t_cpu:.2f}x)")
     else:
         print(" (torch not installed)")
 
@@ -324,8 +328,10 @@ def main():
         import torch
         torch.set_num_threads(args.threads)
     rows = {"1": row1, "2": row2, "3": row3}
+    print("load average (1, 5, 15 min) at start: %.2f %.2f %.2f" % os.getloadavg())
     for r in args.rows.split(","):
         rows[r](args)
+    print("\nload average (1, 5, 15 min) at end: %.2f %.2f %.2f" % os.getloadavg())
 
 
 if __name__ == "__main__":

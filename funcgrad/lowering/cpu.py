@@ -17,6 +17,7 @@ from jaxlib import xla_client as xc
 
 from funcgrad.lax import linalg
 from funcgrad.lowering import cpu_convolution  # noqa: F401  (registers the CPU conv lowering)
+from funcgrad.lowering import cpu_dot  # noqa: F401  (registers the CPU int8 product lowering)
 from funcgrad.lowering import platforms
 
 # XLA:CPU compile options funcgrad sets unless XLA_FLAGS names them. YNNPACK runs matrix

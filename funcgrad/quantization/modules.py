@@ -296,15 +296,16 @@ class DynamicQuantizedLinear(_WeightHolder):
 
 
 def _lstm_cell(mm, carry, xw):
+    """One LSTM step; ``xw``: the input projection of this step, one array per gate."""
     h, c = carry
-    i, f, g, o = jnp.split(xw + mm(h), 4, axis=-1)
+    i, f, g, o = (x + y for x, y in zip(xw, jnp.split(mm(h), 4, axis=-1)))
     c = sigmoid(f) * c + sigmoid(i) * jnp.tanh(g)
     h = sigmoid(o) * jnp.tanh(c)
     return (h, c), h
 
 
 def _gru_cell(mm, h, xw):
-    xr, xz, xn = jnp.split(xw, 3, axis=-1)
+    xr, xz, xn = xw
     hr, hz, hn = jnp.split(mm(h), 3, axis=-1)
     r, z = sigmoid(xr + hr), sigmoid(xz + hz)
     n = jnp.tanh(xn + r * hn)
@@ -344,11 +345,14 @@ class _DynamicRNN(Module):
                 m.register_buffer(name, _arr(p.data, np.float32))
         return m
 
-    def _product(self, x, name):
+    def _product(self, x, name, weight=None):
+        """``x`` times the int8 weight ``name``; ``weight``: that weight transposed to (in,
+        out) already (the recurrent weight, transposed once outside the loop)."""
         cfg = products.DYNAMIC_X86 if self.reduce_range else products.DYNAMIC_FULL
         zp = 0 if self._sym[name] else getattr(self, name + "_zero_point")
-        return products.linear_product(x, getattr(self, name), getattr(self, name + "_scale"),
-                                       zp, cfg)
+        return products.linear_product(x, getattr(self, name) if weight is None else weight,
+                                       getattr(self, name + "_scale"), zp, cfg,
+                                       transposed=weight is not None)
 
     def forward(self, x, hx=None):
         x = jnp.asarray(x)
@@ -375,12 +379,18 @@ class _DynamicRNN(Module):
                     if lstm:
                         xw, b_hh = xw + b_hh, None
 
-                def mm(h, sfx=sfx, b_hh=b_hh):
-                    out = self._product(h, "weight_hh" + sfx)
+                w_hh = jnp.transpose(getattr(self, "weight_hh" + sfx))
+
+                def mm(h, sfx=sfx, b_hh=b_hh, w_hh=w_hh):
+                    out = self._product(h, "weight_hh" + sfx, w_hh)
                     return out if b_hh is None else out + b_hh
                 k = layer * dirs + d
                 carry = (hx[0][k], hx[1][k]) if lstm else hx[k]
                 cell = _lstm_cell if lstm else _gru_cell
+                # one scanned array per gate, as nn.LSTM: XLA:CPU's loop fusions are slow when
+                # they read one dynamically sliced array at several offsets (measured: the
+                # step's cell fusion took ~5x the float model's)
+                xw = tuple(jnp.split(xw, 4 if lstm else 3, axis=-1))
                 carry, ys = lax.scan(lambda c, v, mm=mm, cell=cell: cell(mm, c, v), carry, xw,
                                      reverse=bool(d))
                 hs.append(carry[0] if lstm else carry)

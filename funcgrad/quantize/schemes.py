@@ -27,6 +27,8 @@ import dataclasses
 import ml_dtypes
 import numpy as np
 
+from funcgrad import lax
+
 EPS = float(np.finfo(np.float32).eps)
 
 
@@ -206,9 +208,15 @@ def reduced_range(x, axes, xp=np):
     axes = tuple(axes)
     if xp is np:
         return xp.min(x, axis=axes, keepdims=True), xp.max(x, axis=axes, keepdims=True)
-    # traced: one reduction of (x, -x) (min x = -max(-x), exactly) where two would run:
-    # inside loop bodies dynamic ranges are taken at every step
-    both = xp.broadcast_to(x, (2,) + tuple(x.shape))
-    sign = xp.reshape(xp.arange(2) == 0, (2,) + (1,) * x.ndim)
-    m = xp.max(xp.where(sign, both, -both), axis=tuple(a + 1 for a in axes), keepdims=True)
-    return -m[1], m[0]
+    # traced: one variadic reduction computing both in one pass (one XLA:CPU kernel, which
+    # XLA may fuse into its consumer; a min and a max, or a max of (x, -x), ran as two or
+    # three): inside loop bodies dynamic ranges are taken at every step
+    x = xp.asarray(x)
+    inf = np.array(np.inf, x.dtype)
+    lo, hi = lax.reduce((x, x), (inf, -inf), _min_max, axes)
+    kept = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
+    return xp.reshape(lo, kept), xp.reshape(hi, kept)
+
+
+def _min_max(a, b):
+    return lax.min(a[0], b[0]), lax.max(a[1], b[1])
