@@ -16,6 +16,7 @@ import functools
 import zlib
 
 import numpy as np
+from jaxlib import _jax
 
 from funcgrad import lax
 from funcgrad import numpy as jnp
@@ -23,19 +24,31 @@ from funcgrad.core import dtypes
 from funcgrad.core.avals import ShapedArray
 from funcgrad.distributed.runtime import DistributedError
 from funcgrad.lowering import backend, sharding
-from funcgrad.lowering.array import device_put
+from funcgrad.lowering.array import Array, _BufferAval, device_put, sharding_for
 from funcgrad.transforms.pmap import pmap
 
 _AXIS = "processes"
-_BODIES = {"sum": lax.psum, "max": lax.pmax, "min": lax.pmin, "gather": lax.all_gather}
 OPS = ("sum", "mean", "max", "min")
+
+
+def _mean(v, axis_name, count):
+    return jnp.true_divide(lax.psum(v, axis_name), count)
+
+
+_BODIES = {"sum": lax.psum, "max": lax.pmax, "min": lax.pmin, "gather": lax.all_gather}
 
 
 @functools.lru_cache(maxsize=None)
 def _program(kind, devices):
-    """The pmap over ``devices`` (cached) applying collective ``kind`` to each device's row."""
-    return pmap(functools.partial(_BODIES[kind], axis_name=_AXIS), axis_name=_AXIS,
-                devices=devices)
+    """The pmap over ``devices`` (cached) applying collective ``kind`` to each device's row;
+    its result is the same on every device, so it comes back unmapped (``out_axes=None``):
+    each device's buffer is the whole result, usable without a copy."""
+    if kind == "mean":
+        count = len({d.process_index for d in devices})
+        body = functools.partial(_mean, axis_name=_AXIS, count=count)
+    else:
+        body = functools.partial(_BODIES[kind], axis_name=_AXIS)
+    return pmap(body, axis_name=_AXIS, devices=devices, out_axes=None)
 
 
 def _host_value(x, fn):
@@ -46,27 +59,64 @@ def _host_value(x, fn):
     return value.astype(dtypes.canonicalize(value.dtype), copy=False)
 
 
-def _collective(kind, fn, value, first_only):
-    """Run collective ``kind`` over every device of the run. This process's first local device
-    holds ``value``; its other devices hold ``value`` too, or zeros when ``first_only`` (so a
-    sum counts each process once). Returns this process's (first local device's) result."""
+@functools.lru_cache(maxsize=16)
+def _zeros(shape, dtype, device):
+    """A (cached) buffer of zeros on ``device``: what a process's other devices add to a sum."""
+    return device_put(np.zeros(shape, dtype), device)._buf
+
+
+def _rows(x, local, first_only, fn):
+    """(aval of one row, {device: (1, ...) buffer}, home device): ``x`` on its home device (an
+    Array already on a local device stays there, never copied through the host), and on the
+    other local devices ``x`` too, or zeros when ``first_only``."""
+    if type(x) is Array and x.device in local and backend.platform_of(x.device) != "cpu":
+        home, aval = x.device, x.aval
+        row_aval = ShapedArray((1,) + aval.shape, aval.dtype, False)
+        rows = {home: sharding._reshaped(x, row_aval)}
+        value = None
+    elif type(x) is Array and x.device in local:
+        # on the CPU the buffer's host view and a device_put of it alias the same memory: a
+        # (1, ...) row without any copy (a reshape on the device would copy it)
+        home, aval = x.device, x.aval
+        value = x._value()          # the buffer's view: not a transfer
+        rows = {home: device_put(value[None], home)._buf}
+    else:
+        value = _host_value(x, fn)
+        home, aval = local[0], ShapedArray(value.shape, value.dtype, False)
+        rows = {home: device_put(value[None], home)._buf}
+    for d in local:
+        if d in rows:
+            continue
+        if first_only:
+            rows[d] = _zeros((1,) + aval.shape, np.dtype(aval.dtype), d)
+        else:
+            value = np.asarray(x) if value is None else value
+            rows[d] = device_put(value[None], d)._buf
+    return ShapedArray(aval.shape, aval.dtype, False), rows, home
+
+
+def _collective(kind, fn, x, first_only):
+    """Run collective ``kind`` over every device of the run. One local device (the one holding
+    ``x``, or the first) holds ``x``; the other local devices hold ``x`` too, or zeros when
+    ``first_only`` (so a sum counts each process once). Returns this process's result as an
+    Array on that device, and the run's devices."""
     devices = tuple(backend.devices())
     me = backend.process_index()
     local = [d for d in devices if d.process_index == me]
-    filler = np.zeros_like(value) if first_only else value
-    aval = ShapedArray((len(devices),) + value.shape, value.dtype, False)
-    bufs = [device_put((value if i == 0 else filler)[None], d)._buf
-            for i, d in enumerate(local)]
-    arr = sharding.assemble(aval, sharding.mapped_sharding(devices, aval.ndim, 0), bufs)
+    aval, rows, home = _rows(x, local, first_only, fn)
+    stacked = ShapedArray((len(devices),) + aval.shape, aval.dtype, False)
+    arr = sharding.assemble(stacked, sharding.mapped_sharding(devices, stacked.ndim, 0),
+                            [rows[d] for d in local])
     try:
         out = _program(kind, devices)(arr)
-        row = np.asarray(out._buf._arrays[0])[0]
     except Exception as exc:
         raise DistributedError(
             f"funcgrad.distributed.{fn}: the collective over {len(devices)} devices of "
-            f"{backend.process_count()} processes failed (value {value.dtype}{list(value.shape)}"
+            f"{backend.process_count()} processes failed (value {aval.dtype}{list(aval.shape)}"
             f"; every process must call it with the same shape and dtype): {exc}") from exc
-    return row, devices
+    buf = out._buf._arrays[local.index(home)]     # the buffers of the local devices, in order
+    mine = _jax.ArrayImpl(_BufferAval(out.aval), sharding_for(home), [buf], True, True)
+    return Array(out.aval, mine), devices
 
 
 def all_reduce(x, op="sum"):
@@ -82,11 +132,8 @@ def all_reduce(x, op="sum"):
     if op not in OPS:
         raise ValueError(f"funcgrad.distributed.all_reduce: op must be one of {list(OPS)}, "
                          f"got {op!r}")
-    value = _host_value(x, "all_reduce")
-    row, _ = _collective("sum" if op == "mean" else op, "all_reduce", value,
-                         first_only=op in ("sum", "mean"))
-    result = jnp.asarray(row)
-    return result / backend.process_count() if op == "mean" else result
+    result, _ = _collective(op, "all_reduce", x, first_only=op in ("sum", "mean"))
+    return result
 
 
 def process_allgather(x, tiled=False):
@@ -99,7 +146,8 @@ def process_allgather(x, tiled=False):
         Array([[5, 6]], dtype=int32)
     """
     value = _host_value(x, "process_allgather")
-    rows, devices = _collective("gather", "process_allgather", value, first_only=False)
+    gathered, devices = _collective("gather", "process_allgather", value, first_only=False)
+    rows = np.asarray(gathered)
     firsts, seen = [], set()
     for i, d in enumerate(devices):   # one row per process: its first device's
         if d.process_index not in seen:
@@ -132,7 +180,7 @@ def broadcast_one_to_all(x, is_source=None):
                                "said is_source=True; exactly one must")
     sent = value if is_source else np.zeros_like(value)
     row, _ = _collective("sum", "broadcast_one_to_all", sent, first_only=True)
-    return jnp.asarray(row)
+    return row
 
 
 def sync_global_devices(name):
@@ -146,6 +194,6 @@ def sync_global_devices(name):
     digest = np.array(zlib.crc32(str(name).encode()) & 0x7FFFFFFF, np.int32)
     low, _ = _collective("min", "sync_global_devices", digest, first_only=False)
     high, _ = _collective("max", "sync_global_devices", digest, first_only=False)
-    if low != high:
+    if int(low) != int(high):
         raise DistributedError(f"funcgrad.distributed.sync_global_devices({name!r}): the "
                                "processes reached barriers of different names")

@@ -9,7 +9,7 @@ A plugin is found by its platform name ('cuda', 'rocm', 'tpu', or any other), in
    library ``TPU_LIBRARY_PATH`` may also name), checked against jaxlib's version;
 3. any other installed plugin package in JAX's manner: an entry point of the ``jax_plugins``
    group or a module of the ``jax_plugins`` namespace package, named after its module
-   (``xla_cuda13`` -> 'cuda', ``xla_rocm7`` -> 'rocm', ``my_npu`` -> 'my_npu'); its folder's
+   (``xla_cuda13`` -> 'cuda', ``xla_rocm7`` -> 'rocm', ``my_npu`` -> 'my_npu'); its package's
    shared library is the plugin (the module itself is never imported: it would import jax).
 
 A CUDA plugin (``jax-cuda13-plugin``/``jax-cuda12-plugin`` with their ``-pjrt`` library wheels)
@@ -226,7 +226,7 @@ class Discovered:
 
 
 def platform_name(module):
-    """The platform name of a ``jax_plugins`` module: ``jax_plugins.xla_cuda13`` -> 'cuda'.
+    """The platform name of a ``jax_plugins`` entry point or module: ``xla_cuda13`` -> 'cuda'.
 
     Example:
         >>> from funcgrad.lowering.plugins import platform_name
@@ -311,22 +311,22 @@ def from_packages():
         >>> sorted(plugins.from_packages())     # e.g. ['cuda'] with jax-cuda13-plugin
         []
     """
-    modules = {}
+    modules = {}   # module -> (platform name, where it was found)
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         dist = getattr(getattr(ep, "dist", None), "name", None)
-        modules.setdefault(ep.value.split(":")[0], f"entry point {ep.group}:{ep.name}"
-                           + (f" of {dist}" if dist else ""))
+        modules.setdefault(ep.value.split(":")[0], (
+            platform_name(ep.name),
+            f"entry point {ep.group}:{ep.name}" + (f" of {dist}" if dist else "")))
     try:
         spec = importlib.util.find_spec(ENTRY_POINT_GROUP)
     except (ImportError, ValueError):
         spec = None
     if spec is not None and spec.submodule_search_locations:
         for info in pkgutil.iter_modules(list(spec.submodule_search_locations)):
-            modules.setdefault(f"{ENTRY_POINT_GROUP}.{info.name}",
-                               f"namespace package {ENTRY_POINT_GROUP}")
+            modules.setdefault(f"{ENTRY_POINT_GROUP}.{info.name}", (
+                platform_name(info.name), f"namespace package {ENTRY_POINT_GROUP}"))
     out = {}
-    for module, source in sorted(modules.items()):
-        name = platform_name(module)
+    for module, (name, source) in sorted(modules.items()):
         found = Discovered(name, _folder_library(module), None, f"{source} ({module})")
         if name not in out or out[name].library is None:
             out[name] = found

@@ -41,3 +41,17 @@ def test_bad_inputs():
     with pytest.raises(TypeError, match="all_reduce: cannot send a list holding Python objects"):
         dist.all_reduce([object()])
     assert dist.sync_global_devices("checkpoint written") is None
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "max"])
+def test_a_device_array_is_reduced_without_host_copies(op):
+    import funcgrad
+    device = funcgrad.local_devices()[-1]
+    x = funcgrad.device_put(np.array([1.0, -2.5, 4.0], np.float32), device)
+    with funcgrad.transfer_guard("disallow"):     # any implicit host transfer raises
+        out = dist.all_reduce(x, op)
+    assert out.device == device and out.shape == (3,)
+    np.testing.assert_array_equal(np.asarray(out), [1.0, -2.5, 4.0])
+    half = dist.all_reduce(funcgrad.device_put(np.array([3], np.int32), device), "mean")
+    assert half.device == device and np.issubdtype(half.dtype, np.floating)
+    assert float(half[0]) == 3.0
