@@ -10,8 +10,10 @@ one CPU device each, every library on its own gloo collectives over TCP:
 * JAX: ``jax.distributed.initialize`` + ``jax.pmap(lambda v: lax.psum(v, 'i'))``.
 
 Each process times ``--number`` calls (the result awaited) after a barrier, ``--repeat``
-rounds; the table gives rank 0's median time per call and the ratio to the fastest row.
-The libraries run one after another (never at the same time), each in 2 fresh processes.
+rounds. The libraries run one after another (never at the same time), each in 2 fresh
+processes, and the whole set is run ``--cycles`` times so that a change of the machine's load
+affects every row alike; the table gives the median over cycles of rank 0's median time per
+call, and the ratio to the fastest row.
 torch and jax are taken from ``--ref-python`` (default: this interpreter; rows whose library
 is not importable there are skipped).
 
@@ -175,7 +177,8 @@ def main():
     parser.add_argument("--rank", type=int)
     parser.add_argument("--port", type=int)
     parser.add_argument("--number", type=int, default=20)
-    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--cycles", type=int, default=3)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--ref-python", default=os.environ.get("FUNCGRAD_BENCH_REF_PYTHON",
                                                                sys.executable))
@@ -185,9 +188,9 @@ def main():
         worker(args.worker, args.rank, args.port, args.number, args.repeat)
         return
     if args.quick:
-        args.number, args.repeat = 5, 5
+        args.number, args.repeat, args.cycles = 5, 5, 1
     wanted = set(args.cases.split(",")) if args.cases else None
-    rows = {}
+    cases = {}
     for name, (kind, ref) in CASES.items():
         if wanted is not None and kind not in wanted:
             continue
@@ -195,10 +198,17 @@ def main():
         if ref and not _importable(python, kind):
             print(f"({name}: {kind} is not importable by {python}; skipped)")
             continue
-        rows[name] = statistics.median(run_case(kind, python, args.number, args.repeat))
+        cases[name] = (kind, python)
+    runs = {name: [] for name in cases}
+    for _ in range(args.cycles):
+        for name, (kind, python) in cases.items():
+            runs[name].append(statistics.median(
+                run_case(kind, python, args.number, args.repeat)))
+    rows = {name: statistics.median(r) for name, r in runs.items()}
     fastest = min(rows.values())
     print(f"all-reduce of {SIZE * 4 / 2**20:.0f} MB float32 over 2 processes x 1 CPU device "
-          f"(127.0.0.1, gloo); median of {args.repeat} rounds of {args.number} calls, rank 0")
+          f"(127.0.0.1, gloo); rank 0's median of {args.repeat} rounds of {args.number} calls, "
+          f"median over {args.cycles} cycles")
     print(f"| {'':38} | ms per call | vs fastest |")
     print(f"| {'-' * 38} | ----------: | ---------: |")
     for name, t in rows.items():

@@ -177,3 +177,23 @@ def test_funcgrad_platform_tpu_without_libtpu():
     assert out.returncode == 0, out.stderr[-2000:]
     assert "RAISED funcgrad: platform 'tpu' needs the libtpu PJRT plugin, and it is not " \
         f"installed (jaxlib {JAXLIB}). Install it with: pip install libtpu" in out.stdout
+
+
+@pytest.mark.parametrize("name, expect_run_options", [("npu", True), ("tpu", False)])
+def test_plugin_clients_join_a_multi_process_run(name, expect_run_options, tmp_path, clean):
+    """In a multi-process run the plugin's client gets the coordination-service client and,
+    for GPU-style plugins, node_id / num_nodes (as JAX makes them); libtpu only the client."""
+    lib = _library(tmp_path, "libplugin.so")
+    clean.setenv(plugins.PATHS_ENV, f"{name}:{lib}")
+    calls = []
+    clean.setattr(pjrt_plugin.xc, "pjrt_plugin_loaded", lambda n: True)
+    clean.setattr(pjrt_plugin.xc, "pjrt_plugin_initialized", lambda n: True)
+    clean.setattr(pjrt_plugin.xc, "make_c_api_client", lambda *a: calls.append(a) or "client")
+    platform = platforms.get(name)
+    assert platform.make_client(funcgrad.config) == "client"
+    assert calls[-1] == (name, {})
+    run = backend.DistributedRuntime("coordination client", 1, 2, 30.0)
+    clean.setattr(backend, "distributed_runtime", lambda: run)
+    assert platform.make_client(funcgrad.config) == "client"
+    options = {"node_id": 1, "num_nodes": 2} if expect_run_options else {}
+    assert calls[-1] == (name, options, "coordination client")

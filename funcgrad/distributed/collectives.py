@@ -114,7 +114,12 @@ def _collective(kind, fn, x, first_only):
             f"funcgrad.distributed.{fn}: the collective over {len(devices)} devices of "
             f"{backend.process_count()} processes failed (value {aval.dtype}{list(aval.shape)}"
             f"; every process must call it with the same shape and dtype): {exc}") from exc
-    buf = out._buf._arrays[local.index(home)]     # the buffers of the local devices, in order
+    # the result is replicated: the first local device's buffer comes without building the
+    # list of every local buffer (which, in a multi-process run, jaxlib does through a failing
+    # `import jax` at each call)
+    buf = out._buf._fully_replicated_shard()
+    if buf._sharding._device != home:
+        buf = out._buf._arrays[local.index(home)]     # the local devices' buffers, in order
     mine = _jax.ArrayImpl(_BufferAval(out.aval), sharding_for(home), [buf], True, True)
     return Array(out.aval, mine), devices
 

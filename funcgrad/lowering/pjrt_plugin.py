@@ -4,7 +4,9 @@
 the first use of the platform, initializes it and makes a client through PJRT's C API. The
 CUDA, ROCm and TPU files subclass it; any other name (``FUNCGRAD_PLATFORM=my_npu`` with
 ``PJRT_NAMES_AND_LIBRARY_PATHS='my_npu:/path/pjrt.so'``, or a ``jax_plugins`` package) becomes
-a ``PluginPlatform`` when first asked for.
+a ``PluginPlatform`` when first asked for. In a multi-process run
+(``funcgrad.distributed.initialize``) the client is given the run's coordination-service
+client and this process's place in the run, as JAX does, so that its device list is global.
 
 Example:
     >>> from funcgrad.lowering import pjrt_plugin, platforms
@@ -38,7 +40,13 @@ class PluginPlatform(platforms.Platform):
         """The options the client is made with (a ``.json`` configuration's by default)."""
         return plugins.create_options(self.name)
 
+    def run_options(self, runtime):
+        """Options telling the client where this process stands in a multi-process run (GPU
+        plugins take them; libtpu learns it from the distributed client alone)."""
+        return {"node_id": runtime.process_id, "num_nodes": runtime.num_processes}
+
     def make_client(self, config):
+        from funcgrad.lowering import backend
         path = plugins.library_path(self.name)     # PluginError when missing or mismatched
         try:
             if not xc.pjrt_plugin_loaded(self.name):
@@ -47,7 +55,14 @@ class PluginPlatform(platforms.Platform):
                 xc.initialize_pjrt_plugin(self.name)
         except Exception as exc:
             raise plugins.load_failure(self.name, exc) from exc
-        return xc.make_c_api_client(self.name, self.client_options())
+        options = dict(self.client_options() or {})
+        runtime = backend.distributed_runtime()
+        if runtime is None:
+            return xc.make_c_api_client(self.name, options)
+        # one process of a multi-process run: the plugin learns every process's devices (and
+        # sets up its cross-host collectives, NCCL on GPUs) through the coordination service
+        options.update(self.run_options(runtime))
+        return xc.make_c_api_client(self.name, options, runtime.client)
 
 
 def _find(name):

@@ -17,5 +17,8 @@ class TpuPlatform(PluginPlatform):
     name = "tpu"
     priority = 20          # the default backend on a TPU host
 
+    def run_options(self, runtime):
+        return {}          # libtpu reads the run from the distributed client itself
+
 
 TPU = platforms.register(TpuPlatform())
