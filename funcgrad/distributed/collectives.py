@@ -40,15 +40,21 @@ _BODIES = {"sum": lax.psum, "max": lax.pmax, "min": lax.pmin, "gather": lax.all_
 
 @functools.lru_cache(maxsize=None)
 def _program(kind, devices):
-    """The pmap over ``devices`` (cached) applying collective ``kind`` to each device's row;
-    its result is the same on every device, so it comes back unmapped (``out_axes=None``):
-    each device's buffer is the whole result, usable without a copy."""
+    """The pmap over ``devices`` (cached) applying collective ``kind`` to each device's value.
+
+    Neither the argument nor the result has a mapped axis (``in_axes=None``,
+    ``out_axes=None``): each device's buffer is fed as it is (an Array's own buffer, no
+    reshape to a row of a stacked array) and each device's result buffer is the whole result.
+    The argument is not truly replicated (each device holds its own value): that is sound
+    because ``pmap`` runs one replica per device (XLA's ``num_replicas``), each reading its own
+    buffer, and the collective combines them; the result is."""
     if kind == "mean":
         count = len({d.process_index for d in devices})
         body = functools.partial(_mean, axis_name=_AXIS, count=count)
     else:
         body = functools.partial(_BODIES[kind], axis_name=_AXIS)
-    return pmap(body, axis_name=_AXIS, devices=devices, out_axes=None)
+    return pmap(body, axis_name=_AXIS, devices=devices, in_axes=None, out_axes=None,
+                axis_size=len(devices))
 
 
 def _host_value(x, fn):
@@ -65,34 +71,22 @@ def _zeros(shape, dtype, device):
     return device_put(np.zeros(shape, dtype), device)._buf
 
 
-def _rows(x, local, first_only, fn):
-    """(aval of one row, {device: (1, ...) buffer}, home device): ``x`` on its home device (an
-    Array already on a local device stays there, never copied through the host), and on the
-    other local devices ``x`` too, or zeros when ``first_only``."""
-    if type(x) is Array and x.device in local and backend.platform_of(x.device) != "cpu":
-        home, aval = x.device, x.aval
-        row_aval = ShapedArray((1,) + aval.shape, aval.dtype, False)
-        rows = {home: sharding._reshaped(x, row_aval)}
-        value = None
-    elif type(x) is Array and x.device in local:
-        # on the CPU the buffer's host view and a device_put of it alias the same memory: a
-        # (1, ...) row without any copy (a reshape on the device would copy it)
-        home, aval = x.device, x.aval
-        value = x._value()          # the buffer's view: not a transfer
-        rows = {home: device_put(value[None], home)._buf}
+def _buffers(x, local, first_only, fn):
+    """(aval, {local device: buffer}, home device): ``x`` on its home device (an Array already
+    on a local device is used as it is, never copied), and on the other local devices ``x``
+    too, or zeros when ``first_only``."""
+    if type(x) is Array and x.device in local:
+        home, aval = x.device, ShapedArray(x.shape, x.dtype, False)
+        bufs = {home: x._buf}
     else:
         value = _host_value(x, fn)
         home, aval = local[0], ShapedArray(value.shape, value.dtype, False)
-        rows = {home: device_put(value[None], home)._buf}
+        bufs = {home: device_put(value, home)._buf}
     for d in local:
-        if d in rows:
-            continue
-        if first_only:
-            rows[d] = _zeros((1,) + aval.shape, np.dtype(aval.dtype), d)
-        else:
-            value = np.asarray(x) if value is None else value
-            rows[d] = device_put(value[None], d)._buf
-    return ShapedArray(aval.shape, aval.dtype, False), rows, home
+        if d not in bufs:
+            bufs[d] = _zeros(aval.shape, np.dtype(aval.dtype), d) if first_only else \
+                device_put(Array(aval, bufs[home]), d)._buf
+    return aval, bufs, home
 
 
 def _collective(kind, fn, x, first_only):
@@ -103,10 +97,9 @@ def _collective(kind, fn, x, first_only):
     devices = tuple(backend.devices())
     me = backend.process_index()
     local = [d for d in devices if d.process_index == me]
-    aval, rows, home = _rows(x, local, first_only, fn)
-    stacked = ShapedArray((len(devices),) + aval.shape, aval.dtype, False)
-    arr = sharding.assemble(stacked, sharding.mapped_sharding(devices, stacked.ndim, 0),
-                            [rows[d] for d in local])
+    aval, bufs, home = _buffers(x, local, first_only, fn)
+    arr = sharding.assemble(aval, sharding.mapped_sharding(devices, aval.ndim, None),
+                            [bufs[d] for d in local])
     try:
         out = _program(kind, devices)(arr)
     except Exception as exc:
