@@ -10,10 +10,11 @@ one CPU device each, every library on its own gloo collectives over TCP:
 * JAX: ``jax.distributed.initialize`` + ``jax.pmap(lambda v: lax.psum(v, 'i'))``.
 
 Each process times ``--number`` calls (the result awaited) after a barrier, ``--repeat``
-rounds. The libraries run one after another (never at the same time), each in 2 fresh
-processes, and the whole set is run ``--cycles`` times so that a change of the machine's load
-affects every row alike; the table gives the median over cycles of rank 0's median time per
-call, and the ratio to the fastest row.
+rounds; funcgrad's three variants alternate rounds in one pair of processes. The libraries run
+one after another (never at the same time), each in 2 fresh processes, and the whole set is run
+``--cycles`` times so that a change of the machine's load affects every row alike; the table
+gives the median over cycles of rank 0's median time per call, the ratio to the fastest row,
+and each cycle's value (their spread says how much the load moved the numbers).
 torch and jax are taken from ``--ref-python`` (default: this interpreter; rows whose library
 is not importable there are skipped).
 
@@ -30,64 +31,65 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZE = 1 << 20          # float32 elements: 4 MB
-CASES = {               # row name -> (worker kind, needs the reference interpreter)
-    "funcgrad all_reduce (device array)": ("fg_eager", False),
-    "funcgrad all_reduce (NumPy value)": ("fg_eager_host", False),
-    "funcgrad pmap(psum)": ("fg_pmap", False),
-    "torch.distributed all_reduce (gloo)": ("torch", True),
-    "JAX pmap(psum)": ("jax", True),
+ROWS = {                # row name -> (worker kind, variant)
+    "funcgrad all_reduce (device array)": ("funcgrad", "eager"),
+    "funcgrad all_reduce (NumPy value)": ("funcgrad", "eager_host"),
+    "funcgrad pmap(psum)": ("funcgrad", "pmap"),
+    "torch.distributed all_reduce (gloo)": ("torch", "all_reduce"),
+    "JAX pmap(psum)": ("jax", "pmap"),
 }
 
 
 # --- one process of a run ---------------------------------------------------------------
-def _timed(call, ready, barrier, number, repeat):
-    for _ in range(5):
-        ready(call())
-    times = []
+def _timed(calls, ready, barrier, number, repeat, check=True):
+    """{variant: per-call seconds of each round} for ``calls`` (variant -> (call, value of
+    the result as a NumPy array)), their rounds alternating; and {variant: first element of
+    the last result} (None without ``check``)."""
+    for call, _ in calls.values():
+        for _ in range(5):
+            ready(call())
+    times = {name: [] for name in calls}
+    last = {}
     for _ in range(repeat):
-        barrier()
-        t0 = time.perf_counter()
-        for _ in range(number):
-            out = call()
-        ready(out)
-        times.append((time.perf_counter() - t0) / number)
-    return times, out
+        for name, (call, _) in calls.items():
+            barrier()
+            t0 = time.perf_counter()
+            for _ in range(number):
+                out = call()
+            ready(out)
+            times[name].append((time.perf_counter() - t0) / number)
+            last[name] = out
+    return times, {name: float(value(last[name]).reshape(-1)[0])
+                   for name, (_, value) in calls.items()} if check else None
 
 
-def _funcgrad(kind, rank, port, number, repeat):
+def _funcgrad(rank, port, number, repeat):
     import numpy as np
     sys.path.insert(0, ROOT)
     import funcgrad
     import funcgrad.distributed as dist
     from funcgrad import lax
+    from funcgrad.core.avals import ShapedArray
+    from funcgrad.lowering import sharding
     dist.initialize(f"127.0.0.1:{port}", num_processes=2, process_id=rank,
                     initialization_timeout=60, heartbeat_timeout=30)
     host = np.full(SIZE, rank + 1.0, np.float32)
-    if kind == "fg_pmap":
-        from funcgrad.lowering import sharding
-        devices = funcgrad.devices()
-        local = funcgrad.local_devices()
-        x = sharding.put_pieces(funcgrad.core.avals.ShapedArray((2, SIZE), np.float32, False),
-                                sharding.mapped_sharding(tuple(devices), 2, 0),
-                                [host[None]], local)
-        step = funcgrad.pmap(lambda v: lax.psum(v, "i"), axis_name="i", devices=devices)
-
-        def call():
-            return step(x)
-
-        def local_value(out):    # this process's row of the pmap's output
-            return np.asarray(out._buf._arrays[0])
-    else:
-        x = host if kind == "fg_eager_host" else funcgrad.device_put(host)
-
-        def call():
-            return dist.all_reduce(x)
-        local_value = np.asarray
-    times, out = _timed(call, lambda o: o.block_until_ready(),
-                        lambda: dist.sync_global_devices("round"), number, repeat)
-    check = float(local_value(out).reshape(-1)[0])
+    device = funcgrad.device_put(host)
+    devices = funcgrad.devices()
+    stacked = sharding.put_pieces(ShapedArray((2, SIZE), np.float32, False),
+                                  sharding.mapped_sharding(tuple(devices), 2, 0), [host[None]],
+                                  funcgrad.local_devices())
+    step = funcgrad.pmap(lambda v: lax.psum(v, "i"), axis_name="i", devices=devices)
+    calls = {
+        "eager": (lambda: dist.all_reduce(device), np.asarray),
+        "eager_host": (lambda: dist.all_reduce(host), np.asarray),
+        # this process's row of the pmap's output
+        "pmap": (lambda: step(stacked), lambda out: np.asarray(out._buf._arrays[0])),
+    }
+    result = _timed(calls, lambda o: o.block_until_ready(),
+                    lambda: dist.sync_global_devices("round"), number, repeat)
     dist.shutdown()
-    return times, check
+    return result
 
 
 def _torch(rank, port, number, repeat):
@@ -95,14 +97,15 @@ def _torch(rank, port, number, repeat):
     import torch.distributed as tdist
     tdist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                              world_size=2)
-    t = torch.full((SIZE,), rank + 1.0, dtype=torch.float32)
-    # in place, as users call it; the value grows, which does not change the time
-    times, _ = _timed(lambda: tdist.all_reduce(t), lambda o: None, tdist.barrier, number,
-                      repeat)
-    check = torch.full((SIZE,), rank + 1.0)
-    tdist.all_reduce(check)
+    # in place, as users call it, on zeros (which stay zeros, so no value grows to inf)
+    t = torch.zeros(SIZE, dtype=torch.float32)
+    times, _ = _timed({"all_reduce": (lambda: tdist.all_reduce(t), None)}, lambda o: None,
+                      tdist.barrier, number, repeat, check=False)
+    value = torch.full((SIZE,), rank + 1.0, dtype=torch.float32)
+    tdist.all_reduce(value)
+    result = times, {"all_reduce": float(value[0])}
     tdist.destroy_process_group()
-    return times, float(check[0])
+    return result
 
 
 def _jax(rank, port, number, repeat):
@@ -113,20 +116,17 @@ def _jax(rank, port, number, repeat):
     from jax.experimental import multihost_utils
     x = jax.device_put(np.full((1, SIZE), rank + 1.0, np.float32), jax.local_devices()[0])
     step = jax.pmap(lambda v: jax.lax.psum(v, "i"), axis_name="i")
-    times, out = _timed(lambda: step(x), lambda o: o.block_until_ready(),
-                        lambda: multihost_utils.sync_global_devices("round"), number, repeat)
-    check = float(np.asarray(out.addressable_shards[0].data)[0, 0])
+    result = _timed({"pmap": (lambda: step(x),
+                              lambda o: np.asarray(o.addressable_shards[0].data))},
+                    lambda o: o.block_until_ready(),
+                    lambda: multihost_utils.sync_global_devices("round"), number, repeat)
     jax.distributed.shutdown()
-    return times, check
+    return result
 
 
 def worker(kind, rank, port, number, repeat):
-    if kind == "torch":
-        times, check = _torch(rank, port, number, repeat)
-    elif kind == "jax":
-        times, check = _jax(rank, port, number, repeat)
-    else:
-        times, check = _funcgrad(kind, rank, port, number, repeat)
+    run = {"funcgrad": _funcgrad, "torch": _torch, "jax": _jax}[kind]
+    times, check = run(rank, port, number, repeat)
     print(json.dumps({"times": times, "check": check}), flush=True)
 
 
@@ -143,7 +143,8 @@ def _importable(python, module):
 
 
 def run_case(kind, python, number, repeat, timeout=300):
-    """Rank 0's per-call times (seconds) of ``kind`` over 2 fresh processes."""
+    """Rank 0's {variant: per-call times (seconds)} of worker ``kind`` over 2 fresh
+    processes, after checking every process's sum (1 + 2 = 3)."""
     port = _free_port()
     env = dict(os.environ, FUNCGRAD_CPU_DEVICES="1", JAX_PLATFORMS="cpu",
                TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
@@ -166,8 +167,9 @@ def run_case(kind, python, number, repeat, timeout=300):
                 os.killpg(p.pid, 9)
                 p.wait()
     for r in results:
-        if abs(r["check"] - 3.0) > 1e-6 and kind != "torch":
-            raise AssertionError(f"{kind}: the sum is {r['check']}, not 1 + 2 = 3")
+        for variant, value in r["check"].items():
+            if abs(value - 3.0) > 1e-6:
+                raise AssertionError(f"{kind} {variant}: the sum is {value}, not 1 + 2 = 3")
     return results[0]["times"]
 
 
@@ -182,7 +184,8 @@ def main():
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--ref-python", default=os.environ.get("FUNCGRAD_BENCH_REF_PYTHON",
                                                                sys.executable))
-    parser.add_argument("--cases", help="comma-separated worker kinds to run (default: all)")
+    parser.add_argument("--cases", help="comma-separated libraries to run: funcgrad, torch, "
+                        "jax (default: all)")
     args = parser.parse_args()
     if args.worker:
         worker(args.worker, args.rank, args.port, args.number, args.repeat)
@@ -190,29 +193,32 @@ def main():
     if args.quick:
         args.number, args.repeat, args.cycles = 5, 5, 1
     wanted = set(args.cases.split(",")) if args.cases else None
-    cases = {}
-    for name, (kind, ref) in CASES.items():
+    kinds = {}
+    for kind in ("funcgrad", "torch", "jax"):
         if wanted is not None and kind not in wanted:
             continue
-        python = args.ref_python if ref else sys.executable
-        if ref and not _importable(python, kind):
-            print(f"({name}: {kind} is not importable by {python}; skipped)")
+        python = sys.executable if kind == "funcgrad" else args.ref_python
+        if kind != "funcgrad" and not _importable(python, kind):
+            print(f"({kind} is not importable by {python}; its row is skipped)")
             continue
-        cases[name] = (kind, python)
-    runs = {name: [] for name in cases}
+        kinds[kind] = python
+    runs = {name: [] for name, (kind, _) in ROWS.items() if kind in kinds}
     for _ in range(args.cycles):
-        for name, (kind, python) in cases.items():
-            runs[name].append(statistics.median(
-                run_case(kind, python, args.number, args.repeat)))
+        for kind, python in kinds.items():
+            times = run_case(kind, python, args.number, args.repeat)
+            for name, (k, variant) in ROWS.items():
+                if k == kind:
+                    runs[name].append(statistics.median(times[variant]))
     rows = {name: statistics.median(r) for name, r in runs.items()}
     fastest = min(rows.values())
     print(f"all-reduce of {SIZE * 4 / 2**20:.0f} MB float32 over 2 processes x 1 CPU device "
           f"(127.0.0.1, gloo); rank 0's median of {args.repeat} rounds of {args.number} calls, "
           f"median over {args.cycles} cycles")
-    print(f"| {'':38} | ms per call | vs fastest |")
-    print(f"| {'-' * 38} | ----------: | ---------: |")
+    print(f"| {'':38} | ms per call | vs fastest | each cycle (ms) |")
+    print(f"| {'-' * 38} | ----------: | ---------: | --- |")
     for name, t in rows.items():
-        print(f"| {name:38} | {t * 1e3:11.2f} | {t / fastest:9.2f}x |")
+        cycles = " / ".join(f"{r * 1e3:.1f}" for r in runs[name])
+        print(f"| {name:38} | {t * 1e3:11.2f} | {t / fastest:9.2f}x | {cycles} |")
 
 
 if __name__ == "__main__":
