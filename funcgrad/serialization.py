@@ -57,7 +57,12 @@ def _to_numpy(x):
     if type(x).__name__ == "Parameter":
         x = x.data
     if hasattr(x, "detach") and hasattr(x, "cpu"):      # torch tensor
-        x = x.detach().cpu().numpy()
+        x = x.detach().cpu()
+        if str(x.dtype) == "torch.bfloat16":            # NumPy has no bfloat16: its bits
+            import ml_dtypes
+            import torch
+            return np.ascontiguousarray(x.view(torch.int16).numpy().view(ml_dtypes.bfloat16))
+        x = x.numpy()
     return np.ascontiguousarray(np.asarray(x))
 
 

@@ -44,7 +44,8 @@ from funcgrad.core.avals import ShapedArray
 from funcgrad.lowering import backend
 from funcgrad.lowering import sharding as shardings
 from funcgrad.lowering.array import Array, device_put
-from funcgrad.serialization import _encode_tree, _is_array, runtime_dtype, write_file
+from funcgrad.serialization import (_encode_tree, _is_array, _to_numpy, runtime_dtype,
+                                    write_file)
 
 FORMAT = "funcgrad.distributed.checkpoint"
 VERSION = 1
@@ -140,7 +141,12 @@ class _Block:
 
 # --- save ---------------------------------------------------------------------------------
 def _keep(x):
-    return x.data if type(x).__name__ == "Parameter" else x
+    """A leaf as saved: a Parameter's array, a torch tensor's NumPy value, arrays as they are."""
+    if type(x).__name__ == "Parameter":
+        return x.data
+    if type(x).__module__.startswith("torch"):
+        return _to_numpy(x)
+    return x
 
 
 def _describe(key, x):

@@ -220,3 +220,12 @@ def test_errors(tmp_path):
     (tmp_path / "manifest.json").write_text('{"format": "something else"}')
     with pytest.raises(CheckpointError, match="is not a funcgrad.distributed.checkpoint"):
         dcp.load(None, checkpoint_id=tmp_path)
+
+
+def test_torch_tensors_are_saved_as_their_values(tmp_path):
+    torch = pytest.importorskip("torch")
+    dcp.save({"t": torch.arange(4, dtype=torch.float32), "h": torch.ones(2, dtype=torch.bfloat16)},
+             checkpoint_id=tmp_path)
+    out = dcp.load(None, checkpoint_id=tmp_path)
+    np.testing.assert_array_equal(np.asarray(out["t"]), [0.0, 1.0, 2.0, 3.0])
+    assert out["h"].dtype == ml_dtypes.bfloat16
