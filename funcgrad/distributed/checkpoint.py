@@ -41,6 +41,7 @@ from jaxlib import _jax
 
 from funcgrad.checkpoint_header import CheckpointError, code_of, dtype_of, read_header
 from funcgrad.core.avals import ShapedArray
+from funcgrad.distributed.collectives import all_reduce, broadcast_one_to_all
 from funcgrad.lowering import backend
 from funcgrad.lowering import sharding as shardings
 from funcgrad.lowering.array import Array, device_put
@@ -175,15 +176,20 @@ def _agree(flag):
     every process must call it at the same point: it is the save's barrier too."""
     if backend.process_count() == 1:
         return int(flag)
-    from funcgrad.distributed.collectives import all_reduce
     return int(all_reduce(np.int32(flag), "sum"))
 
 
-def _new_save_id():
+def _new_save_id(path):
+    """A save id that no file in ``path`` carries yet (drawn by process 0, which every process
+    sees the directory of), agreed by every process."""
+    taken = set()
+    if backend.process_index() == 0 and os.path.isdir(path):
+        taken = {name[7:15] for name in os.listdir(path) if _SHARD_FILE.match(name)}
     mine = secrets.randbits(31)
+    while f"{mine:08x}" in taken:
+        mine = secrets.randbits(31)
     if backend.process_count() == 1:
         return mine
-    from funcgrad.distributed.collectives import broadcast_one_to_all
     return int(broadcast_one_to_all(np.int32(mine)))
 
 
@@ -246,7 +252,7 @@ def save(state_dict, checkpoint_id):
             mine[name] = _Block(data, dtype_of(entry["dtype"]), [b - a for a, b in box])
         arrays[key] = entry
 
-    save_id = _new_save_id()
+    save_id = _new_save_id(path)
     failure = None
     try:
         os.makedirs(path, exist_ok=True)

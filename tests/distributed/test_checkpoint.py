@@ -229,3 +229,13 @@ def test_torch_tensors_are_saved_as_their_values(tmp_path):
     out = dcp.load(None, checkpoint_id=tmp_path)
     np.testing.assert_array_equal(np.asarray(out["t"]), [0.0, 1.0, 2.0, 3.0])
     assert out["h"].dtype == ml_dtypes.bfloat16
+
+
+def test_a_new_save_never_reuses_the_files_of_the_committed_one(tmp_path, monkeypatch):
+    draws = iter([0x1234, 0x1234, 0x1234, 0x5678])
+    monkeypatch.setattr(dcp.secrets, "randbits", lambda bits: next(draws))
+    dcp.save({"w": np.ones(2, np.float32)}, checkpoint_id=tmp_path)
+    assert _shard_files(tmp_path) == ["shards-00001234-p00000.safetensors"]
+    dcp.save({"w": np.zeros(2, np.float32)}, checkpoint_id=tmp_path)   # 0x1234 is taken
+    assert _shard_files(tmp_path) == ["shards-00005678-p00000.safetensors"]
+    assert np.asarray(dcp.load(None, checkpoint_id=tmp_path)["w"]).tolist() == [0.0, 0.0]
