@@ -35,8 +35,7 @@ def _backend_lines():
         elif name in failures:
             lines.append(f"  {name}: unavailable: {failures[name]}")
         else:
-            extra = "cuda13" if name == "cuda" else name
-            lines.append(f"  {name}: no plugin installed (pip install 'funcgrad[{extra}]')")
+            lines.append(f"  {name}: no plugin installed ({plugins.install_hint(name)})")
     return lines
 
 

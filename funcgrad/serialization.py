@@ -49,21 +49,28 @@ def _code_of(dtype):
 def _is_array(x):
     from funcgrad.core.interpreters import Value
     return isinstance(x, (np.ndarray, np.generic, Value)) or (
-        hasattr(x, "detach") and hasattr(x, "numpy")) or type(x).__name__ == "Parameter"
+        hasattr(x, "detach") and hasattr(x, "numpy")) or type(x).__name__ == "Parameter" or (
+        hasattr(x, "addressable_shards") and hasattr(x, "sharding"))   # a jax.Array
 
 
 def _to_numpy(x):
     if type(x).__name__ == "Parameter":
         x = x.data
     if hasattr(x, "detach") and hasattr(x, "cpu"):      # torch tensor
-        x = x.detach().cpu().numpy()
+        x = x.detach().cpu()
+        if str(x.dtype) == "torch.bfloat16":            # NumPy has no bfloat16: its bits
+            import ml_dtypes
+            import torch
+            return np.ascontiguousarray(x.view(torch.int16).numpy().view(ml_dtypes.bfloat16))
+        x = x.numpy()
     return np.ascontiguousarray(np.asarray(x))
 
 
-def _encode_tree(obj, path, tensors):
-    """JSON-able structure of ``obj``; arrays are moved into ``tensors`` by dotted path."""
+def _encode_tree(obj, path, tensors, leaf=_to_numpy):
+    """JSON-able structure of ``obj``; arrays are moved into ``tensors`` by dotted path (as
+    ``leaf`` of them: NumPy values by default)."""
     if _is_array(obj):
-        tensors[path] = _to_numpy(obj)
+        tensors[path] = leaf(obj)
         return {"t": path}
     if isinstance(obj, dict):
         items = []
@@ -71,11 +78,11 @@ def _encode_tree(obj, path, tensors):
             if not isinstance(k, (str, int)) or isinstance(k, bool):
                 raise TypeError(f"funcgrad.save: dict keys must be str or int, got {k!r}")
             sub = f"{path}.{k}" if path else str(k)
-            items.append([k, _encode_tree(v, sub, tensors)])
+            items.append([k, _encode_tree(v, sub, tensors, leaf)])
         return {"d": items}
     if isinstance(obj, (list, tuple)):
         kind = "l" if isinstance(obj, list) else "u"
-        return {kind: [_encode_tree(v, f"{path}.{i}" if path else str(i), tensors)
+        return {kind: [_encode_tree(v, f"{path}.{i}" if path else str(i), tensors, leaf)
                        for i, v in enumerate(obj)]}
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return {"v": obj}
@@ -148,33 +155,47 @@ def save(obj, path, metadata=None):
         tree = None
     else:
         tree = _encode_tree(obj, "", tensors)
-    header = {}
     meta = {str(k): str(v) for k, v in (metadata or {}).items()}
     if tree is not None:
         meta["funcgrad.tree"] = json.dumps(tree)
-    if meta:
-        header["__metadata__"] = meta
+    write_file(os.fspath(path), tensors, meta)
+
+
+def write_file(path, tensors, metadata=None, fn="funcgrad.save"):
+    """Write ``tensors`` (name -> anything with ``dtype``, ``shape`` and ``nbytes`` that
+    ``np.asarray`` turns into its value, fetched one at a time while writing) as the
+    safetensors file ``path``, atomically (a temporary file, fsynced, then renamed); ``fn``
+    names the caller in errors.
+
+    Example:
+        >>> from funcgrad.serialization import write_file
+        >>> write_file("raw.safetensors", {"a": np.arange(3, dtype=np.int8)}, {"note": "hi"})
+        >>> funcgrad.load("raw.safetensors")
+        {'a': Array([0, 1, 2], dtype=int8)}
+    """
+    header = {}
+    if metadata:
+        header["__metadata__"] = dict(metadata)
     offset = 0
-    order = sorted(tensors, key=lambda k: (-tensors[k].dtype.itemsize, k))
+    order = sorted(tensors, key=lambda k: (-np.dtype(tensors[k].dtype).itemsize, k))
     for k in order:
-        arr = tensors[k]
-        n = arr.nbytes
-        header[k] = {"dtype": _code_of(arr.dtype), "shape": list(arr.shape),
+        t = tensors[k]
+        n = int(t.nbytes)
+        header[k] = {"dtype": _code_of(t.dtype), "shape": [int(d) for d in t.shape],
                      "data_offsets": [offset, offset + n]}
         offset += n
     hbytes = json.dumps(header, separators=(",", ":")).encode("utf-8")
     hbytes += b" " * (-len(hbytes) % 8)
-    path = os.fspath(path)
     fd, tmp = _open_for_writing(path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(struct.pack("<Q", len(hbytes)))
             f.write(hbytes)
             for k in order:
-                arr = tensors[k]
+                arr = np.ascontiguousarray(np.asarray(tensors[k]))
                 if arr.dtype.byteorder == ">":
                     arr = arr.astype(arr.dtype.newbyteorder("<"))
-                f.write(arr.tobytes(order="C"))
+                f.write(arr.reshape(-1).view(np.uint8).data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -184,9 +205,20 @@ def save(obj, path, metadata=None):
         except OSError:
             pass
         if isinstance(e, OSError) and e.errno is not None:
-            raise type(e)(e.errno, f"funcgrad.save: cannot save {path} ({e.strerror}); any "
+            raise type(e)(e.errno, f"{fn}: cannot save {path} ({e.strerror}); any "
                           f"previous file there is unchanged", path) from e
         raise
+
+
+def runtime_dtype(dtype):
+    """The dtype an array loaded as ``dtype`` gets on the device: 64-bit types narrow to 32
+    bits unless ``enable_x64`` is set (as for every funcgrad array)."""
+    dtype = np.dtype(dtype)
+    if dtype.itemsize == 8 and dtype.kind in "iuf" or dtype == np.complex128:
+        if not config.enable_x64:
+            return np.dtype({"f": np.float32, "i": np.int32, "u": np.uint32,
+                             "c": np.complex64}[dtype.kind])
+    return dtype
 
 
 def load(path, as_numpy=False, device=None):
@@ -222,11 +254,7 @@ def load(path, as_numpy=False, device=None):
     for e in entries:
         arr = host[e.name]
         if not as_numpy:
-            dt = e.dtype
-            if dt == np.float64 or dt == np.int64 or dt == np.uint64 or dt == np.complex128:
-                if not config.enable_x64:
-                    arr = arr.astype({"f": np.float32, "i": np.int32, "u": np.uint32,
-                                      "c": np.complex64}[dt.kind])
+            arr = arr.astype(runtime_dtype(e.dtype), copy=False)
             arr = device_put(arr, device) if device is not None else jnp.asarray(arr)
         tensors[e.name] = arr
     tree = meta.get("funcgrad.tree")

@@ -97,9 +97,13 @@ def test_missing_plugins_say_what_to_install(monkeypatch):
     with pytest.raises(plugins.PluginError, match=re.escape(
             "pip install 'funcgrad[cuda13]' (CUDA 13; 'funcgrad[cuda12]' for CUDA 12)")):
         plugins.library_path("cuda")
-    with pytest.raises(plugins.PluginError, match=re.escape("pip install 'funcgrad[tpu]'")):
+    with pytest.raises(plugins.PluginError, match=re.escape(
+            "Install it with: pip install libtpu (the release JAX pairs with this jaxlib: pip "
+            "install 'funcgrad[tpu]')")):
         plugins.library_path("tpu")
-    with pytest.raises(ValueError, match="library_path: unknown platform 'rocm'"):
+    with pytest.raises(plugins.PluginError, match=re.escape(
+            f"needs AMD's ROCm PJRT plugin, and none is installed (jaxlib {JAXLIB}). Install it "
+            f"with: pip install 'jax-rocm7-plugin=={JAXLIB}' 'jax-rocm7-pjrt=={JAXLIB}'")):
         plugins.library_path("rocm")
 
 

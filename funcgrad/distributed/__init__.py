@@ -4,12 +4,14 @@ Each process of a multi-process run (one per host, or several on one host) calls
 ``funcgrad.distributed.initialize()`` first; afterwards ``funcgrad.devices()`` lists every
 process's devices and ``funcgrad.local_devices()`` its own. ``python -m
 funcgrad.distributed.run --nproc-per-node N script.py`` starts such a run on one machine (or
-one node of several), in the manner of torchrun. See docs/parallel.md, "Many processes".
+one node of several), in the manner of torchrun; ``funcgrad.distributed.checkpoint`` saves and
+loads sharded state with every process writing its own shards. See docs/parallel.md, "Many processes".
 
 Example:
     >>> funcgrad.distributed.is_initialized(), funcgrad.process_count()
     (False, 1)
 """
+from funcgrad.distributed import checkpoint  # noqa: F401  (.save / .load, sharded checkpoints)
 from funcgrad.distributed.collectives import (all_reduce, broadcast_one_to_all,
                                               process_allgather, sync_global_devices)
 from funcgrad.distributed.runtime import (CoordinatorUnreachableError, DistributedError,

@@ -16,24 +16,46 @@ import functools
 import zlib
 
 import numpy as np
+from jaxlib import _jax
 
 from funcgrad import lax
 from funcgrad import numpy as jnp
 from funcgrad.core import dtypes
+from funcgrad.core.avals import ShapedArray
 from funcgrad.distributed.runtime import DistributedError
 from funcgrad.lowering import backend, sharding
+from funcgrad.lowering.array import Array, _BufferAval, device_put, sharding_for
 from funcgrad.transforms.pmap import pmap
 
 _AXIS = "processes"
-_BODIES = {"sum": lax.psum, "max": lax.pmax, "min": lax.pmin, "gather": lax.all_gather}
 OPS = ("sum", "mean", "max", "min")
+
+
+def _mean(v, axis_name, count):
+    return jnp.true_divide(lax.psum(v, axis_name), count)
+
+
+_BODIES = {"sum": lax.psum, "max": lax.pmax, "min": lax.pmin, "gather": lax.all_gather}
 
 
 @functools.lru_cache(maxsize=None)
 def _program(kind, devices):
-    """The pmap over ``devices`` (cached) applying collective ``kind`` to each device's row."""
-    return pmap(functools.partial(_BODIES[kind], axis_name=_AXIS), axis_name=_AXIS,
-                devices=devices)
+    """The pmap over ``devices`` (cached) applying collective ``kind`` to each device's value.
+
+    Neither the argument nor the result has a mapped axis (``in_axes=None``,
+    ``out_axes=None``): each device's buffer is fed as it is (an Array's own buffer, no
+    reshape to a row of a stacked array) and each device's result buffer is the whole result.
+    The argument is not truly replicated (each device holds its own value): that is sound
+    because ``pmap`` runs one replica per device (XLA's ``num_replicas``), each reading its own
+    buffer, and the collective combines them; the result is."""
+    if kind == "mean":
+        count = len({d.process_index for d in devices})
+        body = functools.partial(_mean, axis_name=_AXIS, count=count)
+    else:
+        body = functools.partial(_BODIES[kind], axis_name=_AXIS)
+    # axis_size counts this process's entries (its devices); the collectives span all
+    return pmap(body, axis_name=_AXIS, devices=devices, in_axes=None, out_axes=None,
+                axis_size=len(sharding.addressable(devices)))
 
 
 def _host_value(x, fn):
@@ -44,23 +66,61 @@ def _host_value(x, fn):
     return value.astype(dtypes.canonicalize(value.dtype), copy=False)
 
 
-def _collective(kind, fn, value, first_only):
-    """Run collective ``kind`` over every device of the run. This process's first local device
-    holds ``value``; its other devices hold ``value`` too, or zeros when ``first_only`` (so a
-    sum counts each process once). Returns this process's (first local device's) result."""
+@functools.lru_cache(maxsize=16)
+def _zeros(shape, dtype, device):
+    """A (cached) buffer of zeros on ``device``: what a process's other devices add to a sum."""
+    return device_put(np.zeros(shape, dtype), device)._buf
+
+
+def _buffers(x, local, first_only, fn):
+    """(aval, {local device: buffer}, home device): ``x`` on its home device (an Array already
+    on a local device is used as it is, never copied), and on the other local devices ``x``
+    too, or zeros when ``first_only``."""
+    if type(x) is Array and x.device in local:
+        home, aval = x.device, ShapedArray(x.shape, x.dtype, False)
+        bufs = {home: x._buf}
+    else:
+        value = _host_value(x, fn)
+        home, aval = local[0], ShapedArray(value.shape, value.dtype, False)
+        bufs = {home: device_put(value, home)._buf}
+    for d in local:
+        if d not in bufs:
+            bufs[d] = _zeros(aval.shape, np.dtype(aval.dtype), d) if first_only else \
+                device_put(Array(aval, bufs[home]), d)._buf
+    return aval, bufs, home
+
+
+def _collective(kind, fn, x, first_only):
+    """Run collective ``kind`` over every device of the run. One local device (the one holding
+    ``x``, or the first) holds ``x``; the other local devices hold ``x`` too, or zeros when
+    ``first_only`` (so a sum counts each process once). Returns this process's result as an
+    Array on that device, and the run's devices."""
     devices = tuple(backend.devices())
-    local = sharding.addressable(devices)
-    filler = np.zeros_like(value) if first_only else value
-    rows = np.stack([value] + [filler] * (len(local) - 1))   # this process's part of the pmap
+    me = backend.process_index()
+    local = [d for d in devices if d.process_index == me]
+    aval, bufs, home = _buffers(x, local, first_only, fn)
+    arr = sharding.assemble(aval, sharding.mapped_sharding(devices, aval.ndim, None),
+                            [bufs[d] for d in local])
     try:
-        out = _program(kind, devices)(rows)
-        row = np.asarray(out.addressable_shards[0].data)[0]
+        out = _program(kind, devices)(arr)
     except Exception as exc:
         raise DistributedError(
             f"funcgrad.distributed.{fn}: the collective over {len(devices)} devices of "
-            f"{backend.process_count()} processes failed (value {value.dtype}{list(value.shape)}"
+            f"{backend.process_count()} processes failed (value {aval.dtype}{list(aval.shape)}"
             f"; every process must call it with the same shape and dtype): {exc}") from exc
-    return row, devices
+    # the result is replicated: each local device's buffer is the whole of it. With one local
+    # device, the array is re-labelled as a single-device one (no new buffer); otherwise the
+    # home device's shard is taken (jaxlib builds shards through a failing `import jax` while
+    # the result is not ready yet, about 0.2 ms per call).
+    result_aval = _BufferAval(out.aval)
+    if len(local) == 1:
+        mine = out._buf._rewrap_with_aval_and_sharding(result_aval, sharding_for(home))
+    else:
+        buf = out._buf._fully_replicated_shard()
+        if buf._sharding._device != home:
+            buf = out._buf._arrays[local.index(home)]   # the local devices' buffers, in order
+        mine = _jax.ArrayImpl(result_aval, sharding_for(home), [buf], True, True)
+    return Array(out.aval, mine), devices
 
 
 def all_reduce(x, op="sum"):
@@ -76,11 +136,8 @@ def all_reduce(x, op="sum"):
     if op not in OPS:
         raise ValueError(f"funcgrad.distributed.all_reduce: op must be one of {list(OPS)}, "
                          f"got {op!r}")
-    value = _host_value(x, "all_reduce")
-    row, _ = _collective("sum" if op == "mean" else op, "all_reduce", value,
-                         first_only=op in ("sum", "mean"))
-    result = jnp.asarray(row)
-    return result / backend.process_count() if op == "mean" else result
+    result, _ = _collective(op, "all_reduce", x, first_only=op in ("sum", "mean"))
+    return result
 
 
 def process_allgather(x, tiled=False):
@@ -93,7 +150,8 @@ def process_allgather(x, tiled=False):
         Array([[5, 6]], dtype=int32)
     """
     value = _host_value(x, "process_allgather")
-    rows, devices = _collective("gather", "process_allgather", value, first_only=False)
+    gathered, devices = _collective("gather", "process_allgather", value, first_only=False)
+    rows = np.asarray(gathered)
     firsts, seen = [], set()
     for i, d in enumerate(devices):   # one row per process: its first device's
         if d.process_index not in seen:
@@ -126,7 +184,7 @@ def broadcast_one_to_all(x, is_source=None):
                                "said is_source=True; exactly one must")
     sent = value if is_source else np.zeros_like(value)
     row, _ = _collective("sum", "broadcast_one_to_all", sent, first_only=True)
-    return jnp.asarray(row)
+    return row
 
 
 def sync_global_devices(name):
@@ -140,6 +198,6 @@ def sync_global_devices(name):
     digest = np.array(zlib.crc32(str(name).encode()) & 0x7FFFFFFF, np.int32)
     low, _ = _collective("min", "sync_global_devices", digest, first_only=False)
     high, _ = _collective("max", "sync_global_devices", digest, first_only=False)
-    if low != high:
+    if int(low) != int(high):
         raise DistributedError(f"funcgrad.distributed.sync_global_devices({name!r}): the "
                                "processes reached barriers of different names")

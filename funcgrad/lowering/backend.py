@@ -1,11 +1,12 @@
 """PJRT clients and devices: one client per platform, created on first use.
 
 The platforms themselves (how to make a client, compile options, kernels) are one file each,
-``lowering/cpu.py``, ``lowering/cuda.py`` and ``lowering/tpu.py``, registered in
-``lowering/platforms.py``; the CUDA and TPU plugin wheels (``funcgrad[cuda13]``, ``[cuda12]``,
-``[tpu]``) are found and checked against jaxlib by ``lowering/plugins.py``. The default backend
-is the installed platform of highest priority whose client starts (TPU, then CUDA, then the
-CPU; an installed but mismatched plugin warns and is skipped); ``FUNCGRAD_PLATFORM=cpu`` or
+``lowering/cpu.py``, ``lowering/cuda.py``, ``lowering/rocm.py`` and ``lowering/tpu.py``,
+registered in ``lowering/platforms.py``; the plugin wheels (``funcgrad[cuda13]``, ``[cuda12]``,
+``[tpu]``, AMD's ROCm wheels) and any other PJRT plugin found by name are located and checked
+against jaxlib by ``lowering/plugins.py``. The default backend is the installed platform of
+highest priority whose client starts (TPU, then CUDA or ROCm, then the CPU; an installed but
+mismatched plugin warns and is skipped); ``FUNCGRAD_PLATFORM=cpu`` or
 ``config.update("platform", "cpu")`` forces one.
 
 Example:
@@ -24,7 +25,7 @@ from jaxlib import _jax
 
 from funcgrad.config import config
 # each platform file registers its platform on import
-from funcgrad.lowering import cpu, cuda, platforms, plugins, tpu  # noqa: F401
+from funcgrad.lowering import cpu, cuda, platforms, plugins, rocm, tpu  # noqa: F401
 
 _lock = threading.Lock()
 _clients = {}

@@ -27,7 +27,8 @@ from jaxlib import xla_client as xc
 from funcgrad.core import dtypes, errors
 from funcgrad.lax import callbacks, linalg
 from funcgrad.lax.dot import _dot_general_lowering, dot_general_p
-from funcgrad.lowering import platforms, plugins
+from funcgrad.lowering import platforms
+from funcgrad.lowering.pjrt_plugin import PluginPlatform
 
 PLUGIN_PACKAGES = ("jax_cuda13_plugin", "jax_cuda12_plugin")
 
@@ -44,27 +45,13 @@ def plugin_module(name):
     return None, failures
 
 
-class CudaPlatform(platforms.Platform):
+class CudaPlatform(PluginPlatform):
     name = "cuda"
     aliases = ("gpu",)
     priority = 10          # the default backend when a GPU is usable
 
-    def __init__(self):
-        self.c_api = None   # the plugin's PJRT_Api capsule, kept for registering custom calls
-
-    def is_installed(self):
-        return bool(plugins.installed("cuda"))
-
-    def make_client(self, config):
-        path = plugins.library_path("cuda")    # PluginError when missing or mismatched
-        try:
-            if not xc.pjrt_plugin_loaded("cuda"):
-                self.c_api = xc.load_pjrt_plugin_dynamically("cuda", path)
-            if not xc.pjrt_plugin_initialized("cuda"):
-                xc.initialize_pjrt_plugin("cuda")
-        except Exception as exc:
-            raise plugins.load_failure("cuda", exc) from exc
-        return xc.make_c_api_client("cuda", xc.generate_pjrt_gpu_plugin_options())
+    def client_options(self):
+        return xc.generate_pjrt_gpu_plugin_options()
 
     def plugin_api(self):
         """The loaded plugin's PJRT_Api capsule (starting the CUDA client if needed)."""

@@ -4,8 +4,10 @@ A platform (``lowering/cpu.py``, ``lowering/cuda.py``) says how to make its PJRT
 XLA compile options it wants, how to register custom-call handlers with it, and, on import,
 registers the lowering rules it needs for particular primitives (``prim.def_lowering(rule,
 platform=name)``) and the kernels of its linear algebra (``lax.linalg.KERNELS``). Adding a
-platform (ROCm, TPU) is one new file that subclasses ``Platform``, calls ``register`` and is
-imported by ``lowering/backend.py``.
+platform is one new file that subclasses ``Platform`` (a PJRT plugin: ``PluginPlatform`` of
+``lowering/pjrt_plugin.py``, as ``cuda.py``, ``rocm.py`` and ``tpu.py`` do), calls
+``register`` and is imported by ``lowering/backend.py``. A name no file registers is handed to
+the finders (``add_finder``): a PJRT plugin found by that name becomes a platform on the spot.
 
 Example:
     >>> from funcgrad.lowering import platforms
@@ -43,6 +45,12 @@ class Platform:
 
 
 _platforms = {}     # name and aliases -> Platform
+_finders = []       # name -> Platform or None, asked for names no file registered
+
+
+def add_finder(finder):
+    """Ask ``finder(name)`` for a Platform when ``get`` meets a name not registered."""
+    _finders.append(finder)
 
 
 def register(platform):
@@ -63,9 +71,16 @@ def get(name):
     try:
         return _platforms[name]
     except KeyError:
-        known = sorted({p.name for p in _platforms.values()})
-        raise ValueError(f"funcgrad: unknown platform {name!r} (known: "
-                         f"{', '.join(repr(k) for k in known)})") from None
+        pass
+    for finder in _finders:
+        found = finder(name)
+        if found is not None:
+            return register(found)
+    known = sorted({p.name for p in _platforms.values()})
+    raise ValueError(f"funcgrad: unknown platform {name!r} (known: "
+                     f"{', '.join(repr(k) for k in known)}; a PJRT plugin of another name is "
+                     "found through PJRT_NAMES_AND_LIBRARY_PATHS='name:/path/to/plugin.so' or "
+                     "a 'jax_plugins' entry point)")
 
 
 def by_priority():

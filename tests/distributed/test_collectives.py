@@ -41,3 +41,55 @@ def test_bad_inputs():
     with pytest.raises(TypeError, match="all_reduce: cannot send a list holding Python objects"):
         dist.all_reduce([object()])
     assert dist.sync_global_devices("checkpoint written") is None
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "max"])
+def test_a_device_array_is_reduced_without_host_copies(op):
+    import funcgrad
+    device = funcgrad.local_devices()[-1]
+    x = funcgrad.device_put(np.array([1.0, -2.5, 4.0], np.float32), device)
+    with funcgrad.transfer_guard("disallow"):     # any implicit host transfer raises
+        out = dist.all_reduce(x, op)
+    assert out.device == device and out.shape == (3,)
+    np.testing.assert_array_equal(np.asarray(out), [1.0, -2.5, 4.0])
+    half = dist.all_reduce(funcgrad.device_put(np.array([3], np.int32), device), "mean")
+    assert half.device == device and np.issubdtype(half.dtype, np.floating)
+    assert float(half[0]) == 3.0
+
+
+ONE_DEVICE_WORKER = """
+import json, numpy as np, funcgrad, funcgrad.distributed as dist
+dist.initialize(initialization_timeout=30, heartbeat_timeout=10, shutdown_timeout=10)
+me = funcgrad.process_index()
+x = funcgrad.device_put(np.array([me + 1.0, -2.0 * (me + 1)], np.float32))
+with funcgrad.transfer_guard("disallow"):
+    out = {op: dist.all_reduce(x, op) for op in ("sum", "mean", "max", "min")}
+print(json.dumps({"values": {op: np.asarray(v).tolist() for op, v in out.items()},
+                  "on_own_device": all(v.device == x.device for v in out.values()),
+                  "host": np.asarray(dist.all_reduce(np.int32(me + 5))).tolist()}))
+dist.shutdown()
+"""
+
+
+@pytest.mark.slow
+def test_two_processes_of_one_device_each():
+    """One device per process (as one process per GPU): the result is the run's buffer itself,
+    re-labelled as a single-device Array on the process's device."""
+    import json
+    import distributed_procs as procs
+    port = procs.free_port()
+    started = []
+    try:
+        for rank in range(2):
+            started.append(procs.start(["-c", ONE_DEVICE_WORKER], procs.environment(
+                FUNCGRAD_CPU_DEVICES=1, MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
+                WORLD_SIZE=2, RANK=rank)))
+        results = procs.finish(started, timeout=60)
+    finally:
+        procs.kill(started)
+    for code, out, err in results:
+        assert code == 0, err[-3000:]
+        view = json.loads(out.strip().splitlines()[-1])
+        assert view["values"] == {"sum": [3.0, -6.0], "mean": [1.5, -3.0], "max": [2.0, -2.0],
+                                  "min": [1.0, -4.0]}
+        assert view["on_own_device"] and view["host"] == 11
