@@ -24,6 +24,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nn_train import lenet  # noqa: E402  (LeNet-5 written once for both libraries)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BATCH, LR = 64, 0.05
 
@@ -41,25 +44,6 @@ def batches(rank, count):
              rng.integers(0, 10, BATCH).astype(np.int64)) for _ in range(count)]
 
 
-def lenet(nn, F):
-    """LeNet-5 written once for both libraries (their nn and functional APIs match here)."""
-    class LeNet(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv1 = nn.Conv2d(1, 6, 5, padding=2)
-            self.conv2 = nn.Conv2d(6, 16, 5)
-            self.fc1 = nn.Linear(400, 120)
-            self.fc2 = nn.Linear(120, 84)
-            self.fc3 = nn.Linear(84, 10)
-
-        def forward(self, x):
-            x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-            x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-            x = x.reshape(x.shape[0], -1)
-            return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
-    return LeNet
-
-
 def funcgrad_worker(rank, rounds, steps):
     import numpy as np
 
@@ -71,10 +55,8 @@ def funcgrad_worker(rank, rounds, steps):
 
     funcgrad.distributed.initialize(initialization_timeout=60, heartbeat_timeout=30)
 
-    LeNet = lenet(nn, F)
-
     funcgrad.manual_seed(0)
-    model = DistributedDataParallel(LeNet())
+    model = DistributedDataParallel(lenet(nn))
     opt = optim.SGD(model.parameters(), lr=LR, momentum=0.9)
 
     @funcgrad.jit
@@ -97,10 +79,8 @@ def torch_worker(rank, rounds, steps):
 
     dist.init_process_group("gloo", rank=rank, world_size=2)
 
-    LeNet = lenet(nn, F)
-
     torch.manual_seed(0)
-    model = nn.parallel.DistributedDataParallel(LeNet())
+    model = nn.parallel.DistributedDataParallel(lenet(nn))
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
 
     def step(x, y):
