@@ -1,4 +1,6 @@
 """Abstract values: what tracing knows about an array (shape, dtype, weak type)."""
+import math
+
 import numpy as np
 
 
@@ -16,7 +18,7 @@ class ShapeAndDtype:
 
     @property
     def size(self):
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)     # Python ints: exact, and no NumPy call per use
 
 
 class ShapedArray(ShapeAndDtype):

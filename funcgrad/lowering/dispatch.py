@@ -791,11 +791,13 @@ def _jit_jvp(primals, tangents, jaxpr, name, donated):
     from funcgrad.core.ad_util import Zero
     from funcgrad.core import dtypes
     from funcgrad.core import ad as _ad
-    in_nz = tuple(type(t) is not Zero and dtypes.is_inexact(a.dtype)
-                  for t, a in zip(tangents, jaxpr.in_avals))
     per_body = _jit_jvp_cache.get(jaxpr)
     if per_body is None:
-        per_body = _jit_jvp_cache[jaxpr] = {}
+        # the key None holds which inputs can carry a tangent at all (inexact dtypes)
+        per_body = _jit_jvp_cache[jaxpr] = {
+            None: tuple(dtypes.is_inexact(a.dtype) for a in jaxpr.in_avals)}
+    in_nz = tuple([type(t) is not Zero and inexact
+                   for t, inexact in zip(tangents, per_body[None])])
     entry = per_body.get(in_nz)
     if entry is None:
         entry = per_body[in_nz] = _linearize_body(jaxpr, in_nz)
@@ -834,18 +836,22 @@ def _jit_dce(eqn, used_outputs):
     from funcgrad.core.jaxpr import Eqn
     body = eqn.params["jaxpr"]
     used = tuple(used_outputs)
-    if all(used):
-        inner, used_in = dce_jaxpr(body.jaxpr)
-        if all(used_in):
-            return [True] * len(eqn.invars), eqn
     per_body = _jit_dce_cache.get(body)
     if per_body is None:
         per_body = _jit_dce_cache[body] = {}
     entry = per_body.get(used)
     if entry is None:
+        # (None, used_in) when nothing is pruned: the equation stays as it is. Cached per body
+        # and used outputs, so an eager grad's backward pass does not re-run DCE on every
+        # nested body at every step.
         inner, used_in = dce_jaxpr(body.jaxpr, list(used), prune_invars=True)
-        entry = per_body[used] = (ClosedJaxpr(inner, []), used_in)
+        if all(used) and all(used_in):
+            entry = per_body[used] = (None, used_in)
+        else:
+            entry = per_body[used] = (ClosedJaxpr(inner, []), used_in)
     new_body, used_in = entry
+    if new_body is None:
+        return [True] * len(eqn.invars), eqn
     donated = eqn.params["donated"]
     params = dict(eqn.params, jaxpr=new_body,
                   donated=tuple(d for d, u in zip(donated, used_in) if u) if donated else donated)

@@ -70,21 +70,21 @@ def jit_when_eager(fun, static=()):
     sig = inspect.signature(fun)
     jitted = {}
     static = tuple(static)
+    layouts = {}     # (number of positional args, keyword names) -> _call_layout(...)
 
     @functools.wraps(fun)
     def wrapper(*args, **kwargs):
         if not interpreters.nothing_staged():
             return fun(*args, **kwargs)
-        try:
-            bound = sig.bind(*args, **kwargs)
-        except TypeError:
+        shape = (len(args), tuple(kwargs))
+        layout = layouts.get(shape)
+        if layout is None:
+            layout = layouts[shape] = _call_layout(sig, args, kwargs)
+        if layout is False:      # a binding error (raised by fun itself) or *args/**kwargs
             return fun(*args, **kwargs)
-        kw = dict(bound.arguments)
+        kw = {name: (args[i] if i is not None else kwargs[name]) for name, i in layout}
         names = []
         for name, v in kw.items():
-            param = sig.parameters[name]
-            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-                return fun(*args, **kwargs)
             if name in static:
                 v = kw[name] = _freeze(v)
                 if _is_static_value(v):
@@ -100,6 +100,25 @@ def jit_when_eager(fun, static=()):
 
     wrapper.__wrapped__ = fun
     return wrapper
+
+
+def _call_layout(sig, args, kwargs):
+    """How a call with this many positional arguments and these keyword names binds to
+    ``sig``: ((parameter name, index into args or None for a keyword), ...) in signature
+    order, or False when it does not bind or reaches ``*args``/``**kwargs``. It depends only
+    on the call's shape, so it is worked out once per shape, not per call."""
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError:
+        return False
+    positional = [p.name for p in sig.parameters.values()]
+    layout = []
+    for name in bound.arguments:
+        param = sig.parameters[name]
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            return False
+        layout.append((name, None if name in kwargs else positional.index(name)))
+    return tuple(layout)
 
 
 def jit_when_eager_in(namespace, static_by_name):

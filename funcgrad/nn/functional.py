@@ -1779,20 +1779,29 @@ def _with_target_check(fname, fn):
     """``fn`` (a loss taking class-index targets) that first range-checks concrete integer
     targets, raising ``IndexError`` as PyTorch does; the eager path compiles ``fn``, where the
     targets are no longer concrete, so the check runs before it."""
-    sig = inspect.signature(fn)
+    params = inspect.signature(fn).parameters
+    position = {name: i for i, name in enumerate(params)}
+
+    def argument(name, args, kwargs):
+        # positional or keyword, else the default: what binding the call would give, without
+        # building a BoundArguments per call (a call that does not bind fails in fn itself)
+        i = position[name]
+        if i < len(args) and params[name].kind is not inspect.Parameter.KEYWORD_ONLY:
+            return args[i]
+        return kwargs.get(name, params[name].default)
 
     @functools.wraps(fn)
     def checked(*args, **kwargs):
-        bound = sig.bind(*args, **kwargs)
-        bound.apply_defaults()
-        t, x = bound.arguments["target"], bound.arguments["input"]
-        if not isinstance(t, Tracer):
+        t, x = argument("target", args, kwargs), argument("input", args, kwargs)
+        if t is not inspect.Parameter.empty and x is not inspect.Parameter.empty and \
+                not isinstance(t, Tracer):
             dt = t.dtype if hasattr(t, "dtype") else np.asarray(t).dtype
             shape = jnp.shape(x)
             if jnp.issubdtype(dt, jnp.integer) and shape:
                 c = shape[1] if len(shape) > 1 else shape[0]
                 debug.check_ids(t, c, fname, what="target",
-                                ignore=bound.arguments["ignore_index"], of=f"{c} classes")
+                                ignore=argument("ignore_index", args, kwargs),
+                                of=f"{c} classes")
         return fn(*args, **kwargs)
     return checked
 

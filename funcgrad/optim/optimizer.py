@@ -188,33 +188,54 @@ class Optimizer:
             self._set_state(p, new_st)
 
     def _apply_compiled(self, items):
-        """Eager step: one jitted update over all parameters (cached per structure)."""
-        from funcgrad.transforms.jit import jit
-        fn = self.__dict__.get("_compiled")
+        """Eager step: one compiled program updates every parameter (PyTorch's multi-tensor
+        "foreach" habit), instead of a few eager operations per parameter.
+
+        The program is cached per static structure (which group each parameter belongs to,
+        the groups' static flags) and, inside ``jit``, per parameter/state avals. Its inputs
+        are one flat pytree of arrays and Python-number hyper-parameters, so a call is one
+        flatten, one dict lookup and one execute (``JitFunction``'s pytree fast path); a
+        changed learning rate is a new runtime value, not a new trace.
+        """
+        flags = tuple(tuple(sorted(_flags(g).items())) for g in self.param_groups)
+        static = (tuple([gi for gi, _, _ in items]), flags)
+        programs = self.__dict__.get("_compiled")
+        if programs is None:
+            programs = self.__dict__["_compiled"] = {}
+        fn = programs.get(static)
         if fn is None:
-            def pure(hypers, ps, gs, sts, static):
-                outs_p, outs_s = [], []
-                flags = dict(static[1])
-                for (gi, ), p, g, st in zip(static[0], ps, gs, sts):
-                    f = dict(flags[gi])
-                    if not st:
-                        st = self._init_state(p, g, self._merge(hypers[gi], gi), f)
-                    np_, ns = self._update(p, g, st, self._merge(hypers[gi], gi), f)
-                    outs_p.append(np_)
-                    outs_s.append(ns)
-                return outs_p, outs_s
-            fn = self.__dict__["_compiled"] = jit(pure, static_argnums=(4,))
+            fn = programs[static] = self._update_program(static)
         hypers = [self._numeric_hyper(g) for g in self.param_groups]
-        ps = [p.data for _, p, _ in items]
-        gs = [g for _, _, g in items]
-        sts = [self.state.get(p, {}) for _, p, _ in items]
-        static = (tuple((gi,) for gi, _, _ in items),
-                  tuple((gi, tuple(sorted(_flags(g).items())))
-                        for gi, g in enumerate(self.param_groups)))
-        new_ps, new_sts = fn(hypers, ps, gs, sts, static)
+        state = self.state
+        ps, gs, sts = [], [], []
+        for _, p, g in items:
+            ps.append(p.data)
+            gs.append(g)
+            sts.append(state.get(p, {}))
+        new_ps, new_sts = fn(hypers, ps, gs, sts)
         for (_, p, _), np_, ns in zip(items, new_ps, new_sts):
             p.data = np_
-            self.state[p] = ns
+            state[p] = ns
+
+    def _update_program(self, static):
+        """The jitted update of all parameters for one static structure (see
+        ``_apply_compiled``)."""
+        from funcgrad.transforms.jit import jit
+        groups_of, flags = static
+        flags = [dict(f) for f in flags]
+
+        def update_all(hypers, ps, gs, sts):
+            merged = [self._merge(h, gi) for gi, h in enumerate(hypers)]
+            outs_p, outs_s = [], []
+            for gi, p, g, st in zip(groups_of, ps, gs, sts):
+                if not st:
+                    st = self._init_state(p, g, merged[gi], flags[gi])
+                np_, ns = self._update(p, g, st, merged[gi], flags[gi])
+                outs_p.append(np_)
+                outs_s.append(ns)
+            return outs_p, outs_s
+        update_all.__name__ = f"{type(self).__name__}_step"
+        return jit(update_all)
 
     def _numeric_hyper(self, group):
         return {k: v for k, v in group.items() if k != "params" and _is_numeric_tree(v)}

@@ -21,6 +21,7 @@ from funcgrad.core.ad import JVPInterpreter, linearize_flat, strip_tracers
 from funcgrad.core.ad_util import Zero, instantiate, tangent_aval
 from funcgrad.core.interpreters import Tracer
 from funcgrad.core.values import aval_of, is_arraylike
+from funcgrad.transforms import backward_program
 
 
 class _FlatFun:
@@ -169,7 +170,7 @@ def vjp(fun, *primals, has_aux=False):
                 raise TypeError(f"vjp: cotangent leaf {i} has shape {ca.shape}, but the output "
                                 f"has shape {a.shape}")
             cts.append(_zero_if_float0(_as_dtype(c, a), a))
-        in_cts = lin.transpose(cts)
+        in_cts = backward_program.transpose(lin, cts)
         res = [_on_device(instantiate(c) if type(c) is Zero else _as_dtype(c, tangent_aval(a)))
                for c, a in zip(in_cts, in_avals)]
         return tree_util.tree_unflatten(p_tree, res)
@@ -179,6 +180,22 @@ def vjp(fun, *primals, has_aux=False):
     if has_aux:
         return primal_out, f_vjp, lin.primal_only(flat_fun.aux)
     return primal_out, f_vjp
+
+
+_units = {}     # (dtype, device) -> the device scalar 1 (grad's output cotangent)
+
+
+def _unit_cotangent(out, dtype):
+    """The cotangent 1 of a scalar output: a cached device scalar when ``out`` is an eager
+    single-device Array (no host-to-device copy per ``grad`` call), else a NumPy scalar."""
+    from funcgrad.lowering.array import Array, device_put
+    if type(out) is not Array or not interpreters.is_eager():
+        return np.ones((), dtype)
+    key = (dtype, out.device)
+    one = _units.get(key)
+    if one is None:
+        one = _units[key] = device_put(np.ones((), dtype), out.device)
+    return one
 
 
 def _on_device(x):
@@ -301,7 +318,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
                             f"{oa.str_short()}" + ("; use holomorphic=True for complex "
                                                    "outputs" if dtypes.is_complex(oa.dtype)
                                                    else ""))
-        one = np.ones((), oa.dtype)
+        one = _unit_cotangent(out_leaves[0], oa.dtype)
         g = f_vjp(tree_util.tree_unflatten(tree_util.tree_structure(out), [one]))
         g = g[0] if single else tuple(g)
         if has_aux:
