@@ -398,23 +398,24 @@ def _positional_names(jitted):
 
 
 def lower(jitted, args, kwargs, flat):
-    """``jit(f).lower(*args)`` for arguments over a mesh: the program is compiled for the mesh
-    (as the first call would), and ``LoweredOnMesh`` shows it."""
+    """``jit(f).lower(*args)`` over a mesh (shardings given, or arguments placed over one): the
+    program is compiled for the mesh (as the first call would), and ``LoweredOnMesh`` shows
+    it."""
     leaves, treedef, avals, static = flat
     return LoweredOnMesh(jitted, _entry_for(jitted, args, kwargs, leaves, treedef, avals, static))
 
 
 class LoweredOnMesh:
-    """``jit(f).lower(*args)`` of arguments placed over a mesh: ``as_text()`` is the StableHLO
-    module with an ``mhlo.sharding`` on each argument; ``compile()`` gives the partitioned
-    program.
+    """``jit(f).lower(*args)`` over a mesh: ``as_text()`` is the StableHLO module with a
+    sharding on each argument (Shardy's ``sdy.sharding``; ``mhlo.sharding`` for a program
+    partitioned by GSPMD); ``compile()`` gives the partitioned program.
 
     Example:
         >>> from funcgrad.sharding import NamedSharding, P
         >>> mesh = funcgrad.make_mesh((funcgrad.local_device_count(),), ("data",))
         >>> x = funcgrad.device_put(np.ones((8, 2), np.float32), NamedSharding(mesh, P("data")))
         >>> lowered = funcgrad.jit(lambda a: a.sum()).lower(x)
-        >>> "mhlo.sharding" in lowered.as_text()
+        >>> "sdy.sharding" in lowered.as_text()
         True
         >>> compiled = lowered.compile()
         >>> compiled.input_shardings[0].spec, compiled(x)

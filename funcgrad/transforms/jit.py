@@ -26,9 +26,9 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(),
     or a tuple with one pytree prefix per positional argument / output, None taking an
     argument's own NamedSharding or replicating it, and letting XLA choose an output's) the
     program is compiled for the mesh's devices by XLA's SPMD partitioner and returns sharded
-    Arrays (docs/parallel.md, "jit over a mesh"). Without them, a call whose argument leaves
+    Arrays (docs/parallel.md, "jit with shardings"). Without them, a call whose argument leaves
     (module parameters included) are Arrays placed by a ``NamedSharding`` is compiled the same
-    way, each leaf keeping its sharding: both are one call path.
+    way, each leaf keeping its sharding ("jit of sharded arrays"): both are one call path.
 
     Example:
         >>> @funcgrad.jit
