@@ -33,12 +33,13 @@ from funcgrad.core.jaxpr import consts_as_args
 from funcgrad.core.primitive import current_policy
 from funcgrad.core.values import aval_of
 from funcgrad.lax.sharding import sharding_constraint_p
-from funcgrad.lowering import dispatch
+from funcgrad.lowering import dispatch, mlir
 from funcgrad.lowering.mesh import NamedSharding
 from funcgrad.lowering.sharding import ShardedArray, put_named
 from funcgrad.lowering.spmd_jit import SpmdExecutable, _replicated
 
 _PY_SCALARS = (float, int, bool)
+_donating = mlir.donating
 _FAST_ENTRIES = 64    # fast-table entries per function (new sharding objects each call: bounded)
 
 
@@ -76,12 +77,13 @@ def _lookup(table, prefix, leaves):
     aval key and the id of its sharding object (a Python scalar: its type); None on a miss."""
     key = [prefix]
     bufs = []
+    donating = _donating[0]
     for leaf in leaves:
         t = type(leaf)
         if t is ShardedArray:
             buf = leaf._buf
-            if buf.is_deleted():     # (donated): the runtime would crash on it, not raise
-                return None          # the general path names it
+            if donating and buf.is_deleted():   # the runtime would crash on a donated buffer
+                return None                     # the general path names it
             key.append(leaf.aval.key)
             key.append(id(buf._sharding))
             bufs.append(buf)
