@@ -163,13 +163,18 @@ def _mlp(seed=0):
                          nn.Linear(8, 4))
 
 
-def _train(model, opt, batches, mesh=None):
+def _training_step():
+    """A plain jitted training step: loss, gradients and the optimizer's update, written back."""
     @funcgrad.jit
     def step(model, opt, x, y):
         loss, grads = funcgrad.value_and_grad(lambda m: F.mse_loss(m(x), y))(model)
         opt.step(grads)
         return loss
+    return step
 
+
+def _train(model, opt, batches, mesh=None):
+    step = _training_step()
     losses = []
     for x, y in batches:
         if mesh is not None:
@@ -463,12 +468,7 @@ def test_one_call_path_fast_table_for_module_steps_and_explicit_shardings(mesh, 
                                axis="model")
     ref = _mlp()
     opt, ref_opt = optim.SGD(model.parameters(), lr=0.1), optim.SGD(ref.parameters(), lr=0.1)
-
-    @funcgrad.jit
-    def step(model, opt, x, y):
-        loss, grads = funcgrad.value_and_grad(lambda m: F.mse_loss(m(x), y))(model)
-        opt.step(grads)
-        return loss
+    step = _training_step()
     resolved = []
     entry_for = spmd_dispatch._entry_for
     monkeypatch.setattr(spmd_dispatch, "_entry_for",
