@@ -505,6 +505,13 @@ def test_one_call_path_fast_table_for_module_steps_and_explicit_shardings(mesh, 
         g({"w": old}, x, 2.0)
     with pytest.raises(ValueError, match="pass the arguments by position"):
         g(p, x=x, k=2.0)
+    # a buffer donated to one function, given to another whose fast table knows its layout
+    twice = funcgrad.jit(lambda q: q * 2.0)
+    live = _put(w, mesh, None, "model")
+    twice(live), twice(live)
+    g({"w": live}, x, 2.0)
+    with pytest.raises(RuntimeError, match=r"argument leaf 0 \(f32\[4,6\]\) was deleted"):
+        twice(live)
     # under grad the shardings are kept: the gradient comes back laid out as its argument
     h = funcgrad.jit(lambda a, b: jnp.tanh(a @ b).sum(), in_shardings=(rows, NamedSharding(
         mesh, P(None, "model"))))
