@@ -66,15 +66,17 @@ class _SpmdEntry:
 def call_fast(jitted, args, leaves, treedef):
     """An eager call without keyword or static arguments (``leaves``, ``treedef``: ``args``
     flattened): the launch, when the fast table knows these leaves; else the general path."""
-    hit = _lookup(jitted._caches.spmd_fast, treedef, leaves)
-    if hit is None:
+    key, bufs = _fast_key(treedef, leaves)
+    fast = jitted._caches.spmd_fast.get(key) if key is not None else None
+    if fast is None:
         return jitted._call_slow(args, {})
-    return _launch(jitted, hit[0], hit[1], leaves)
+    return _launch(jitted, fast[0], _with_scalars(fast, bufs), leaves)
 
 
-def _lookup(table, prefix, leaves):
-    """(entry, argument buffers) from the fast table, keyed by ``prefix`` and, per leaf, its
-    aval key and the id of its sharding object (a Python scalar: its type); None on a miss."""
+def _fast_key(prefix, leaves):
+    """(the fast table's key: ``prefix`` and, per leaf, its aval key and the id of its sharding
+    object, a Python scalar its type; the leaves' buffers and scalars), or (None, None) when a
+    leaf is something else or a donated buffer."""
     key = [prefix]
     bufs = []
     donating = _donating[0]
@@ -83,7 +85,7 @@ def _lookup(table, prefix, leaves):
         if t is ShardedArray:
             buf = leaf._buf
             if donating and buf.is_deleted():   # the runtime would crash on a donated buffer
-                return None                     # the general path names it
+                return None, None               # the general path names it
             key.append(leaf.aval.key)
             key.append(id(buf._sharding))
             bufs.append(buf)
@@ -91,14 +93,16 @@ def _lookup(table, prefix, leaves):
             key.append(t)
             bufs.append(leaf)
         else:
-            return None
-    fast = table.get(tuple(key))
-    if fast is None:
-        return None
+            return None, None
+    return tuple(key), bufs
+
+
+def _with_scalars(fast, bufs):
+    """The argument buffers of a fast-table hit, Python scalars replaced by their device copies."""
     entry, scalars, _ = fast
     for i in scalars:
         bufs[i] = _scalar_buffer(bufs[i], entry.shardings[i])
-    return entry, bufs
+    return bufs
 
 
 def _launch(jitted, entry, bufs, leaves):
@@ -120,13 +124,14 @@ def call(jitted, args, kwargs, flat):
     ``flat``: ``(leaves, treedef, avals, static)``, the flattened dynamic arguments."""
     leaves, treedef, avals, static = flat
     table = jitted._caches.spmd_fast
-    # keyed as call_fast keys it when the call has no keyword or static arguments
-    use_table = not dispatch._slow_only[0] and current_policy() is None
-    if use_table:
+    key = None
+    if not dispatch._slow_only[0] and current_policy() is None:
+        # keyed as call_fast keys it when the call has no keyword or static arguments
         prefix = treedef.children()[0] if not kwargs and not static else (treedef, static)
-        hit = _lookup(table, prefix, leaves)
-        if hit is not None:
-            return _launch(jitted, hit[0], hit[1], leaves)
+        key, bufs = _fast_key(prefix, leaves)
+        fast = table.get(key) if key is not None else None
+        if fast is not None:
+            return _launch(jitted, fast[0], _with_scalars(fast, bufs), leaves)
     entry = _entry_for(jitted, args, kwargs, leaves, treedef, avals, static)
     where = f"jit({jitted.__name__})"
     bufs, scalars, placed = [], [], True
@@ -141,21 +146,14 @@ def call(jitted, args, kwargs, flat):
         buf = put_named(leaf, s, where)._buf
         placed = placed and t is ShardedArray and buf is leaf._buf
         bufs.append(buf)
+    held = [leaf._buf._sharding for leaf in leaves if type(leaf) is ShardedArray]
     out = _launch(jitted, entry, bufs, leaves)
-    if use_table and placed:
+    if key is not None and placed:
         # every argument was laid out as the program wants: later calls with these sharding
         # objects (held by the table, so their ids stay theirs) take the fast path
         if len(table) >= _FAST_ENTRIES:
             table.clear()
-        held = [leaf._buf._sharding for leaf in leaves if type(leaf) is ShardedArray]
-        key = [prefix]
-        for leaf in leaves:
-            if type(leaf) is ShardedArray:
-                key.append(leaf.aval.key)
-                key.append(id(leaf._buf._sharding))
-            else:
-                key.append(type(leaf))
-        table[tuple(key)] = (entry, tuple(scalars), held)
+        table[key] = (entry, tuple(scalars), held)
     return out
 
 
