@@ -11,7 +11,12 @@ placed; every call's result awaited):
    over "model" (Megatron-style column then row split), gradient and SGD update in one program;
 3. a transformer-block training step (batch 8, sequence 32, width 64, 4 heads, MLP 256; pre-
    layernorm attention + MLP): batch over "data", the q/k/v and first MLP matrices split by
-   columns over "model", the attention output and second MLP matrices by rows.
+   columns over "model", the attention output and second MLP matrices by rows;
+4. the MLP of case 2 as a module training step under plain ``jit`` (no shardings given): an
+   ``nn.Module`` whose parameters are placed by ``parallelize_module`` (Megatron column then
+   row split over "model"), ``@funcgrad.jit def step(model, opt, x, y)`` with plain SGD
+   written back into the module, against JAX's plain ``jit`` of the same step over the same
+   placed parameters (a list of arrays in, the updated list out).
 
 The machine is shared, so timings are taken in many short rounds that alternate between the
 two libraries (the order flipping every round); each number is the median per-call time over
@@ -185,6 +190,57 @@ def transformer_case(lib):
     return _training(ns, jstep, loss, params, (x, target))
 
 
+def module_case(lib):
+    """Plain ``jit`` of a training step over mesh-placed parameters (no shardings given)."""
+    ns, S = libs(lib)
+    jnp = ns["np"]
+    rng = np.random.default_rng(0)
+    x = ns["put"](rng.normal(size=(BATCH, SIZES[0])).astype(np.float32), S("data"))
+    y = ns["put"](rng.integers(0, SIZES[-1], size=BATCH).astype(np.int32), S("data"))
+    onehot = jnp.eye(SIZES[-1])
+
+    def xent(h, yb):
+        return -jnp.mean(jnp.sum(log_softmax(jnp, h) * onehot[yb], 1))
+    import funcgrad
+    from funcgrad import nn, optim
+    from funcgrad.nn.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    funcgrad.manual_seed(0)
+    model = nn.Sequential(nn.Linear(SIZES[0], SIZES[1]), nn.Tanh(), nn.Linear(SIZES[1], SIZES[2]),
+                          nn.Tanh(), nn.Linear(SIZES[2], SIZES[3]))
+    if lib == "jax":
+        # the module's initial (out, in) weights, laid out as parallelize_module lays them
+        host = [(np.asarray(model[i].weight), np.asarray(model[i].bias)) for i in (0, 2, 4)]
+        specs = [(S("model"), S("model")), (S(None, "model"), S()), (S(), S())]
+        params = [(ns["put"](w, sw), ns["put"](b, sb)) for (w, b), (sw, sb) in zip(host, specs)]
+
+        def loss(ps, xb, yb):
+            h = xb
+            for i, (w, b) in enumerate(ps):
+                h = h @ w.T + b
+                if i < len(ps) - 1:
+                    h = jnp.tanh(h)
+            return xent(h, yb)
+
+        @ns["jit"]
+        def step(ps, xb, yb):
+            g = ns["grad"](loss)(ps, xb, yb)
+            return [(w - 0.1 * gw, b - 0.1 * gb) for (w, b), (gw, gb) in zip(ps, g)]
+        return _training(ns, step, loss, params, (x, y))
+    parallelize_module(model, S().mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()},
+                       axis="model")
+    opt = optim.SGD(model.parameters(), lr=0.1)
+
+    @funcgrad.jit
+    def step(model, opt, xb, yb):
+        value, grads = funcgrad.value_and_grad(lambda m: xent(m(xb), yb))(model)
+        opt.step(grads)
+        return value
+
+    def run_step():
+        ns["block"](step(model, opt, x, y))
+    return run_step, (lambda: float(xent(model(x), y)))
+
+
 def _training(ns, jstep, loss, params, batch):
     state = {"p": params}
 
@@ -196,7 +252,8 @@ def _training(ns, jstep, loss, params, batch):
 
 CASES = (("tiny sharded jit call", tiny_case, 1.0),
          ("MLP train step, 2x2 data x model", mlp_case, 0.2),
-         ("transformer-block train step, 2x2", transformer_case, 0.1))
+         ("transformer-block train step, 2x2", transformer_case, 0.1),
+         ("module MLP train step, plain jit of placed parameters", module_case, 0.2))
 
 
 def measure(number, rounds):

@@ -37,6 +37,7 @@ from funcgrad.config import config
 from funcgrad.lowering import array as _array_mod
 from funcgrad.lowering.array import Array, sharding_for
 from funcgrad.lowering.executable import compile_closed_jaxpr, to_buffer
+from funcgrad.lowering.sharding import ShardedArray
 
 _current_interp = _current_var.get   # None when the eager (root) interpreter is current
 _entered = interpreters.entered
@@ -127,7 +128,8 @@ class _Caches:
     """The traces and compiled entries of one wrapped function under one set of jit options,
     shared by every ``jit(f)`` of that function (``_caches_for``)."""
 
-    __slots__ = ("cache", "fast", "fast_sole", "fast_tree", "spmd", "spmd_by_id", "traces")
+    __slots__ = ("cache", "fast", "fast_sole", "fast_tree", "spmd", "spmd_bodies", "spmd_fast",
+                 "traces")
 
     def __init__(self):
         self.cache = {}
@@ -137,13 +139,15 @@ class _Caches:
         # modules): (treedef, leaf aval keys..., sharding) -> compiled _CacheEntry
         self.fast_tree = {}
         self.spmd = {}      # calls over a mesh (spmd_dispatch.py): key -> compiled entry
-        self.spmd_by_id = {}    # the same, keyed by the ids of the leaves' shardings
+        self.spmd_bodies = {}   # the same under transformations: key -> constrained body
+        # eager calls over a mesh: (tree, leaf aval keys and ids of sharding objects) -> entry
+        self.spmd_fast = {}
         self.traces = 0
 
     def clear(self):
         self.cache.clear()
         self.spmd.clear()
-        self.spmd_by_id.clear()
+        self.spmd_bodies.clear()
         self.clear_fast()
 
     def clear_fast(self):
@@ -152,6 +156,7 @@ class _Caches:
         self.fast.clear()
         self.fast_sole.clear()
         self.fast_tree.clear()
+        self.spmd_fast.clear()
 
 
 # The caches live with the wrapped function, as JAX keys its cache: inline ``jit(f)(x)``,
@@ -285,6 +290,8 @@ class JitFunction:
         self._fast_sole, self._fast_tree = caches.fast_sole, caches.fast_tree
         self._simple = not (self._static_argnums or self._static_argnames
                             or self._donate_argnums or self._on_mesh)
+        # eager calls over a mesh without static arguments take spmd_dispatch's fast table
+        self._mesh_fast = not (self._static_argnums or self._static_argnames)
         _all_jitted.add(self)
 
     @property
@@ -347,12 +354,17 @@ class JitFunction:
         return tuple(flags)
 
     # --- tracing ----------------------------------------------------------------------------
-    def _trace(self, static, treedef, in_avals, donated):
+    def _trace(self, static, treedef, in_avals, donated, shardings=None):
+        """(closed jaxpr, output tree, write-back targets); with ``shardings`` (one per leaf,
+        for a call with shardings under a transformation) the arguments and the outputs
+        ``out_shardings`` names are constrained to their layouts."""
         self._caches.traces += 1
         out_tree = []
         writeback = []
 
         def flat_fun(*leaves):
+            if shardings is not None:
+                leaves = spmd_dispatch.constrain_arguments(leaves, shardings)
             dyn_args, dyn_kwargs = treedef.unflatten(leaves)
             args, kwargs = self._rebuild(static, dyn_args, dyn_kwargs)
             # Object state written while traced (nn.Module buffers) leaves as extra outputs.
@@ -361,6 +373,8 @@ class JitFunction:
                 out = self._fun(*args, **kwargs)
             out_leaves, tree = tree_util.tree_flatten(out)
             out_tree.append(tree)
+            if shardings is not None:
+                out_leaves = spmd_dispatch.constrain_outputs(self, out_leaves, tree)
             extra = []
             for target, key, value, setter in log.entries():
                 writeback.append((target, key, setter))
@@ -436,6 +450,8 @@ class JitFunction:
                             return out
                         return entry.out_tree.unflatten(
                             [Array(a, b) for a, b in zip(entry.out_avals, outs)])
+                elif type(a) is ShardedArray and self._mesh_fast:
+                    return self._call_mesh(args)
                 return self._call_slow(args, kwargs)
             sole = _array_mod.sole_sharding
             sharding = None
@@ -470,7 +486,15 @@ class JitFunction:
                         [Array(a, b) for a, b in zip(entry.out_avals, outs)])
             if self._simple:
                 return self._call_tree(args)
+            if self._mesh_fast:
+                return self._call_mesh(args)
         return self._call_slow(args, kwargs)
+
+    def _call_mesh(self, args):
+        """Eager call without keyword or static arguments, over a mesh when the arguments or
+        the shardings say so: one flatten, then ``spmd_dispatch.call_fast``."""
+        leaves, treedef = tree_util.registry.flatten(args)
+        return spmd_dispatch.call_fast(self, args, leaves, treedef)
 
     def _call_tree(self, args):
         """Eager call with pytree arguments: one flatten and one dict lookup when every leaf is
@@ -484,6 +508,8 @@ class JitFunction:
         for leaf in leaves:
             t = type(leaf)
             if t is not Array:
+                if t is ShardedArray:      # over a mesh: its own fast table
+                    return spmd_dispatch.call_fast(self, args, leaves, treedef)
                 if t not in _PY_SCALARS:
                     return self._call_slow(args, {})
                 key.append(t)
@@ -536,6 +562,8 @@ class JitFunction:
 
     def _call_slow(self, args, kwargs):
         eager = interpreters.is_eager()
+        if not eager and self._on_mesh:      # a jit with shardings under a transformation
+            return spmd_dispatch.bind(self, args, kwargs)
         entry, leaves, device = self._entry(args, kwargs, mesh_ok=eager)
         if entry is None:     # arguments over a mesh: one program for its devices
             return spmd_dispatch.call(self, args, kwargs, leaves)
@@ -646,11 +674,16 @@ def _raise_if_deleted(name, args, exc):
     """Turn the runtime's error for a deleted (donated) input into one that says so, and one
     reporting a failed host callback (a ``debug_checks`` check) into the callback's error."""
     reraise_host_error(exc)
+    raise_deleted(name, args, exc)
+
+
+def raise_deleted(name, args, cause=None):
+    """Raise, naming it, if an argument leaf is a deleted Array."""
     for i, a in enumerate(args):
         if isinstance(a, Array) and a._buf.is_deleted():
             raise RuntimeError(f"jit({name}): argument leaf {i} ({a.aval.str_short()}) was "
                                f"deleted (donated to an earlier jit call or deleted "
-                               f"explicitly); pass a live array") from exc
+                               f"explicitly); pass a live array") from cause
 
 
 def clear_jit_caches():
@@ -713,7 +746,9 @@ config.on_change(_set_checks)
 
 
 def _hashable_shardings(shardings):
-    return tuple(shardings) if isinstance(shardings, list) else shardings
+    """A cache key for ``in_shardings``/``out_shardings`` (pytree prefixes: dicts, lists...)."""
+    leaves, tree = tree_util.tree_flatten(shardings, is_leaf=lambda s: s is None)
+    return tree, tuple(leaves)
 
 
 def _hashable_static(jitted, where, value):

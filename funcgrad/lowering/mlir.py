@@ -117,6 +117,12 @@ def lower_jaxpr_inline(module, jaxpr, consts, args, platform="cpu", axis_env=(),
     return [read(v) for v in jaxpr.outvars]
 
 
+# Whether a program donating an argument was ever lowered: until one is, no buffer can have
+# been donated, and fast dispatch paths skip asking each argument whether it was (a donated
+# buffer given to a program crashes the runtime instead of raising).
+donating = [False]
+
+
 def lower_closed_jaxpr(closed, name="main", platform="cpu", donated=(), consts_as_args=True,
                        axis_env=(), host_callbacks=None):
     """A StableHLO module whose ``main`` takes (consts..., args...) and returns the outputs.
@@ -137,6 +143,7 @@ def lower_closed_jaxpr(closed, name="main", platform="cpu", donated=(), consts_a
             fn = func_dialect.FuncOp("main", ftype)
             fn.attributes["sym_visibility"] = ir.StringAttr.get("public")
             if any(donated):
+                donating[0] = True
                 n_consts = len(jaxpr.constvars)
                 attrs = []
                 for i in range(len(in_types)):

@@ -17,7 +17,7 @@ replicate the value over them.
   ``@Sharding`` (manual) and ``@SPMDShardToFullShape`` (its out spec's sharding).
 - lowering into a single-device program (a loop body under plain ``jit``): the same values
   computed on that device, the body batched over each manual axis as ``vmap`` with its name.
-- impl (eager): a jitted program over the mesh with the specs' shardings (``spmd_jit``); at
+- impl (eager): a jitted program over the mesh with the specs' shardings (``spmd_dispatch``); at
   the top level of a plain ``jit`` the equation runs as such a program of its own
   (``own_program``, as ``pmap``).
 - jvp: two shard_maps, the known half of the body's JVP (primal outputs and residuals, each
@@ -154,12 +154,12 @@ def stage_body(fun, in_avals, mesh, manual, name):
 
 
 # --- impl: a program over the mesh -----------------------------------------------------------
-_programs = weakref.WeakKeyDictionary()     # body -> {(mesh, specs...): ShardedJitFunction}
+_programs = weakref.WeakKeyDictionary()     # body -> {(mesh, specs...): JitFunction}
 
 
 @shard_map_p.def_impl
 def _impl(*args, **params):
-    from funcgrad.lowering.spmd_jit import ShardedJitFunction
+    from funcgrad.lowering.dispatch import JitFunction
     body = params["jaxpr"]
     per_body = _programs.setdefault(body, {})
     key = tuple(sorted((k, v) for k, v in params.items() if k != "jaxpr"))
@@ -171,7 +171,7 @@ def _impl(*args, **params):
         def run(*xs):
             return shard_map_p.bind(*xs[:len(params["in_specs"])], **params)
         run.__name__ = f"shard_map_{params['name']}"
-        program = per_body[key] = ShardedJitFunction(
+        program = per_body[key] = JitFunction(
             run, in_shardings=tuple(NamedSharding(mesh, s) for s in in_specs),
             out_shardings=tuple(NamedSharding(mesh, s) for s in params["out_specs"]))
     return program(*(args or (np.int32(0),)))

@@ -1,16 +1,23 @@
-"""Plain ``jit`` of arrays laid out over a mesh: the call is compiled for the mesh's devices by
-XLA's SPMD partitioner.
+"""``jit`` over a mesh: the one SPMD call path of ``JitFunction`` (``dispatch.py``).
 
-``JitFunction`` (``dispatch.py``) sends a call here when an argument leaf (a parameter inside a
-module or an optimizer counts) is an Array placed by a ``NamedSharding`` over a mesh,
-or when the jit was given ``in_shardings``/``out_shardings`` together with options the
-separate ``ShardedJitFunction`` does not take (static or donated arguments, modules). Each
-leaf keeps the sharding it has (or the one ``in_shardings`` names); every other leaf is
-replicated over the mesh. Outputs take ``out_shardings`` when given, else the shardings XLA's
-propagation chose, read back from the compiled executable. The trace is the one
-single-device ``jit`` makes (static arguments, donation, and the state a module or optimizer
-writes, which is written back after the call), so a training step written for one device runs
-unchanged on a mesh.
+A call runs here when the jit was given ``in_shardings``/``out_shardings``, or when an argument
+leaf (a parameter inside a module or an optimizer counts) is an Array placed by a
+``NamedSharding``. Each leaf takes the sharding ``in_shardings`` names for it (a pytree prefix
+of each positional argument), else the one it has, else it is replicated over the mesh.
+Outputs take ``out_shardings`` (a pytree prefix of the output, or one per output leaf) where
+given, else the shardings XLA's propagation chose, read back from the compiled program
+(``SpmdExecutable``, ``spmd_jit.py``). The trace is ``JitFunction``'s (static arguments,
+donation, the state a module or optimizer writes, written back after the call), so a training
+step written for one device runs unchanged on a mesh.
+
+Eager calls: a call whose leaves are sharded Arrays (and Python scalars) with sharding objects
+seen before is one flatten, one dictionary lookup (``call_fast``: the tree structure and, per
+leaf, its aval key and the id of its sharding object) and the launch; other calls resolve
+each leaf's sharding, place what is laid out otherwise and fill that table. Under a
+transformation a jit with shardings binds one ``jit`` equation whose body constrains its
+arguments and results to those shardings (``bind``), so ``grad``, ``vmap``, control flow and
+an enclosing ``jit`` keep them; run eagerly, such a body is compiled over the mesh
+(``spmd_jit.constrained_program``).
 
 Example:
     >>> from funcgrad.sharding import NamedSharding, P
@@ -21,13 +28,19 @@ Example:
     (True, 32.0)
 """
 from funcgrad import tree_util
+from funcgrad.core.interpreters import Tracer
+from funcgrad.core.jaxpr import consts_as_args
 from funcgrad.core.primitive import current_policy
 from funcgrad.core.values import aval_of
+from funcgrad.lax.sharding import sharding_constraint_p
+from funcgrad.lowering import dispatch, mlir
 from funcgrad.lowering.mesh import NamedSharding
 from funcgrad.lowering.sharding import ShardedArray, put_named
 from funcgrad.lowering.spmd_jit import SpmdExecutable, _replicated
 
 _PY_SCALARS = (float, int, bool)
+_donating = mlir.donating
+_FAST_ENTRIES = 64    # fast-table entries per function (new sharding objects each call: bounded)
 
 
 def mesh_sharding_of(leaf):
@@ -49,32 +62,55 @@ class _SpmdEntry:
     __slots__ = ("program", "consts", "out_tree", "writeback", "shardings")
 
 
-def call(jitted, args, kwargs, flat=None):
-    """Run ``jitted`` (a ``JitFunction``) eagerly on the mesh its arguments lie on.
+# --- eager calls -----------------------------------------------------------------------------
+def call_fast(jitted, args, leaves, treedef):
+    """An eager call without keyword or static arguments (``leaves``, ``treedef``: ``args``
+    flattened): the launch, when the fast table knows these leaves; else the general path."""
+    key, bufs = _fast_key(treedef, leaves)
+    fast = jitted._caches.spmd_fast.get(key) if key is not None else None
+    if fast is None:
+        return jitted._call_slow(args, {})
+    return _launch(jitted, fast[0], _with_scalars(fast, bufs), leaves)
 
-    ``flat``: ``(leaves, treedef, avals, static)`` when the caller already flattened."""
-    if flat is None:
-        dyn_args, dyn_kwargs, static = jitted._split(args, kwargs)
-        leaves, treedef = tree_util.registry.flatten((dyn_args, dyn_kwargs))
-        avals = tuple(aval_of(leaf) for leaf in leaves)
-    else:
-        leaves, treedef, avals, static = flat
-    entry, shardings = _entry_for(jitted, args, kwargs, leaves, treedef, avals, static)
-    bufs = list(entry.consts)
-    for leaf, s in zip(leaves, shardings):
+
+def _fast_key(prefix, leaves):
+    """(the fast table's key: ``prefix`` and, per leaf, its aval key and the id of its sharding
+    object, a Python scalar its type; the leaves' buffers and scalars), or (None, None) when a
+    leaf is something else or a donated buffer."""
+    key = [prefix]
+    bufs = []
+    donating = _donating[0]
+    for leaf in leaves:
         t = type(leaf)
-        if t is ShardedArray and leaf._buf._sharding is s:
-            if leaf._buf.is_deleted():     # the runtime would crash on it, not raise
-                _raise_deleted(jitted.__name__, leaves)
-            bufs.append(leaf._buf)
+        if t is ShardedArray:
+            buf = leaf._buf
+            if donating and buf.is_deleted():   # the runtime would crash on a donated buffer
+                return None, None               # the general path names it
+            key.append(leaf.aval.key)
+            key.append(id(buf._sharding))
+            bufs.append(buf)
         elif t in _PY_SCALARS:
-            bufs.append(_scalar_buffer(leaf, s))
+            key.append(t)
+            bufs.append(leaf)
         else:
-            bufs.append(put_named(leaf, s, f"jit({jitted.__name__})")._buf)
-    from funcgrad.lowering import dispatch
+            return None, None
+    return tuple(key), bufs
+
+
+def _with_scalars(fast, bufs):
+    """The argument buffers of a fast-table hit, Python scalars replaced by their device copies."""
+    entry, scalars, _ = fast
+    for i in scalars:
+        bufs[i] = _scalar_buffer(bufs[i], entry.shardings[i])
+    return bufs
+
+
+def _launch(jitted, entry, bufs, leaves):
+    if entry.consts:
+        bufs = entry.consts + bufs
     try:
         outs = entry.program(bufs)
-    except Exception as exc:
+    except Exception as exc:      # a deleted (donated) argument, a failed host callback
         dispatch._raise_if_deleted(jitted.__name__, leaves, exc)
         raise
     if entry.writeback:
@@ -82,127 +118,64 @@ def call(jitted, args, kwargs, flat=None):
     return entry.out_tree.unflatten(outs)
 
 
-def _entry_for(jitted, args, kwargs, leaves, treedef, avals, static):
-    """(compiled entry, per-leaf shardings) for a call, compiling on the first one."""
-    # Looked up first by the identity of each leaf's sharding object: a training step's
-    # parameters come back with the executable's own output shardings, the same objects at
-    # every call, so a repeated call skips building and comparing NamedShardings. The hit
-    # holds those objects, so their ids cannot be reused while it lives.
-    policy = current_policy()
-    by_id = jitted._caches.spmd_by_id
-    id_key = (treedef, static, policy, tuple([a.key for a in avals]),
-              tuple([id(leaf._buf._sharding) if type(leaf) is ShardedArray else type(leaf)
-                     for leaf in leaves]))
-    hit = by_id.get(id_key)
-    if hit is None:
-        shardings = _leaf_shardings(jitted, args, kwargs, leaves, treedef, avals)
-        key = (treedef, avals, static, tuple(shardings), policy)
-        cache = jitted._caches.spmd
-        entry = cache.get(key)
-        if entry is None:
-            entry = _compile(jitted, args, kwargs, static, treedef, avals, shardings)
-            cache[key] = entry
-        if len(by_id) >= 64:
-            by_id.clear()
-        hit = by_id[id_key] = (entry, shardings, [leaf._buf._sharding for leaf in leaves
-                                                  if type(leaf) is ShardedArray])
-    entry, shardings, _ = hit
-    return entry, shardings
+def call(jitted, args, kwargs, flat):
+    """Run ``jitted`` (a ``JitFunction``) eagerly over the mesh of its shardings or arguments.
 
-
-def _raise_deleted(name, leaves):
-    for i, leaf in enumerate(leaves):
-        if isinstance(leaf, ShardedArray) and leaf._buf.is_deleted():
-            raise RuntimeError(f"jit({name}): argument leaf {i} ({leaf.aval.str_short()}) was "
-                               f"deleted (donated to an earlier jit call or deleted "
-                               f"explicitly); pass a live array")
-
-
-def _leaf_shardings(jitted, args, kwargs, leaves, treedef, avals):
-    """One ``NamedSharding`` (of the leaf's rank) per argument leaf, all over one mesh."""
+    ``flat``: ``(leaves, treedef, avals, static)``, the flattened dynamic arguments."""
+    leaves, treedef, avals, static = flat
+    table = jitted._caches.spmd_fast
+    key = None
+    if not dispatch._slow_only[0] and current_policy() is None:
+        # keyed as call_fast keys it when the call has no keyword or static arguments
+        prefix = treedef.children()[0] if not kwargs and not static else (treedef, static)
+        key, bufs = _fast_key(prefix, leaves)
+        fast = table.get(key) if key is not None else None
+        if fast is not None:
+            return _launch(jitted, fast[0], _with_scalars(fast, bufs), leaves)
+    entry = _entry_for(jitted, args, kwargs, leaves, treedef, avals, static)
     where = f"jit({jitted.__name__})"
-    given = _given_in_shardings(jitted, treedef, len(leaves))
-    own = [mesh_sharding_of(leaf) for leaf in leaves]
-    chosen = [g if g is not None else o for g, o in zip(given, own)]
-    meshes = {s.mesh for s in chosen if s is not None}
-    outs = jitted._out_shardings
-    for s in (outs if isinstance(outs, (tuple, list)) else (outs,)):
-        if isinstance(s, NamedSharding):
-            meshes.add(s.mesh)
-    if len(meshes) != 1:
-        raise ValueError(f"{where}: the arguments lie on different meshes; a call runs on one "
-                         f"mesh. Move them with funcgrad.device_put(x, NamedSharding(mesh, "
-                         f"spec)) onto one mesh. Arguments: "
-                         f"{_describe(args, kwargs, jitted, chosen, avals)}")
-    mesh = meshes.pop()
-    out = []
-    for i, (s, g, a) in enumerate(zip(chosen, given, avals)):
-        if s is None:
-            out.append(_replicated(mesh).with_rank(a.ndim))
+    bufs, scalars, placed = [], [], True
+    for leaf, s in zip(leaves, entry.shardings):
+        t = type(leaf)
+        if t in _PY_SCALARS:
+            scalars.append(len(bufs))
+            bufs.append(_scalar_buffer(leaf, s))
             continue
-        s = s.with_rank(a.ndim, where)
-        if g is not None:
-            try:
-                s.check_shape(a.shape, f"{where} argument leaf {i}")
-            except ValueError as e:
-                raise ValueError(f"{e} (in_shardings entry for "
-                                 f"{_leaf_name(args, kwargs, jitted, i)})") from None
-        out.append(s)
+        if t is ShardedArray and leaf._buf.is_deleted():
+            dispatch.raise_deleted(jitted.__name__, leaves)
+        buf = put_named(leaf, s, where)._buf
+        placed = placed and t is ShardedArray and buf is leaf._buf
+        bufs.append(buf)
+    held = [leaf._buf._sharding for leaf in leaves if type(leaf) is ShardedArray]
+    out = _launch(jitted, entry, bufs, leaves)
+    if key is not None and placed:
+        # every argument was laid out as the program wants: later calls with these sharding
+        # objects (held by the table, so their ids stay theirs) take the fast path
+        if len(table) >= _FAST_ENTRIES:
+            table.clear()
+        table[key] = (entry, tuple(scalars), held)
     return out
 
 
-def _given_in_shardings(jitted, treedef, n):
-    """Per leaf: the ``NamedSharding`` ``in_shardings`` names for it, or None."""
-    given = jitted._in_shardings
-    if given is None:
-        return [None] * n
-    where = f"jit({jitted.__name__})"
-    dyn_args, dyn_kwargs = treedef.children()
-    n_args = len(dyn_args.children())
-    if dyn_kwargs.num_leaves:
-        raise ValueError(f"{where}: with in_shardings pass the arguments by position (got "
-                         f"keyword arguments), as in JAX")
-    if isinstance(given, NamedSharding):
-        return [given] * n
-    if not isinstance(given, (tuple, list)) or len(given) != n_args:
-        raise ValueError(f"{where}: in_shardings must be a NamedSharding or a tuple with one "
-                         f"entry per non-static positional argument ({n_args}), got {given!r}")
-    out = []
-    for i, (sub, s) in enumerate(zip(dyn_args.children(), given)):
-        if s is not None and not isinstance(s, NamedSharding):
-            raise TypeError(f"{where}: in_shardings[{i}] must be a NamedSharding or None, got "
-                            f"{s!r}")
-        out.extend([s] * sub.num_leaves)
-    return out
-
-
-def _out_shardings(jitted, out_tree, n_outs):
-    """Per output leaf: the ``NamedSharding`` ``out_shardings`` names, or None (XLA picks)."""
-    given = jitted._out_shardings
-    n = out_tree.num_leaves
-    if given is None or isinstance(given, NamedSharding):
-        per = [given] * n
-    else:
-        children = out_tree.children() if not tree_util.treedef_is_leaf(out_tree) else [out_tree]
-        if not isinstance(given, (tuple, list)) or len(given) != len(children):
-            raise ValueError(f"jit({jitted.__name__}): out_shardings must be a NamedSharding or "
-                             f"a tuple with one entry per output ({len(children)}), got "
-                             f"{given!r}")
-        per = [s for s, sub in zip(given, children) for _ in range(sub.num_leaves)]
-    return per + [None] * (n_outs - n)      # state written back: XLA picks
+def _entry_for(jitted, args, kwargs, leaves, treedef, avals, static):
+    """The compiled entry for a call, compiling on the first one."""
+    shardings = _leaf_shardings(jitted, args, kwargs, leaves, treedef, avals)
+    key = (treedef, avals, static, tuple(shardings), current_policy())
+    cache = jitted._caches.spmd
+    entry = cache.get(key)
+    if entry is None:
+        entry = cache[key] = _compile(jitted, args, kwargs, static, treedef, avals, shardings)
+    return entry
 
 
 def _compile(jitted, args, kwargs, static, treedef, avals, shardings):
     donated = jitted._donated_flags(args, kwargs) if jitted._donate_argnums else ()
     closed, out_tree, writeback = jitted._trace(static, treedef, avals, donated)
-    mesh = shardings[0].mesh
-    outs = []
-    for i, (s, a) in enumerate(zip(_out_shardings(jitted, out_tree, len(closed.out_avals)),
-                                   closed.out_avals)):
-        if s is not None:
-            s = s.with_rank(a.ndim, f"jit({jitted.__name__}) output {i}")
-            s.check_shape(a.shape, f"jit({jitted.__name__}) output {i}")
-        outs.append(s)
+    mesh = shardings[0].mesh if shardings else _mesh_of_outputs(jitted)
+    outs = [None if s is None else _with_rank(s, a, _output_where(jitted, i))
+            for i, (s, a) in enumerate(zip(_out_shardings(jitted, out_tree,
+                                                          len(closed.out_avals)),
+                                           closed.out_avals))]
     const_shardings = [_replicated(mesh).with_rank(v.aval.ndim) for v in closed.jaxpr.constvars]
     entry = _SpmdEntry()
     entry.program = SpmdExecutable(closed, mesh, const_shardings + list(shardings), outs,
@@ -210,6 +183,181 @@ def _compile(jitted, args, kwargs, static, treedef, avals, shardings):
     entry.consts = [put_named(c, s)._buf for c, s in zip(closed.consts, const_shardings)]
     entry.out_tree, entry.writeback, entry.shardings = out_tree, writeback, shardings
     return entry
+
+
+# --- under transformations -------------------------------------------------------------------
+def bind(jitted, args, kwargs):
+    """A jit with shardings called under a transformation: one ``jit`` equation whose body lays
+    its arguments and results out as the shardings say (``with_sharding_constraint``)."""
+    dyn_args, dyn_kwargs, static = jitted._split(args, kwargs)
+    leaves, treedef = tree_util.registry.flatten((dyn_args, dyn_kwargs))
+    avals = tuple(aval_of(leaf) for leaf in leaves)
+    shardings = _leaf_shardings(jitted, args, kwargs, leaves, treedef, avals)
+    key = (treedef, avals, static, tuple(shardings), current_policy())
+    bodies = jitted._caches.spmd_bodies
+    entry = bodies.get(key)
+    if entry is None:
+        closed, out_tree, writeback = jitted._trace(static, treedef, avals, (), shardings)
+        entry = consts_as_args(closed) + (out_tree, writeback)
+        if not any(isinstance(c, Tracer) for c in closed.consts):
+            bodies[key] = entry
+    body, consts, out_tree, writeback = entry
+    outs = dispatch.jit_p.bind(*consts, *leaves, jaxpr=body, name=jitted.__name__,
+                               donated=(False,) * (len(consts) + len(leaves)))
+    if writeback:
+        outs = dispatch._write_back(writeback, outs)
+    return out_tree.unflatten(outs)
+
+
+def constrain_arguments(leaves, shardings):
+    """The traced argument leaves laid out as ``shardings`` say."""
+    return [sharding_constraint_p.bind(x, sharding=s) for x, s in zip(leaves, shardings)]
+
+
+def constrain_outputs(jitted, outs, out_tree):
+    """The traced output leaves laid out as ``out_shardings`` says (None: left to XLA)."""
+    specs = _out_shardings(jitted, out_tree, len(outs))
+    return [o if s is None else sharding_constraint_p.bind(
+        o, sharding=_with_rank(s, aval_of(o), _output_where(jitted, i)))
+        for i, (o, s) in enumerate(zip(outs, specs))]
+
+
+# --- shardings -------------------------------------------------------------------------------
+def _leaf_shardings(jitted, args, kwargs, leaves, treedef, avals):
+    """One ``NamedSharding`` (of the leaf's rank) per argument leaf, all over one mesh: the
+    one ``in_shardings`` names, else the leaf's own, else replicated."""
+    given = _given_in_shardings(jitted, treedef)
+    chosen = [g if g is not None else mesh_sharding_of(leaf) for g, leaf in zip(given, leaves)]
+    outs = [s for s in tree_util.tree_leaves(jitted._out_shardings, is_leaf=_is_sharding_leaf)
+            if isinstance(s, NamedSharding)]
+    meshes = {s.mesh for s in chosen if s is not None} | {s.mesh for s in outs}
+    if len(meshes) != 1:
+        _raise_mesh_error(jitted, args, kwargs, chosen, given, avals, outs)
+    mesh = meshes.pop()
+    out = []
+    for i, (s, g, a) in enumerate(zip(chosen, given, avals)):
+        if s is None:
+            out.append(_replicated(mesh).with_rank(a.ndim))
+        elif g is None:
+            out.append(s.with_rank(a.ndim))
+        else:
+            try:
+                s = s.with_rank(a.ndim)
+                s.check_shape(a.shape, "")
+            except ValueError:
+                s = _with_rank(g, a, f"jit({jitted.__name__}): argument "
+                                     f"{_leaf_name(jitted, args, kwargs, i)} of shape {a.shape} "
+                                     f"({a.dtype})")
+            out.append(s)
+    return out
+
+
+def _output_where(jitted, i):
+    return f"jit({jitted.__name__}) output {i}"
+
+
+def _with_rank(s, aval, where):
+    """``s`` for a value of ``aval``'s rank, checked against its shape; errors say ``where``."""
+    s = s.with_rank(aval.ndim, where)
+    s.check_shape(aval.shape, where)
+    return s
+
+
+def _given_in_shardings(jitted, treedef):
+    """Per leaf: the ``NamedSharding`` ``in_shardings`` names for it (a pytree prefix of each
+    positional argument), or None."""
+    given = jitted._in_shardings
+    n = treedef.num_leaves
+    if given is None:
+        return [None] * n
+    where = f"jit({jitted.__name__})"
+    dyn_args, dyn_kwargs = treedef.children()
+    if dyn_kwargs.num_leaves:
+        raise ValueError(f"{where}: with in_shardings pass the arguments by position (got "
+                         f"keyword arguments), as in JAX")
+    if isinstance(given, NamedSharding):
+        return [given] * n
+    subtrees = dyn_args.children()
+    if not isinstance(given, (tuple, list)) or len(given) != len(subtrees):
+        raise ValueError(f"{where}: in_shardings must be a NamedSharding or a tuple with one "
+                         f"entry per non-static positional argument ({len(subtrees)}), got "
+                         f"{given!r}")
+    out = []
+    for i, (prefix, sub) in enumerate(zip(given, subtrees)):
+        out += _broadcast_prefix(prefix, sub, f"{where}: in_shardings[{i}]")
+    return out
+
+
+def _out_shardings(jitted, out_tree, n_outs):
+    """Per output leaf: the ``NamedSharding`` ``out_shardings`` names (a pytree prefix of the
+    output, one per output, or one per output leaf), or None (XLA chooses); state written
+    back (the outputs past the function's own) is left to XLA too."""
+    given = jitted._out_shardings
+    n = out_tree.num_leaves
+    if isinstance(given, (tuple, list)) and len(given) == n and \
+            all(_is_sharding_leaf(s) for s in given):
+        specs = list(given)       # one per output leaf, whatever the output's structure
+    elif isinstance(given, (tuple, list)) and not tree_util.treedef_is_leaf(out_tree) and \
+            len(given) == len(out_tree.children()):
+        specs = [s for prefix, sub in zip(given, out_tree.children()) for s in
+                 _broadcast_prefix(prefix, sub, f"jit({jitted.__name__}): out_shardings")]
+    else:
+        specs = _broadcast_prefix(given, out_tree, f"jit({jitted.__name__}): out_shardings")
+    return specs + [None] * (n_outs - n)
+
+
+def _mesh_of_outputs(jitted):
+    return next(s.mesh for s in tree_util.tree_leaves(jitted._out_shardings,
+                                                      is_leaf=_is_sharding_leaf)
+                if isinstance(s, NamedSharding))
+
+
+def _is_sharding_leaf(s):
+    return s is None or isinstance(s, NamedSharding)
+
+
+def _broadcast_prefix(prefix, treedef, where):
+    """Per leaf of the structure ``treedef``: the entry (a NamedSharding or None) of ``prefix``
+    (a pytree prefix of it whose leaves are NamedShardings or None) covering it."""
+    specs, spec_tree = tree_util.tree_flatten(prefix, is_leaf=_is_sharding_leaf)
+    for s in specs:
+        if not _is_sharding_leaf(s):
+            raise TypeError(f"{where}: expected NamedShardings or None, got {s!r}")
+    try:
+        subtrees = spec_tree.flatten_up_to(treedef.unflatten(range(treedef.num_leaves)))
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{where}: the shardings' structure {spec_tree} is not a prefix of "
+                         f"the value's structure {treedef} ({e})") from None
+    out = []
+    for s, sub in zip(specs, subtrees):
+        out += [s] * len(tree_util.tree_leaves(sub))
+    return out
+
+
+def _raise_mesh_error(jitted, args, kwargs, chosen, given, avals, outs):
+    where = f"jit({jitted.__name__})"
+    if all(s is None for s in chosen) and not outs:
+        raise ValueError(f"{where}: no mesh: give in_shardings or out_shardings "
+                         f"(NamedShardings), or arguments placed with a NamedSharding")
+    parts = []
+    for i, (s, g, a) in enumerate(zip(chosen, given, avals)):
+        if s is not None:
+            how = "in_shardings" if g is not None else "its own sharding"
+            parts.append(f"argument {_leaf_name(jitted, args, kwargs, i)} ({how}) of shape "
+                         f"{a.shape} lies on {s.mesh} as {s.spec}")
+    parts += [f"out_shardings lie on {s.mesh} as {s.spec}" for s in outs]
+    first = parts[0]
+    other = next(p for p, m in zip(parts, [s.mesh for s in chosen if s is not None] +
+                                   [s.mesh for s in outs])
+                 if m != ([s for s in chosen if s is not None] + outs)[0].mesh)
+    raise ValueError(f"{where}: the arguments and out_shardings must lie on one mesh (a call "
+                     f"runs on one mesh), but {first} and {other}. Move them onto one mesh "
+                     f"with funcgrad.device_put(x, NamedSharding(mesh, spec))")
+
+
+def _leaf_name(jitted, args, kwargs, i):
+    paths = tree_util.tree_flatten_with_path(jitted._split(args, kwargs)[:2])[0]
+    return _path_name(jitted, paths[i][0])
 
 
 _scalar_buffers = {}      # (type, value, sharding) -> replicated buffer
@@ -224,11 +372,6 @@ def _scalar_buffer(value, sharding):
             _scalar_buffers.clear()
         buf = _scalar_buffers[k] = put_named(value, sharding)._buf
     return buf
-
-
-def _leaf_name(args, kwargs, jitted, i):
-    paths = tree_util.tree_flatten_with_path(jitted._split(args, kwargs)[:2])[0]
-    return "argument " + _path_name(jitted, paths[i][0])
 
 
 def _path_name(jitted, path):
@@ -254,35 +397,25 @@ def _positional_names(jitted):
     return [n for i, n in enumerate(names) if i not in static]
 
 
-def _describe(args, kwargs, jitted, shardings, avals):
-    paths = tree_util.tree_flatten_with_path(jitted._split(args, kwargs)[:2])[0]
-    parts = []
-    for (path, _), s, a in zip(paths, shardings, avals):
-        if s is not None:
-            parts.append(f"{_path_name(jitted, path)} {a.str_short()} on {s.mesh!r} "
-                         f"({s.spec})")
-    return "; ".join(parts)
-
-
 def lower(jitted, args, kwargs, flat):
-    """``jit(f).lower(*args)`` for arguments over a mesh: the program is compiled for the mesh
-    (as the first call would), and ``LoweredOnMesh`` shows it."""
+    """``jit(f).lower(*args)`` over a mesh (shardings given, or arguments placed over one): the
+    program is compiled for the mesh (as the first call would), and ``LoweredOnMesh`` shows
+    it."""
     leaves, treedef, avals, static = flat
-    entry, shardings = _entry_for(jitted, args, kwargs, leaves, treedef, avals, static)
-    return LoweredOnMesh(jitted, entry)
+    return LoweredOnMesh(jitted, _entry_for(jitted, args, kwargs, leaves, treedef, avals, static))
 
 
 class LoweredOnMesh:
-    """``jit(f).lower(*args)`` of arguments placed over a mesh: ``as_text()`` is the StableHLO
-    module with an ``mhlo.sharding`` on each argument; ``compile()`` gives the partitioned
-    program.
+    """``jit(f).lower(*args)`` over a mesh: ``as_text()`` is the StableHLO module with a
+    sharding on each argument (Shardy's ``sdy.sharding``; ``mhlo.sharding`` for a program
+    partitioned by GSPMD); ``compile()`` gives the partitioned program.
 
     Example:
         >>> from funcgrad.sharding import NamedSharding, P
         >>> mesh = funcgrad.make_mesh((funcgrad.local_device_count(),), ("data",))
         >>> x = funcgrad.device_put(np.ones((8, 2), np.float32), NamedSharding(mesh, P("data")))
         >>> lowered = funcgrad.jit(lambda a: a.sum()).lower(x)
-        >>> "mhlo.sharding" in lowered.as_text()
+        >>> "sdy.sharding" in lowered.as_text()
         True
         >>> compiled = lowered.compile()
         >>> compiled.input_shardings[0].spec, compiled(x)

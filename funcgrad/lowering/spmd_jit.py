@@ -1,13 +1,13 @@
-"""``jit(f, in_shardings=..., out_shardings=...)``: one program partitioned by XLA's SPMD
-partitioner over a mesh's devices.
+"""Programs partitioned by XLA's SPMD partitioner over a mesh's devices: ``SpmdExecutable``.
 
-The function is staged once per argument signature for the *global* shapes; its StableHLO
-``main`` carries an ``mhlo.sharding`` attribute on every argument and result (the
-``HloSharding`` of its ``NamedSharding``), and it is compiled with ``num_replicas=1``,
+A program (staged for the *global* shapes) is lowered with a sharding on every argument and
+result of its StableHLO ``main`` (``sdy.sharding`` for Shardy, ``mhlo.sharding`` for GSPMD:
+the ``NamedSharding`` each value has) and compiled with ``num_replicas=1``,
 ``num_partitions=N`` and ``use_spmd_partitioning``: XLA splits the computation and inserts
 the collectives. One ``execute_sharded`` call takes one multi-device buffer per argument and
-returns the outputs as sharded Arrays. This path is separate from single-device ``jit``
-(``dispatch.py``), whose fast paths it leaves untouched.
+returns the outputs as sharded Arrays. ``jit`` over a mesh (``spmd_dispatch.py``), eager
+``shard_map`` calls, on-device resharding (``reshard.py``) and the bodies of sharded ``jit``
+equations run eagerly (``constrained_program``) all compile through it.
 """
 import re
 import weakref
@@ -18,14 +18,7 @@ from jaxlib import xla_client as xc
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import sdy
 
-from funcgrad import tree_util
-from funcgrad.core import interpreters
-from funcgrad.core.dce import dce_closed_jaxpr
 from funcgrad.core.jaxpr import Literal
-from funcgrad.core.interpreters import _current as _current_var
-from funcgrad.core.interpreters import entered as _entered
-from funcgrad.core.staging import trace_to_jaxpr
-from funcgrad.core.values import aval_of
 from funcgrad.lax.mesh_axes import MeshAxisEnv
 from funcgrad.lax.sharding import sharding_constraint_p, shardy_meshes
 from funcgrad.lowering import backend, mlir
@@ -37,218 +30,11 @@ from funcgrad.lowering import spmd
 from funcgrad.lowering.sharding import ShardedArray, put_named
 
 
-_flatten = tree_util.registry.flatten
 _new_sharded = ShardedArray.__new__
-_current_interp = _current_var.get   # None when the eager (root) interpreter is current
-_FAST_ENTRIES = 64     # fast-path entries per function (new sharding objects each call: bounded)
 
 # an eager with_sharding_constraint places the value
 sharding_constraint_p.def_impl(lambda x, sharding: put_named(x, sharding,
                                                              "with_sharding_constraint"))
-
-
-class ShardedJitFunction:
-    """What ``jit`` returns when given ``in_shardings`` or ``out_shardings``.
-
-    ``in_shardings``: one ``NamedSharding`` for every argument, or a tuple with one entry per
-    positional argument (a ``NamedSharding`` for all the leaves of that argument, or None: the
-    sharding of a NamedSharding-placed Array, else replicated). ``out_shardings``: one
-    ``NamedSharding`` or a tuple with one per output (None or absent: replicated).
-    """
-
-    def __init__(self, fun, in_shardings=None, out_shardings=None):
-        self._fun = fun
-        self._in = in_shardings
-        self._out = out_shardings
-        self._cache = {}
-        self._bodies = {}   # key -> (constrained body, consts, out tree): under transformations
-        self._fast = {}     # (treedef, aval key and id(sharding) per leaf...) -> entry
-        self.trace_count = 0
-        self.__name__ = getattr(fun, "__name__", "jitted")
-        self.__doc__ = getattr(fun, "__doc__", None)
-
-    def __call__(self, *args, **kwargs):
-        # Fast path: called eagerly with every leaf a ShardedArray whose sharding object was
-        # seen before for these avals: one flatten, one dict lookup, the launch.
-        if not kwargs and (not _entered[0] or _current_interp(None) is None):
-            leaves, treedef = _flatten(args)
-            key = [treedef]
-            bufs = []
-            for leaf in leaves:
-                if type(leaf) is not ShardedArray:
-                    break
-                buf = leaf._buf
-                key.append(leaf.aval.key)
-                key.append(id(buf._sharding))
-                bufs.append(buf)
-            else:
-                fast = self._fast.get(tuple(key))
-                if fast is not None:
-                    program, consts, out_tree, _ = fast
-                    try:
-                        outs = program(consts + bufs if consts else bufs)
-                    except Exception:       # e.g. a deleted argument: the general path says so
-                        return self._call_slow(args, kwargs)
-                    return out_tree.unflatten(outs)
-        return self._call_slow(args, kwargs)
-
-    def _call_slow(self, args, kwargs):
-        if kwargs:
-            raise TypeError(f"jit({self.__name__}) with shardings: pass arguments by position "
-                            f"(got keyword arguments {sorted(kwargs)})")
-        leaves, treedef = tree_util.tree_flatten(args)
-        shardings = self._arg_shardings(args)
-        avals = tuple(aval_of(x) for x in leaves)
-        key = (treedef, avals, tuple(shardings))
-        if not interpreters.is_eager():
-            if key not in self._bodies:
-                self._check_args(args, shardings, avals)
-            return self._bind(key, leaves)
-        entry = self._cache.get(key)
-        if entry is None:
-            self._check_args(args, shardings, avals)
-            entry = self._cache[key] = self._compile(treedef, avals, shardings)
-            self.trace_count += 1
-        program, consts, out_tree = entry
-        where = f"jit({self.__name__})"
-        bufs = [put_named(x, s.with_rank(a.ndim, where), where)._buf
-                for x, s, a in zip(leaves, shardings, avals)]
-        outs = tree_util.tree_unflatten(out_tree, program(consts + bufs))
-        if all(type(x) is ShardedArray and x._buf is b for x, b in zip(leaves, bufs)):
-            # every argument was already laid out as the program wants: remember its sharding
-            # objects (held by the entry, so their ids stay theirs) for the fast path
-            if len(self._fast) >= _FAST_ENTRIES:
-                self._fast.clear()
-            held = tuple(b._sharding for b in bufs)
-            fast_key = [treedef]
-            for x, s in zip(leaves, held):
-                fast_key.append(x.aval.key)
-                fast_key.append(id(s))
-            self._fast[tuple(fast_key)] = (program, consts, out_tree, held)
-        return outs
-
-    def _check_args(self, args, shardings, avals):
-        """Raise, naming the argument (position and path), its shape, the mesh and the spec,
-        if an argument cannot be laid out as its sharding says."""
-        for j, (s, a) in enumerate(zip(shardings, avals)):
-            try:
-                s.with_rank(a.ndim).check_shape(a.shape, "")
-            except ValueError:
-                path = tree_util.tree_flatten_with_path(args)[0][j][0]
-                where = (f"jit({self.__name__}): argument {path[0].idx}"
-                         f"{tree_util.keystr(path[1:])} of shape {a.shape} ({a.dtype})")
-                s.with_rank(a.ndim, where).check_shape(a.shape, where)
-
-    def _bind(self, key, leaves):
-        """Under a transformation: one ``jit`` equation whose body lays its arguments and
-        results out as the shardings say (``with_sharding_constraint``), so ``grad``, ``vmap``,
-        control flow and an enclosing sharded ``jit`` keep them; run eagerly, such a body is
-        compiled over the mesh (``constrained_program``)."""
-        from funcgrad.core.jaxpr import consts_as_args
-        from funcgrad.lowering.dispatch import jit_p
-        entry = self._bodies.get(key)
-        if entry is None:
-            treedef, avals, shardings = key
-            out_tree = []
-            where = f"jit({self.__name__})"
-
-            def constrained(*xs):
-                xs = [sharding_constraint_p.bind(x, sharding=s.with_rank(a.ndim, where))
-                      for x, s, a in zip(xs, shardings, avals)]
-                out = self._fun(*tree_util.tree_unflatten(treedef, xs))
-                outs, tree = tree_util.tree_flatten(out)
-                out_tree.append(tree)
-                specs = self._out_shardings(tree, shardings[0].mesh)
-                return [sharding_constraint_p.bind(o, sharding=s.with_rank(
-                    aval_of(o).ndim, f"{where} output {i}")) for i, (o, s) in
-                    enumerate(zip(outs, specs))]
-            closed, _ = trace_to_jaxpr(constrained, list(avals), debug_name=self.__name__)
-            body, consts = consts_as_args(closed)
-            entry = self._bodies[key] = (body, consts, out_tree[0])
-            self.trace_count += 1
-        body, consts, out_tree = entry
-        outs = jit_p.bind(*consts, *leaves, jaxpr=body, name=self.__name__,
-                          donated=(False,) * (len(consts) + len(leaves)))
-        return tree_util.tree_unflatten(out_tree, outs)
-
-    # --- shardings --------------------------------------------------------------------------
-    def _arg_shardings(self, args):
-        """One NamedSharding per argument leaf: from ``in_shardings`` (a pytree prefix of each
-        argument), else the leaf's own NamedSharding, else replicated; all on one mesh."""
-        where = f"jit({self.__name__})"
-        given = self._in
-        if given is None or isinstance(given, NamedSharding):
-            given = (given,) * len(args)
-        if not isinstance(given, (tuple, list)) or len(given) != len(args):
-            raise ValueError(f"{where}: in_shardings must be a NamedSharding or a tuple with one "
-                             f"per positional argument ({len(args)}), got {self._in!r}")
-        per_leaf, named = [], []     # named: (sharding, where it came from, leaf's shape)
-        for i, (arg, prefix) in enumerate(zip(args, given)):
-            paths_leaves = tree_util.tree_flatten_with_path(arg)[0]
-            specs = _broadcast_prefix(prefix, arg, f"{where}: in_shardings[{i}]")
-            for (path, leaf), s in zip(paths_leaves, specs):
-                what = f"argument {i}{tree_util.keystr(path)}"
-                if s is None:
-                    own = leaf.sharding if isinstance(leaf, ShardedArray) else None
-                    if isinstance(own, NamedSharding):
-                        s, what = own, f"{what} (its own sharding)"
-                else:
-                    what = f"{what} (in_shardings[{i}])"
-                per_leaf.append(s)
-                if s is not None:
-                    named.append((s, what, getattr(leaf, "shape", ())))
-        outs = tree_util.tree_leaves(self._out, is_leaf=_is_sharding_leaf)
-        named += [(s, "out_shardings", None) for s in outs if isinstance(s, NamedSharding)]
-        if not named:
-            raise ValueError(f"{where}: no mesh: give in_shardings or out_shardings "
-                             f"(NamedShardings), or arguments placed with a NamedSharding")
-        first = named[0]
-        for other in named[1:]:
-            if other[0].mesh != first[0].mesh:
-                raise ValueError(f"{where}: the arguments and out_shardings must lie on one "
-                                 f"mesh, but {_describe(*first)} and {_describe(*other)}")
-        replicated = _replicated(first[0].mesh)
-        return [s if s is not None else replicated for s in per_leaf]
-
-    def _out_shardings(self, out_tree, mesh):
-        """One NamedSharding per output leaf, from ``out_shardings`` (a pytree prefix of the
-        output, or a flat sequence with one entry per output leaf)."""
-        where = f"jit({self.__name__})"
-        n = out_tree.num_leaves
-        given = self._out
-        flat = tree_util.tree_leaves(given, is_leaf=_is_sharding_leaf)
-        if isinstance(given, (tuple, list)) and len(given) == n and len(flat) == n and \
-                all(_is_sharding_leaf(s) for s in given):
-            specs = list(given)       # one per output leaf, whatever the output's structure
-        else:
-            specs = _broadcast_prefix(given, out_tree.unflatten([0] * n),
-                                      f"{where}: out_shardings")
-        return [s if s is not None else _replicated(mesh) for s in specs]
-
-    # --- compiling --------------------------------------------------------------------------
-    def _compile(self, treedef, avals, shardings):
-        out_tree = []
-
-        def flat_fun(*leaves):
-            out = self._fun(*tree_util.tree_unflatten(treedef, leaves))
-            out_leaves, tree = tree_util.tree_flatten(out)
-            out_tree.append(tree)
-            return out_leaves
-
-        closed, _ = trace_to_jaxpr(flat_fun, list(avals), debug_name=self.__name__)
-        closed, _ = dce_closed_jaxpr(closed)
-        mesh = shardings[0].mesh if shardings else self._out.mesh
-        out_shardings = [s.with_rank(a.ndim, f"jit({self.__name__}) output {i}")
-                         for i, (s, a) in enumerate(zip(
-                             self._out_shardings(out_tree[0], mesh), closed.out_avals))]
-        for i, (s, a) in enumerate(zip(out_shardings, closed.out_avals)):
-            s.check_shape(a.shape, f"jit({self.__name__}) output {i}")
-        const_shardings = [_replicated(mesh).with_rank(v.aval.ndim)
-                           for v in closed.jaxpr.constvars]
-        program = SpmdExecutable(closed, mesh, const_shardings + list(shardings),
-                                 out_shardings, self.__name__)
-        consts = [put_named(c, s)._buf for c, s in zip(closed.consts, const_shardings)]
-        return program, consts, out_tree[0]
 
 
 _constrained = weakref.WeakKeyDictionary()   # jit body -> (SpmdExecutable, shardings) or None
@@ -292,33 +78,6 @@ def _compile_constrained(closed, name):
     outs = [produced.get(v) if not isinstance(v, Literal) and v in produced else
             _replicated(mesh).with_rank(v.aval.ndim) for v in jaxpr.outvars]
     return SpmdExecutable(closed, mesh, ins, outs, name), ins
-
-
-def _is_sharding_leaf(s):
-    return s is None or isinstance(s, NamedSharding)
-
-
-def _broadcast_prefix(prefix, tree, where):
-    """Per leaf of ``tree``: the entry (a NamedSharding or None) of ``prefix`` (a pytree
-    prefix of ``tree`` whose leaves are NamedShardings or None) covering it."""
-    specs, spec_tree = tree_util.tree_flatten(prefix, is_leaf=_is_sharding_leaf)
-    for s in specs:
-        if not _is_sharding_leaf(s):
-            raise TypeError(f"{where}: expected NamedShardings or None, got {s!r}")
-    try:
-        subtrees = spec_tree.flatten_up_to(tree)
-    except (ValueError, TypeError) as e:
-        raise ValueError(f"{where}: the shardings' structure {spec_tree} is not a prefix of "
-                         f"the value's structure {tree_util.tree_structure(tree)} ({e})") from None
-    out = []
-    for s, sub in zip(specs, subtrees):
-        out += [s] * len(tree_util.tree_leaves(sub))
-    return out
-
-
-def _describe(sharding, what, shape):
-    shape = "" if shape is None else f" of shape {tuple(shape)}"
-    return f"{what}{shape} lies on {sharding.mesh} as {sharding.spec}"
 
 
 _replicated_on = {}     # mesh -> NamedSharding(mesh, P()): made once (a C++ object)
@@ -489,4 +248,4 @@ class SpmdExecutable:
         return self.loaded.hlo_modules()[0].to_string()
 
 
-__all__ = ["ShardedJitFunction", "SpmdExecutable"]
+__all__ = ["SpmdExecutable", "constrained_program", "has_collectives"]

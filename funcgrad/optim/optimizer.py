@@ -381,6 +381,11 @@ def _flags(group):
 
 
 def _is_numeric_tree(v):
+    t = type(v)
+    if t is float or t is int:     # the common hyper-parameters, without a flatten
+        return True
+    if t is bool or t is str or v is None:
+        return False
     leaves = tree_util.tree_leaves(v)
     return bool(leaves) and all(_is_number(x) or hasattr(x, "aval") for x in leaves)
 
@@ -397,11 +402,19 @@ def _set_opt_state(opt, key, value):
 # --- optimizers are pytrees --------------------------------------------------------------------
 def _flatten_opt(opt):
     params = [[p.data for p in g["params"]] for g in opt.param_groups]
-    hypers = [opt._numeric_hyper(g) for g in opt.param_groups]
+    hypers, static = [], []
+    for g in opt.param_groups:     # each hyper-parameter: traced (numeric) or static
+        numeric, fixed = {}, []
+        for k, v in g.items():
+            if k != "params":
+                if _is_numeric_tree(v):
+                    numeric[k] = v
+                else:
+                    fixed.append((k, v))
+        hypers.append(numeric)
+        static.append(tuple(sorted(fixed)))
+    static = tuple(static)
     states = [[opt.state.get(p, {}) for p in g["params"]] for g in opt.param_groups]
-    static = tuple(tuple(sorted((k, v) for k, v in g.items()
-                                if k != "params" and not _is_numeric_tree(v)))
-                   for g in opt.param_groups)
     origin = opt._origin or opt
     flags = tuple(tuple(sorted(opt._flags_for(i).items())) for i in range(len(opt.param_groups)))
     return (params, hypers, states), (type(opt), origin, static, flags)

@@ -23,12 +23,12 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(),
     dtypes, static arguments, device), then cached.
 
     With ``in_shardings``/``out_shardings`` (``funcgrad.sharding.NamedSharding``s: one for all,
-    or a tuple with one per positional argument / output, None taking an argument's own
-    NamedSharding or replicating) the program is compiled for the mesh's devices by XLA's SPMD
-    partitioner and returns sharded Arrays (docs/parallel.md, "jit with shardings"). Without
-    them, a call whose argument leaves (module parameters included) are Arrays placed by a
-    ``NamedSharding`` over several devices is compiled the same way, each leaf keeping its
-    sharding (docs/parallel.md, "jit of sharded arrays").
+    or a tuple with one pytree prefix per positional argument / output, None taking an
+    argument's own NamedSharding or replicating it, and letting XLA choose an output's) the
+    program is compiled for the mesh's devices by XLA's SPMD partitioner and returns sharded
+    Arrays (docs/parallel.md, "jit with shardings"). Without them, a call whose argument leaves
+    (module parameters included) are Arrays placed by a ``NamedSharding`` is compiled the same
+    way, each leaf keeping its sharding ("jit of sharded arrays"): both are one call path.
 
     Example:
         >>> @funcgrad.jit
@@ -41,25 +41,11 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(),
         return functools.partial(jit, static_argnums=static_argnums,
                                  static_argnames=static_argnames, donate_argnums=donate_argnums,
                                  in_shardings=in_shardings, out_shardings=out_shardings)
-    if in_shardings is not None or out_shardings is not None:
-        return _sharded_jit(fun, static_argnums, static_argnames, donate_argnums, in_shardings,
-                            out_shardings)
-    if _is_callable_pytree(fun):
-        return _jit_callable_pytree(fun, static_argnums, static_argnames, donate_argnums)
-    return JitFunction(fun, static_argnums, static_argnames, donate_argnums)
-
-
-def _sharded_jit(fun, static_argnums, static_argnames, donate_argnums, in_shardings,
-                 out_shardings):
-    from funcgrad.lowering.spmd_jit import ShardedJitFunction
     if _is_callable_pytree(fun):
         return _jit_callable_pytree(fun, static_argnums, static_argnames, donate_argnums,
                                     in_shardings, out_shardings)
-    if static_argnums or static_argnames or donate_argnums:
-        # the general jit, whose every call runs over the shardings' mesh
-        return JitFunction(fun, static_argnums, static_argnames, donate_argnums,
-                           in_shardings=in_shardings, out_shardings=out_shardings)
-    return ShardedJitFunction(fun, in_shardings, out_shardings)
+    return JitFunction(fun, static_argnums, static_argnames, donate_argnums,
+                       in_shardings=in_shardings, out_shardings=out_shardings)
 
 
 def _is_callable_pytree(fun):

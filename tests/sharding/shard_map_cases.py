@@ -238,7 +238,7 @@ def test_tensor_parallel_grad_on_2x2_mesh():
     # the transposed psum/pmean into the replicated loss need no communication (their
     # cotangents are replicated): as in JAX's program, only the forward all-reduces and the
     # gradients' sum over "data" remain (XLA combines those into two all-reduce ops)
-    text = step._cache[next(iter(step._cache))][0].as_text()
+    text = next(iter(step._caches.spmd.values())).program.as_text()
     assert text.count("all-reduce(") == 2, text.count("all-reduce(")
 
 
@@ -264,7 +264,7 @@ def test_jit_of_shard_map_and_jit_with_shardings():
     out = g(x, w)
     close(out, np.tanh((2 * x) @ w).sum(1))
     assert out.sharding.spec == P("data")
-    text = g._cache[next(iter(g._cache))][0].as_text()
+    text = next(iter(g._caches.spmd.values())).program.as_text()
     assert "all-reduce" in text and "f32[4,3]" in text    # the (4, 3) blocks of a * 2
 
 

@@ -142,13 +142,14 @@ def test_errors_name_the_arguments(mesh):
     f = funcgrad.jit(lambda params, x: params["w"] * x)
     w = _put(_rand(8, 4), mesh, "data")
     x = _put(_rand(8, 4), other, "data")
-    with pytest.raises(ValueError, match=r"different meshes.*params\['w'\] f32\[8,4\] on "
-                                         r"Mesh.*x f32\[8,4\] on Mesh"):
+    with pytest.raises(ValueError, match=r"one mesh.*argument params\['w'\] \(its own sharding\) "
+                                         r"of shape \(8, 4\) lies on Mesh.*argument x \(its own "
+                                         r"sharding\) of shape \(8, 4\) lies on Mesh"):
         f({"w": w}, x)
     g = funcgrad.jit(lambda x, n: x * n, static_argnums=1,
                      in_shardings=(NamedSharding(mesh, P("data", "model")),))
-    with pytest.raises(ValueError, match=r"dimension 1 of shape \(8, 3\).*not divisible.*"
-                                         r"argument x"):
+    with pytest.raises(ValueError, match=r"argument x of shape \(8, 3\) \(float32\): dimension 1 "
+                                         r"of shape \(8, 3\).*not divisible"):
         g(np.ones((8, 3), np.float32), 2)
     with pytest.raises(ValueError, match="one entry per non-static positional argument"):
         funcgrad.jit(lambda x, n: x, static_argnums=1,
@@ -162,13 +163,18 @@ def _mlp(seed=0):
                          nn.Linear(8, 4))
 
 
-def _train(model, opt, batches, mesh=None):
+def _training_step():
+    """A plain jitted training step: loss, gradients and the optimizer's update, written back."""
     @funcgrad.jit
     def step(model, opt, x, y):
         loss, grads = funcgrad.value_and_grad(lambda m: F.mse_loss(m(x), y))(model)
         opt.step(grads)
         return loss
+    return step
 
+
+def _train(model, opt, batches, mesh=None):
+    step = _training_step()
     losses = []
     for x, y in batches:
         if mesh is not None:
@@ -452,3 +458,64 @@ def test_lower_and_compile_show_the_partitioned_program(mesh):
     assert compiled.output_shardings[0] == NamedSharding(mesh, P("model"))
     np.testing.assert_allclose(np.asarray(compiled(x, w)), (a @ b).sum(0), **TOL)
     assert f.trace_count == 1                 # lower compiled what the call then used
+
+
+def test_one_call_path_fast_table_for_module_steps_and_explicit_shardings(mesh, monkeypatch):
+    # a plain jitted module training step over mesh-placed parameters: after the first call
+    # every call is the fast table's (no sharding resolution, no compile), state written back
+    from funcgrad.lowering import spmd_dispatch
+    model = parallelize_module(_mlp(), mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()},
+                               axis="model")
+    ref = _mlp()
+    opt, ref_opt = optim.SGD(model.parameters(), lr=0.1), optim.SGD(ref.parameters(), lr=0.1)
+    step = _training_step()
+    resolved = []
+    entry_for = spmd_dispatch._entry_for
+    monkeypatch.setattr(spmd_dispatch, "_entry_for",
+                        lambda *a: resolved.append(1) or entry_for(*a))
+    rows = NamedSharding(mesh, P("data"))       # batches placed by one sharding object
+    for x, y in _batches():
+        got = float(step(model, opt, funcgrad.device_put(x, rows), funcgrad.device_put(y, rows)))
+        want = float(step(ref, ref_opt, jnp.asarray(x), jnp.asarray(y)))
+        np.testing.assert_allclose(got, want, **TOL)
+    # first call: resolved and compiled; second: the written-back parameters carry the
+    # program's own output sharding objects (one more resolution, no trace); then fast
+    assert len(resolved) == 2 and step.trace_count == 2      # (one of them on one device)
+    assert len(step._caches.spmd_fast) == 2 and len(step._caches.spmd) == 1
+    for (name, p), (_, q) in zip(model.named_parameters(), ref.named_parameters()):
+        np.testing.assert_allclose(np.asarray(p), np.asarray(q), err_msg=name, **TOL)
+    # the same path with shardings given, a pytree prefix for the dict argument, a static
+    # argument, donation, out_shardings None (XLA chooses) and the same errors
+    g = funcgrad.jit(lambda p, x, k: ({"w": p["w"] * k}, (x @ p["w"]).sum()),
+                     static_argnums=2, donate_argnums=0,
+                     in_shardings=({"w": NamedSharding(mesh, P(None, "model"))}, rows),
+                     out_shardings=({"w": NamedSharding(mesh, P(None, "model"))}, None))
+    w, xs = _rand(4, 6), _rand(8, 4, seed=3)
+    p = {"w": _put(w, mesh, None, "model")}
+    x = _put(xs, mesh, "data")
+    for k in (2.0, 2.0, 3.0):
+        old = p["w"]
+        p, total = g(p, x, k)
+        assert old.is_deleted() and p["w"].sharding.spec == P(None, "model")
+        assert total.sharding.is_fully_replicated()
+    np.testing.assert_allclose(np.asarray(p["w"]), w * 12.0, **TOL)
+    np.testing.assert_allclose(float(total), (xs @ (w * 4.0)).sum(), rtol=1e-4)   # before k=3
+    assert g.trace_count == 2              # one per static value
+    with pytest.raises(RuntimeError, match="deleted"):
+        g({"w": old}, x, 2.0)
+    with pytest.raises(ValueError, match="pass the arguments by position"):
+        g(p, x=x, k=2.0)
+    # a buffer donated to one function, given to another whose fast table knows its layout
+    twice = funcgrad.jit(lambda q: q * 2.0)
+    live = _put(w, mesh, None, "model")
+    twice(live), twice(live)
+    g({"w": live}, x, 2.0)
+    with pytest.raises(RuntimeError, match=r"argument leaf 0 \(f32\[4,6\]\) was deleted"):
+        twice(live)
+    # under grad the shardings are kept: the gradient comes back laid out as its argument
+    h = funcgrad.jit(lambda a, b: jnp.tanh(a @ b).sum(), in_shardings=(rows, NamedSharding(
+        mesh, P(None, "model"))))
+    ga = funcgrad.grad(h)(xs, w)
+    assert ga.sharding == rows
+    np.testing.assert_allclose(np.asarray(ga), np.asarray(funcgrad.grad(
+        lambda a, b: jnp.tanh(a @ b).sum())(jnp.asarray(xs), jnp.asarray(w))), **TOL)

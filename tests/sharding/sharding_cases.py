@@ -158,6 +158,11 @@ def test_mesh_properties(mesh):
     assert hash(NamedSharding(mesh, P("x"))) == hash(NamedSharding(mesh, P("x", None)))
 
 
+def _program(jitted):
+    """The partitioned program (``SpmdExecutable``) of a jit's first compiled call."""
+    return next(iter(jitted._caches.spmd.values())).program
+
+
 def _rand(*shape, seed=0):
     return np.random.default_rng(seed).normal(size=shape).astype(np.float32)
 
@@ -173,8 +178,8 @@ def test_jit_with_shardings_matches_one_device(mesh):
     assert [s.data.shape for s in r.addressable_shards] == [(4,)] * 4
     np.testing.assert_allclose(np.asarray(r), np.asarray(funcgrad.jit(f)(x, w)), rtol=1e-5)
     np.testing.assert_allclose(np.asarray(r), np.tanh(x @ w).sum(1) + 1.0, rtol=1e-5)
-    program = list(g._cache.values())[0][0]
-    assert g(x, w).sharding == r.sharding and len(g._cache) == 1
+    program = _program(g)
+    assert g(x, w).sharding == r.sharding and len(g._caches.spmd) == 1
     # XLA partitioned the program: per-device blocks, the sum over "y" an all-reduce
     hlo = program.as_text()
     assert "f32[4,6]" in hlo and "f32[6,2]" in hlo and "all-reduce" in hlo, hlo
@@ -201,19 +206,20 @@ def test_jit_with_shardings_errors(mesh):
     a = funcgrad.device_put(np.ones((4, 2)), NamedSharding(mesh, P("x")))
     b = funcgrad.device_put(np.ones(4), NamedSharding(funcgrad.make_mesh((4,), ("d",)), P("d")))
     with pytest.raises(ValueError, match=r"jit\(<lambda>\): the arguments and out_shardings must "
-                       r"lie on one mesh, but argument 0 \(its own sharding\) of shape \(4, 2\) "
-                       r"lies on Mesh\('x': 2, 'y': 2\) as PartitionSpec\('x'\) and argument 1 "
+                       r"lie on one mesh \(a call runs on one mesh\), but argument u \(its own "
+                       r"sharding\) of shape \(4, 2\) lies on Mesh\('x': 2, 'y': 2\) as "
+                       r"PartitionSpec\('x'\) and argument v "
                        r"\(its own sharding\) of shape \(4,\) lies on Mesh\('d': 4\) as "
                        r"PartitionSpec\('d'\)"):
         funcgrad.jit(lambda u, v: u.sum() + v.sum(), in_shardings=(None, None))(a, b)
     # the argument's position and path, its shape, the mesh and the spec
     k = funcgrad.jit(lambda t: t["w"].sum(), in_shardings=({"w": NamedSharding(mesh, P(None, "y"))},))
-    with pytest.raises(ValueError, match=r"jit\(<lambda>\): argument 0\['w'\] of shape \(4, 3\) "
+    with pytest.raises(ValueError, match=r"jit\(<lambda>\): argument t\['w'\] of shape \(4, 3\) "
                        r"\(float32\): dimension 1 of shape \(4, 3\) \(size 3\) is not divisible "
                        r"by 2, the size of mesh axes \('y',\) of Mesh\('x': 2, 'y': 2\) that "
                        r"PartitionSpec\(None, 'y'\) splits it over"):
         k({"w": np.ones((4, 3), np.float32)})
-    with pytest.raises(ValueError, match=r"jit\(<lambda>\): argument 0\['w'\] of shape \(6,\) "
+    with pytest.raises(ValueError, match=r"jit\(<lambda>\): argument t\['w'\] of shape \(6,\) "
                        r"\(float32\): PartitionSpec\(None, 'y'\) \(over Mesh\('x': 2, 'y': 2\)\) "
                        r"has 2 entries, more than the 1 dimensions"):
         k({"w": np.ones(6, np.float32)})
@@ -223,7 +229,7 @@ def test_jit_with_shardings_errors(mesh):
     h = funcgrad.jit(lambda a: a, in_shardings=NamedSharding(mesh, P("x", "y")))
     with pytest.raises(ValueError, match=r"dimension 1 of shape \(4, 3\) .* not divisible"):
         h(np.ones((4, 3)))
-    with pytest.raises(ValueError, match="one per positional argument"):
+    with pytest.raises(ValueError, match="one entry per non-static positional argument"):
         funcgrad.jit(lambda a: a, in_shardings=(None, None))(np.ones(4))
     # static/donated arguments and modules with shardings: test_sharded_training.py
 
@@ -240,7 +246,7 @@ def test_with_sharding_constraint_in_jit_eager_and_grad(mesh):
     g = funcgrad.jit(f, in_shardings=(row, None))
     np.testing.assert_allclose(float(np.asarray(g(x, w))), (np.tanh(x @ w) ** 2).sum(),
                                rtol=1e-5)
-    program = list(g._cache.values())[0][0]
+    program = _program(g)
     assert "f32[8,3]" in program.as_text()      # h is split over "y" as constrained
     # grad through the constraint (its transpose constrains the cotangent) and vmap over it
     dg = funcgrad.jit(funcgrad.grad(f), in_shardings=(row, None))(x, w)
@@ -275,11 +281,11 @@ def test_jit_dispatch_fast_path_and_trace_counts(mesh):
     p = params
     for i in range(4):
         p, out = g(p, x)
-    assert g.trace_count == 1 and len(g._cache) == 1
+    assert g.trace_count == 1 and len(g._caches.spmd) == 1
     # the first call placed nothing (every leaf laid out as wanted) and filled the fast table;
     # the outputs carry the out_shardings objects (equal shardings, other objects): one more
     # entry, which the later calls hit
-    assert len(g._fast) == 2
+    assert len(g._caches.spmd_fast) == 2
     assert p["w"].sharding == col and p["b"].sharding.spec == P("y") and out.sharding == row
     np.testing.assert_allclose(np.asarray(p["w"]), np.asarray(params["w"]) / 16, rtol=1e-6)
     np.testing.assert_allclose(np.asarray(p["b"]), np.full(4, 4.0), rtol=1e-6)
@@ -305,8 +311,8 @@ def test_programs_without_collectives_run_unserialised(mesh):
     total = funcgrad.jit(lambda a: a.sum(), in_shardings=s)
     v = funcgrad.device_put(np.ones((4, 8), np.float32), s)
     local(v), total(v)
-    assert not list(local._cache.values())[0][0]._collective
-    assert list(total._cache.values())[0][0]._collective       # an all-reduce
+    assert not _program(local)._collective
+    assert _program(total)._collective       # an all-reduce
     spmd.wait_for_previous_launch()
     for _ in range(3):
         v = local(v)
@@ -434,7 +440,7 @@ def test_shardings_inside_scan_cond_remat_and_nested_jit(mesh):
         assert [s.data.shape for s in c.addressable_shards] == [(4, 4)] * 4
     assert step.trace_count == 1
     # the constraint inside the scan body and the nested sharded jit reach XLA's partitioner
-    program = list(step._cache.values())[0][0].as_text()
+    program = _program(step).as_text()
     assert "f32[8,4]" in program, program       # c split over "y" inside the loop
 
 
@@ -447,7 +453,7 @@ def test_shardy_programs_and_constraints_over_other_meshes(mesh):
                      in_shardings=rows, out_shardings=rows)
     out = g(x)
     _close(out, np.sin(x) * 2.0)
-    program = list(g._cache.values())[0][0]
+    program = _program(g)
     # partitioned by Shardy: one sdy.mesh per mesh named, the other in its device order
     assert 'sdy.mesh @mesh = <["x"=2, "y"=2]>' in program.text
     assert 'sdy.mesh @mesh_1 = <["a"=2, "b"=2], device_ids=[0, 2, 1, 3]>' in program.text
@@ -474,6 +480,6 @@ def test_programs_with_gspmd_only_lowerings_fall_back_to_gspmd(mesh, monkeypatch
         out_shardings=NamedSharding(mesh, P("x")))
     out = g(x)
     _close(out, np.sin(x) * 2.0)
-    program = list(g._cache.values())[0][0]
+    program = _program(g)
     assert "sdy.mesh" not in program.text and "mhlo.sharding" in program.text
     assert "f32[8,2]" in program.as_text()
