@@ -73,6 +73,8 @@ class ReplicatedExecutable:
                 self.loaded = devices[0].client.compile_and_load(self.text, device_list, options)
         self.devices = devices
         in_avals = [v.aval for v in closed.jaxpr.constvars] + list(closed.in_avals)
+        backend.check_program(name, self.text,
+                              [global_of(a, ax, n) for a, ax in zip(in_avals, in_axes)], devices)
         self.in_shardings = [mapped_sharding(devices, a.ndim, ax)
                              for a, ax in zip(in_avals, in_axes)]
         # Over several processes' devices each process gets back its own part, as from JAX's
