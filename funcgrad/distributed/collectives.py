@@ -107,6 +107,8 @@ def _collective(kind, fn, x, first_only):
     except ProgramMismatchError as exc:   # named after the function the user called
         raise ProgramMismatchError(f"funcgrad.distributed.{fn}", exc.detail, exc.process,
                                    exc.mine, exc.theirs) from None
+    except DistributedError:   # a lost process, a process that never reached this program
+        raise
     except Exception as exc:
         raise DistributedError(
             f"funcgrad.distributed.{fn}: the collective over {len(devices)} devices of "

@@ -124,6 +124,9 @@ def _wait(client, key, other, where, deadline, timeout):
     # Python instructions) interrupts the wait
     while True:
         if runtime._state.failure is not None:
+            # the watchdog raises ProcessLostError in this thread right after it records the
+            # failure: give it the moment it needs, then say what is known
+            time.sleep(POLL_SECONDS)
             raise DistributedError(f"{where}: {runtime._state.failure}")
         left = deadline - time.monotonic()
         if left <= 0:
@@ -133,6 +136,8 @@ def _wait(client, key, other, where, deadline, timeout):
                 "repeats a program it has compiled before with other shapes, or is still busy)")
         try:
             return client.blocking_key_value_get(key, int(1000 * min(POLL_SECONDS, left)))
+        except DistributedError:   # the watchdog's ProcessLostError, arriving here
+            raise
         except Exception as exc:
             if "DEADLINE_EXCEEDED" not in str(exc):
                 raise DistributedError(f"{where}: could not read process {other}'s program from "

@@ -1,6 +1,6 @@
 """One process of test_program_check.py's two-process run: matching collective programs, then
-process 1 feeding different shapes / dtypes to ``all_reduce`` and to a global ``pmap``; prints
-what each step gave as one JSON line."""
+process 1 feeding different shapes / dtypes to ``all_reduce``, a global ``pmap`` and a sharded
+``jit`` over the global mesh; prints what each step gave as one JSON line."""
 import json
 import sys
 import time
@@ -11,6 +11,8 @@ import funcgrad
 import funcgrad.distributed as dist
 from funcgrad import lax
 from funcgrad.distributed import program_check
+from funcgrad.sharding import NamedSharding
+from funcgrad.sharding import PartitionSpec as P
 
 dist.initialize(initialization_timeout=30, heartbeat_timeout=10, shutdown_timeout=10,
                 program_check_timeout=20)
@@ -43,6 +45,14 @@ report["checks_after_matching"] = sum(program_check._counts.values())
 attempt("reduce_shape", lambda: dist.all_reduce(np.ones(5 if me == 0 else 6, np.float32)))
 attempt("reduce_dtype", lambda: dist.all_reduce(np.ones(7, np.float32 if me == 0 else np.int32)))
 attempt("pmap_shape", lambda: pmap_sum(np.ones((n, 4 if me == 0 else 5), np.float32)))
+# a sharded jit over the global mesh, fed rows of 4 / 5 columns
+rows = NamedSharding(funcgrad.make_mesh((2 * n,), ("d",)), P("d"))
+scaled = funcgrad.jit(lambda a: (a * 2.0).sum(1), in_shardings=rows,
+                      out_shardings=NamedSharding(rows.mesh, P()))
+attempt("jit_ok", lambda: scaled(funcgrad.make_array_from_process_local_data(
+    rows, np.full((n, 3), me + 1.0, np.float32))))
+attempt("jit_shape", lambda: scaled(funcgrad.make_array_from_process_local_data(
+    rows, np.ones((n, 4 if me == 0 else 5), np.float32))))
 # nothing was launched: the run goes on
 attempt("reduce_after", lambda: dist.all_reduce(np.full(2, me + 1.0, np.float32)))
 print(json.dumps(report), flush=True)

@@ -1,6 +1,7 @@
 """Processes that launch different multi-process programs raise ProgramMismatchError instead of
 hanging: the check against a stand-in coordination service (fast), and two real processes
-(``mismatch_worker.py``) feeding different shapes and dtypes to ``all_reduce`` and a ``pmap``."""
+(``mismatch_worker.py``) feeding different shapes and dtypes to ``all_reduce``, a ``pmap`` and a
+sharded ``jit`` over the global mesh."""
 import json
 import types
 
@@ -138,9 +139,11 @@ def test_two_processes_raise_on_mismatched_shapes_and_go_on():
         assert view["reduce_ok"]["value"] == [3.0] * 4
         assert view["pmap_ok"]["value"] == [[6.0] * 3] * 2      # 2 devices x (1 + 2) each
         assert view["checks_after_matching"] == 2               # once per compiled program
+        assert view["jit_ok"]["value"] == [6.0, 6.0, 12.0, 12.0]  # rows of 1s / 2s, x2, summed
         shapes = {"reduce_shape": ("(float32[5])", "(float32[6])"),
                   "reduce_dtype": ("(float32[7])", "(int32[7])"),
-                  "pmap_shape": ("(float32[4,4])", "(float32[4,5])")}
+                  "pmap_shape": ("(float32[4,4])", "(float32[4,5])"),
+                  "jit_shape": ("(float32[4,4])", "(float32[4,5])")}
         for step, pair in shapes.items():
             got = view[step]
             assert got["error"] == "ProgramMismatchError", got
@@ -153,3 +156,38 @@ def test_two_processes_raise_on_mismatched_shapes_and_go_on():
         assert view["reduce_shape"]["message"].startswith("funcgrad.distributed.all_reduce: ")
         assert view["pmap_shape"]["function"] == "pmap_<lambda>"
         assert view["reduce_after"]["value"] == [3.0, 3.0]
+
+
+LOST_WHILE_CHECKING = """
+import os, sys, time, numpy as np, funcgrad, funcgrad.distributed as dist
+dist.initialize(initialization_timeout=30, heartbeat_timeout=3, shutdown_timeout=10,
+                program_check_timeout=60)
+start = time.monotonic()
+if funcgrad.process_index() == 1:
+    time.sleep(2)
+    os._exit(3)                       # never reaches the all_reduce
+try:
+    dist.all_reduce(np.ones(3, np.float32))   # waits in the check for process 1
+except dist.ProcessLostError as error:
+    print(f"LOST after {time.monotonic() - start:.1f} s: {error.lost}", flush=True)
+    sys.exit(0)
+"""
+
+
+@pytest.mark.slow
+def test_a_process_lost_during_the_check_raises_process_lost():
+    """The check waits in short steps, so the watchdog's ProcessLostError still arrives."""
+    port = procs.free_port()
+    started = []
+    try:
+        for rank in range(2):
+            started.append(procs.start(["-c", LOST_WHILE_CHECKING], procs.environment(
+                FUNCGRAD_CPU_DEVICES=1, MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
+                WORLD_SIZE=2, RANK=rank)))
+        (code0, out0, err0), (code1, _, _) = procs.finish(started, timeout=45)
+    finally:
+        procs.kill(started)
+    assert code1 == 3
+    assert code0 == 0, err0[-3000:]
+    lost = next(line for line in out0.splitlines() if line.startswith("LOST"))
+    assert float(lost.split()[2]) < 2 + 3 + 5 and lost.endswith("(1,)")
