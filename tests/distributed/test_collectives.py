@@ -64,7 +64,11 @@ me = funcgrad.process_index()
 x = funcgrad.device_put(np.array([me + 1.0, -2.0 * (me + 1)], np.float32))
 with funcgrad.transfer_guard("disallow"):
     out = {op: dist.all_reduce(x, op) for op in ("sum", "mean", "max", "min")}
+# launches queued without waiting for each other (one replica per process): each sums right
+queued = [dist.all_reduce(funcgrad.device_put(np.full(3, 10.0 * i + me, np.float32)))
+          for i in range(30)]
 print(json.dumps({"values": {op: np.asarray(v).tolist() for op, v in out.items()},
+                  "queued": [np.asarray(q).tolist() for q in queued],
                   "on_own_device": all(v.device == x.device for v in out.values()),
                   "host": np.asarray(dist.all_reduce(np.int32(me + 5))).tolist()}))
 dist.shutdown()
@@ -93,3 +97,4 @@ def test_two_processes_of_one_device_each():
         assert view["values"] == {"sum": [3.0, -6.0], "mean": [1.5, -3.0], "max": [2.0, -2.0],
                                   "min": [1.0, -4.0]}
         assert view["on_own_device"] and view["host"] == 11
+        assert view["queued"] == [[20.0 * i + 1] * 3 for i in range(30)]
