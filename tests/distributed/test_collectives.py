@@ -81,16 +81,7 @@ def test_two_processes_of_one_device_each():
     re-labelled as a single-device Array on the process's device."""
     import json
     import distributed_procs as procs
-    port = procs.free_port()
-    started = []
-    try:
-        for rank in range(2):
-            started.append(procs.start(["-c", ONE_DEVICE_WORKER], procs.environment(
-                FUNCGRAD_CPU_DEVICES=1, MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
-                WORLD_SIZE=2, RANK=rank)))
-        results = procs.finish(started, timeout=60)
-    finally:
-        procs.kill(started)
+    results, _ = procs.run_ranks(["-c", ONE_DEVICE_WORKER], timeout=60, FUNCGRAD_CPU_DEVICES=1)
     for code, out, err in results:
         assert code == 0, err[-3000:]
         view = json.loads(out.strip().splitlines()[-1])

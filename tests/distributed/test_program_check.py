@@ -119,17 +119,8 @@ def test_initialize_checks_its_timeout():
 
 @pytest.mark.slow
 def test_two_processes_raise_on_mismatched_shapes_and_go_on():
-    port = procs.free_port()
-    started = []
-    try:
-        for rank in range(2):
-            started.append(procs.start(["tests/distributed/mismatch_worker.py"],
-                                       procs.environment(
-                                           FUNCGRAD_CPU_DEVICES=2, MASTER_ADDR="127.0.0.1",
-                                           MASTER_PORT=port, WORLD_SIZE=2, RANK=rank)))
-        results = procs.finish(started, timeout=90)
-    finally:
-        procs.kill(started)
+    results, _ = procs.run_ranks(["tests/distributed/mismatch_worker.py"], timeout=90,
+                                 FUNCGRAD_CPU_DEVICES=2)
     views = []
     for code, out, err in results:
         assert code == 0, err[-3000:]
@@ -177,16 +168,8 @@ except dist.ProcessLostError as error:
 @pytest.mark.slow
 def test_a_process_lost_during_the_check_raises_process_lost():
     """The check waits in short steps, so the watchdog's ProcessLostError still arrives."""
-    port = procs.free_port()
-    started = []
-    try:
-        for rank in range(2):
-            started.append(procs.start(["-c", LOST_WHILE_CHECKING], procs.environment(
-                FUNCGRAD_CPU_DEVICES=1, MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
-                WORLD_SIZE=2, RANK=rank)))
-        (code0, out0, err0), (code1, _, _) = procs.finish(started, timeout=45)
-    finally:
-        procs.kill(started)
+    ((code0, out0, err0), (code1, _, _)), _ = procs.run_ranks(
+        ["-c", LOST_WHILE_CHECKING], timeout=45, FUNCGRAD_CPU_DEVICES=1)
     assert code1 == 3
     assert code0 == 0, err0[-3000:]
     lost = next(line for line in out0.splitlines() if line.startswith("LOST"))
