@@ -6,6 +6,8 @@ one CPU device each, every library on its own gloo collectives over TCP:
 * funcgrad ``funcgrad.distributed.all_reduce(x)`` on a device array, and on a NumPy value
   (which it first copies to the device);
 * funcgrad ``pmap(lambda v: lax.psum(v, 'i'))`` over the run's devices (a compiled program);
+* the compiled program behind ``all_reduce`` launched bare (jaxlib's ``execute_sharded`` on a
+  prepared buffer, no funcgrad code per call): the time of XLA's gloo all-reduce itself;
 * ``torch.distributed.all_reduce(t)`` (gloo, in place on a CPU tensor);
 * JAX: ``jax.distributed.initialize`` + ``jax.pmap(lambda v: lax.psum(v, 'i'))``.
 
@@ -35,6 +37,7 @@ ROWS = {                # row name -> (worker kind, variant)
     "funcgrad all_reduce (device array)": ("funcgrad", "eager"),
     "funcgrad all_reduce (NumPy value)": ("funcgrad", "eager_host"),
     "funcgrad pmap(psum)": ("funcgrad", "pmap"),
+    "XLA psum program, bare launch": ("funcgrad", "bare"),
     "torch.distributed all_reduce (gloo)": ("torch", "all_reduce"),
     "JAX pmap(psum)": ("jax", "pmap"),
 }
@@ -76,15 +79,23 @@ def _funcgrad(rank, port, number, repeat):
     host = np.full(SIZE, rank + 1.0, np.float32)
     device = funcgrad.device_put(host)
     devices = funcgrad.devices()
-    stacked = sharding.put_pieces(ShapedArray((2, SIZE), np.float32, False),
-                                  sharding.mapped_sharding(tuple(devices), 2, 0), [host[None]],
-                                  funcgrad.local_devices())
+    row = funcgrad.device_put(host[None])   # this process's entry of the global pmap
     step = funcgrad.pmap(lambda v: lax.psum(v, "i"), axis_name="i", devices=devices)
+    dist.all_reduce(device)   # compiles the program behind all_reduce, launched bare below
+    from funcgrad.distributed import collectives
+    (program, *_), = collectives._program("sum", tuple(devices))._cache.values()
+    whole = sharding.assemble(ShapedArray((SIZE,), np.float32, False),
+                              sharding.mapped_sharding(tuple(devices), 1, None), [device._buf])
+
+    def bare():
+        return program.loaded.execute_sharded([whole._buf]) \
+            .disassemble_into_single_device_arrays()[0][0]
     calls = {
         "eager": (lambda: dist.all_reduce(device), np.asarray),
         "eager_host": (lambda: dist.all_reduce(host), np.asarray),
-        # this process's row of the pmap's output
-        "pmap": (lambda: step(stacked), lambda out: np.asarray(out._buf._arrays[0])),
+        # a pmap over every process's devices returns this process's part: its row
+        "pmap": (lambda: step(row), lambda out: np.asarray(out)[0]),
+        "bare": (bare, np.asarray),
     }
     result = _timed(calls, lambda o: o.block_until_ready(),
                     lambda: dist.sync_global_devices("round"), number, repeat)

@@ -14,6 +14,7 @@ Example:
 from funcgrad.distributed import checkpoint  # noqa: F401  (.save / .load, sharded checkpoints)
 from funcgrad.distributed.collectives import (all_reduce, broadcast_one_to_all,
                                               process_allgather, sync_global_devices)
+from funcgrad.distributed.program_check import ProgramMismatchError
 from funcgrad.distributed.runtime import (CoordinatorUnreachableError, DistributedError,
                                           ProcessLostError,
                                           coordinator_address, environment_source, initialize,
@@ -24,4 +25,5 @@ from funcgrad.lowering.backend import process_index
 __all__ = ["all_reduce", "process_allgather", "broadcast_one_to_all", "sync_global_devices",
            "initialize", "shutdown", "is_initialized", "coordinator_address",
            "environment_source", "DistributedError", "CoordinatorUnreachableError", "ProcessLostError",
+           "ProgramMismatchError",
            "process_index", "process_count", "devices", "local_devices", "device_count"]

@@ -22,6 +22,7 @@ from funcgrad import lax
 from funcgrad import numpy as jnp
 from funcgrad.core import dtypes
 from funcgrad.core.avals import ShapedArray
+from funcgrad.distributed.program_check import ProgramMismatchError
 from funcgrad.distributed.runtime import DistributedError
 from funcgrad.lowering import backend, sharding
 from funcgrad.lowering.array import Array, _BufferAval, device_put, sharding_for
@@ -103,6 +104,11 @@ def _collective(kind, fn, x, first_only):
                             [bufs[d] for d in local])
     try:
         out = _program(kind, devices)(arr)
+    except ProgramMismatchError as exc:   # named after the function the user called
+        raise ProgramMismatchError(f"funcgrad.distributed.{fn}", exc.detail, exc.process,
+                                   exc.mine, exc.theirs) from None
+    except DistributedError:   # a lost process, a process that never reached this program
+        raise
     except Exception as exc:
         raise DistributedError(
             f"funcgrad.distributed.{fn}: the collective over {len(devices)} devices of "

@@ -12,6 +12,7 @@ Example:
 """
 import atexit
 import ctypes
+import functools
 import sys
 import threading
 
@@ -21,6 +22,7 @@ from funcgrad.lowering import backend
 DEFAULT_INITIALIZATION_TIMEOUT = 300   # seconds; as long as a slow cluster needs to start
 DEFAULT_HEARTBEAT_TIMEOUT = 30         # seconds without news before a process counts as lost
 DEFAULT_SHUTDOWN_TIMEOUT = 300         # seconds shutdown waits for the other processes
+DEFAULT_PROGRAM_CHECK_TIMEOUT = 300    # seconds a new multi-process program waits for the others
 
 
 class DistributedError(RuntimeError):
@@ -174,7 +176,8 @@ class _Watchdog(threading.Thread):
 def initialize(coordinator_address=None, num_processes=None, process_id=None,
                local_device_ids=None, initialization_timeout=DEFAULT_INITIALIZATION_TIMEOUT,
                heartbeat_timeout=DEFAULT_HEARTBEAT_TIMEOUT,
-               shutdown_timeout=DEFAULT_SHUTDOWN_TIMEOUT):
+               shutdown_timeout=DEFAULT_SHUTDOWN_TIMEOUT,
+               program_check_timeout=DEFAULT_PROGRAM_CHECK_TIMEOUT):
     """Join this process to a run of ``num_processes`` processes that share one global device
     set, before funcgrad makes its first device client.
 
@@ -189,6 +192,13 @@ def initialize(coordinator_address=None, num_processes=None, process_id=None,
     this process's devices (on the CPU: ``range(n)`` gives n host devices, as
     ``FUNCGRAD_CPU_DEVICES=n`` does). ``heartbeat_timeout`` is how long the service waits
     without news from a process before it counts it as lost.
+
+    Each program over several processes' devices (a ``pmap``, a jit over a global mesh, an
+    eager collective) is compared across those processes when it is compiled
+    (``funcgrad.distributed.program_check``): processes that feed it different shapes or
+    dtypes, or launch different programs at that point, all raise ProgramMismatchError instead
+    of hanging; one that does not reach the program within ``program_check_timeout`` seconds
+    makes the others raise DistributedError. ``program_check_timeout=0`` turns the check off.
 
     Raises CoordinatorUnreachableError (naming the address) when no service answers in time,
     and DistributedError when called twice or after funcgrad's first client was made.
@@ -208,6 +218,10 @@ def initialize(coordinator_address=None, num_processes=None, process_id=None,
                 f"{backend.distributed_runtime().process_id} of "
                 f"{backend.distributed_runtime().num_processes} at "
                 f"{_state.coordinator_address}); call funcgrad.distributed.shutdown() first")
+        if isinstance(program_check_timeout, bool) or not isinstance(
+                program_check_timeout, (int, float)) or not program_check_timeout >= 0:
+            raise ValueError("funcgrad.distributed.initialize: program_check_timeout must be a "
+                             f"number of seconds >= 0 (0: no check), got {program_check_timeout!r}")
         address, count, pid, local_ids, source = _resolve(
             coordinator_address, num_processes, process_id, local_device_ids)
         if backend.started_platforms():
@@ -243,8 +257,12 @@ def initialize(coordinator_address=None, num_processes=None, process_id=None,
         if local_ids is not None:
             from funcgrad.config import config
             config.update("cpu_devices", len(local_ids))
+        from funcgrad.distributed import program_check
+        program_check.reset()
+        check = functools.partial(program_check.check, timeout=float(program_check_timeout)) \
+            if program_check_timeout else None
         backend.attach_distributed(backend.DistributedRuntime(
-            client, pid, count, float(initialization_timeout)))
+            client, pid, count, float(initialization_timeout), check))
         _state.service, _state.client = service, client
         _state.coordinator_address, _state.source = address, source
         _state.failure = None

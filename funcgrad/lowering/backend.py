@@ -128,6 +128,9 @@ class DistributedRuntime:
     process_id: int
     num_processes: int
     initialization_timeout: float
+    # check_program(name, module_text, global argument avals, devices): called once for each
+    # program compiled over several processes' devices; raises when the processes disagree
+    check_program: object = None
 
 
 def attach_distributed(runtime):
@@ -148,6 +151,17 @@ def attach_distributed(runtime):
 def distributed_runtime():
     """The DistributedRuntime attached to this process, or None in a single-process run."""
     return cpu.CPU.distributed
+
+
+def check_program(name, module_text, avals, devices):
+    """In a multi-process run, make sure every process whose devices ``devices`` include
+    compiled the same program here (``DistributedRuntime.check_program``); a no-op for a
+    program on one process's devices. Called once per compiled program, not per launch."""
+    runtime = cpu.CPU.distributed
+    if runtime is None or runtime.check_program is None:
+        return
+    if len({d.process_index for d in devices}) > 1:
+        runtime.check_program(name, module_text, avals, devices)
 
 
 def _usable(platform):

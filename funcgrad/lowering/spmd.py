@@ -9,7 +9,10 @@ argument and returns one per output (``lowering/sharding.py``'s ``ShardedArray``
 XLA:CPU runs each replica as a task of one thread pool; a replica that waits in a collective
 holds its thread, so several multi-device launches in flight at once can leave no thread for
 the replicas they wait for. The executable therefore waits for its previous launch before the
-next one (``_last``): launches stay asynchronous with respect to Python, one deep.
+next one (``_last``): launches stay asynchronous with respect to Python, one deep. A program
+with one replica in this process (one device per process of a multi-process run) holds one
+thread at a time, so its launches are queued without that wait (PjRt's CPU client runs
+collective launches one at a time, in order).
 
 A jitted function whose Jaxpr holds a ``pmap`` equation at its top level (or a nested ``jit``
 holding one) is compiled in pieces (``split_program``): the runs of equations between them as
@@ -46,7 +49,7 @@ class ReplicatedExecutable:
     ``closed``'s avals) or None (replicated)."""
 
     __slots__ = ("loaded", "devices", "in_shardings", "out_avals", "_handlers", "text",
-                 "_parts")
+                 "_parts", "_serial")
 
     def __init__(self, closed, devices, in_axes, out_axes, axis_env, name="pmap", donated=()):
         devices = tuple(devices)
@@ -73,12 +76,17 @@ class ReplicatedExecutable:
                 self.loaded = devices[0].client.compile_and_load(self.text, device_list, options)
         self.devices = devices
         in_avals = [v.aval for v in closed.jaxpr.constvars] + list(closed.in_avals)
+        backend.check_program(name, self.text,
+                              [global_of(a, ax, n) for a, ax in zip(in_avals, in_axes)], devices)
         self.in_shardings = [mapped_sharding(devices, a.ndim, ax)
                              for a, ax in zip(in_avals, in_axes)]
         # Over several processes' devices each process gets back its own part, as from JAX's
         # pmap: outputs are wrapped over this process's devices directly (reading the buffers
         # of an array over other processes' devices makes jaxlib try to import jax each time).
         mine = addressable(devices)
+        # one replica in this process holds one thread at most: its launches need no wait
+        # (PjRt's CPU client runs collective launches one at a time, in order)
+        self._serial = len(mine) > 1
         self.out_avals = [global_of(a, ax, n) for a, ax in zip(closed.out_avals, out_axes)]
         self._handlers = [_result_handler(_BufferAval(a), mapped_sharding(devices, a.ndim, ax))
                           for a, ax in zip(self.out_avals, out_axes)]
@@ -89,9 +97,12 @@ class ReplicatedExecutable:
     def __call__(self, bufs):
         """Run on multi-device buffers (one per input, laid out as ``in_shardings``); returns
         ShardedArrays (this process's part when the devices span several processes)."""
-        wait_for_previous_launch()
-        outs = self.loaded.execute_sharded(bufs).consume_with_handlers(self._handlers)
-        _last[0] = outs
+        if self._serial:
+            wait_for_previous_launch()
+            outs = self.loaded.execute_sharded(bufs).consume_with_handlers(self._handlers)
+            _last[0] = outs
+        else:
+            outs = self.loaded.execute_sharded(bufs).consume_with_handlers(self._handlers)
         if self._parts is not None:     # as JAX's pmap: each process gets its own part back
             return [process_part(b, a, *part)
                     for b, a, part in zip(outs, self.out_avals, self._parts)]

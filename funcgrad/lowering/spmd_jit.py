@@ -218,6 +218,7 @@ class SpmdExecutable:
                 # those outputs replicated, so every output is a NamedSharding
                 out_shardings = [s if s is not None else _replicated(mesh).with_rank(a.ndim)
                                  for s, a in zip(out_shardings, self.out_avals)]
+        backend.check_program(name, self.text, in_avals, devices)
         self.out_shardings = out_shardings
         self._execute = self.loaded.execute_sharded
         self._collective = has_collectives(self.as_text())

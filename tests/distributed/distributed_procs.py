@@ -63,3 +63,17 @@ def kill(processes):
             except ProcessLookupError:
                 pass
             process.wait(timeout=10)
+
+
+def run_ranks(args, count=2, timeout=TIME_LIMIT, **env):
+    """Run ``args`` as ranks 0..count-1 of one run on 127.0.0.1 (torchrun's variables, a free
+    port, ``env`` added); ((returncode, stdout, stderr) of each rank, the port)."""
+    port = free_port()
+    started = []
+    try:
+        for rank in range(count):
+            started.append(start(args, environment(MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
+                                                   WORLD_SIZE=count, RANK=rank, **env)))
+        return finish(started, timeout=timeout), port
+    finally:
+        kill(started)

@@ -64,7 +64,11 @@ me = funcgrad.process_index()
 x = funcgrad.device_put(np.array([me + 1.0, -2.0 * (me + 1)], np.float32))
 with funcgrad.transfer_guard("disallow"):
     out = {op: dist.all_reduce(x, op) for op in ("sum", "mean", "max", "min")}
+# launches queued without waiting for each other (one replica per process): each sums right
+queued = [dist.all_reduce(funcgrad.device_put(np.full(3, 10.0 * i + me, np.float32)))
+          for i in range(30)]
 print(json.dumps({"values": {op: np.asarray(v).tolist() for op, v in out.items()},
+                  "queued": [np.asarray(q).tolist() for q in queued],
                   "on_own_device": all(v.device == x.device for v in out.values()),
                   "host": np.asarray(dist.all_reduce(np.int32(me + 5))).tolist()}))
 dist.shutdown()
@@ -77,19 +81,11 @@ def test_two_processes_of_one_device_each():
     re-labelled as a single-device Array on the process's device."""
     import json
     import distributed_procs as procs
-    port = procs.free_port()
-    started = []
-    try:
-        for rank in range(2):
-            started.append(procs.start(["-c", ONE_DEVICE_WORKER], procs.environment(
-                FUNCGRAD_CPU_DEVICES=1, MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
-                WORLD_SIZE=2, RANK=rank)))
-        results = procs.finish(started, timeout=60)
-    finally:
-        procs.kill(started)
+    results, _ = procs.run_ranks(["-c", ONE_DEVICE_WORKER], timeout=60, FUNCGRAD_CPU_DEVICES=1)
     for code, out, err in results:
         assert code == 0, err[-3000:]
         view = json.loads(out.strip().splitlines()[-1])
         assert view["values"] == {"sum": [3.0, -6.0], "mean": [1.5, -3.0], "max": [2.0, -2.0],
                                   "min": [1.0, -4.0]}
         assert view["on_own_device"] and view["host"] == 11
+        assert view["queued"] == [[20.0 * i + 1] * 3 for i in range(30)]
