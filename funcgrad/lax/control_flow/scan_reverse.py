@@ -16,24 +16,11 @@ from funcgrad.lax import elementwise as ew
 from funcgrad.lax.control_flow.common import (
     _groups, _inexact, _intern, _nonzero, _parts, _permute, _split_linearize,
     _zero_tangents_to_values)
+from funcgrad.lax.control_flow.linear_split import split_known_linear
 from funcgrad.lax.control_flow.scans import scan, scan_p
 
 
-# --- shared by both rules: linear equations, residuals recomputed instead of saved ------
-def _split_known_linear(eqns, linear_inputs):
-    """(equations not reading linear values, equations that do, the set of linear vars):
-    a value is linear when it depends on one of ``linear_inputs``."""
-    lin_vars = set(linear_inputs)
-    known_eqns, lin_eqns = [], []
-    for eqn in eqns:
-        if any(type(a) is Var and a in lin_vars for a in eqn.invars):
-            lin_eqns.append(eqn)
-            lin_vars.update(eqn.outvars)
-        else:
-            known_eqns.append(eqn)
-    return known_eqns, lin_eqns, lin_vars
-
-
+# --- shared by both rules: residuals recomputed instead of saved ------------------------
 # Cheap elementwise primitives whose per-step results the backward loop recomputes from
 # another saved value rather than saving them too (e.g. 1 - t**2 from a saved t = tanh(x)).
 # Transcendental functions (tanh, logistic, exp) are saved, not recomputed: XLA:CPU copies a
@@ -103,7 +90,7 @@ def _scan_jvp_split(body, in_groups, out_groups, extra, consts, carry, xs, t_val
         return None
     e, pc, tc, pk, tk, px, tx = [[bj.invars[i] for i in g] for g in in_groups]
     ok, otk, oy, oty = [[bj.outvars[i] for i in g] for g in out_groups]
-    known_eqns, lin_eqns, lin_vars = _split_known_linear(bj.eqns, tc + tk + tx)
+    known_eqns, lin_eqns, lin_vars = split_known_linear(bj.eqns, tc + tk + tx)
     if any(type(v) is Var and v in lin_vars for v in ok + oy):
         return None
     invariant, hoisted = set(e + pc), []
@@ -320,7 +307,7 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, u
     # Which body values depend on linear inputs. A carry whose update depends on them is linear
     # too, even when its initial value is known (an instantiated zero tangent): fixed point.
     while True:
-        known_eqns, lin_eqns, lin_vars = _split_known_linear(
+        known_eqns, lin_eqns, lin_vars = split_known_linear(
             j.eqns, [v for v, lin in zip(j.invars, lin_in) if lin])
         changed = False
         for k in range(n_k):
