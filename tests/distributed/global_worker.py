@@ -80,6 +80,10 @@ def global_arrays():
     out["jit_sharded_out"] = shards(scaled)
     everyone = dist.process_allgather(np.asarray(scaled.addressable_shards[0].data))
     out["jit_gathered"] = np.asarray(everyone).tolist()
+    # shard_map over the global mesh: each device's block, a psum across the processes
+    squares = funcgrad.shard_map(lambda b: lax.psum(jnp.sum(b * b, 0, keepdims=True), "d"),
+                                 mesh=mesh, in_specs=P("d"), out_specs=P())(x)
+    out["shard_map"] = np.asarray(squares).tolist()
     try:
         np.asarray(scaled)
         out["read_error"] = None

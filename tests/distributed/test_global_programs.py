@@ -69,6 +69,9 @@ def test_sharded_jit_over_the_global_mesh(runs):
     assert alone["global_arrays"]["jit_gathered"] == [[[0.0, 3.0]]]
     assert sorted(s for v in pair for s in v["global_arrays"]["jit_sharded_out"]) == \
         sorted(alone["global_arrays"]["jit_sharded_out"])
+    # shard_map over the same mesh: the column sums of x * x, psummed over every process
+    for view in pair + [alone]:
+        assert view["global_arrays"]["shard_map"] == [[56.0, 84.0]]
     assert all("process_allgather" in v["global_arrays"]["read_error"] for v in pair)
     assert alone["global_arrays"]["read_error"] is None
 
