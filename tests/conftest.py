@@ -1,3 +1,7 @@
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -14,6 +18,28 @@ def x64():
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+@pytest.fixture
+def run_on_four_devices():
+    """Run pytest on case files in a subprocess with 4 host CPU devices (the device count is
+    fixed when funcgrad makes its client): ``run(*paths, timeout=300, env=None,
+    allow_skips=False)`` asserts that they pass (and that none skipped unless allowed) and
+    returns the finished process."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def run(*paths, timeout=300, env=None, allow_skips=False):
+        full_env = dict(os.environ, FUNCGRAD_CPU_DEVICES="4", FUNCGRAD_PLATFORM="cpu",
+                        PYTHONPATH=repo, **(env or {}))
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p",
+                               "no:cacheprovider", "-rs", *paths], env=full_env, cwd=repo,
+                              capture_output=True, text=True, timeout=timeout)
+        tail = (proc.stdout + proc.stderr)[-4000:]
+        assert proc.returncode == 0, tail
+        assert " passed" in proc.stdout, tail
+        assert allow_skips or "skipped" not in proc.stdout, tail
+        return proc
+    return run
 
 
 @pytest.fixture

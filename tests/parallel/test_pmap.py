@@ -15,15 +15,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 
 
-def test_pmap_cases_on_four_host_devices():
-    env = dict(os.environ, FUNCGRAD_CPU_DEVICES="4", FUNCGRAD_PLATFORM="cpu", PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p",
-                           "no:cacheprovider", os.path.join(HERE, "pmap_cases.py"),
-                           os.path.join(HERE, "pmap_transform_cases.py")],
-                          env=env, cwd=REPO, capture_output=True, text=True, timeout=540)
-    tail = (proc.stdout + proc.stderr)[-4000:]
-    assert proc.returncode == 0, tail
-    assert " passed" in proc.stdout and "skipped" not in proc.stdout, tail
+def test_pmap_cases_on_four_host_devices(run_on_four_devices):
+    run_on_four_devices(os.path.join(HERE, "pmap_cases.py"),
+                        os.path.join(HERE, "pmap_transform_cases.py"), timeout=540)
 
 
 def test_pmap_on_one_device_and_errors():

@@ -1,8 +1,6 @@
 """Runs ``shard_map_cases.py`` on 4 host CPU devices in a subprocess (the device count is fixed
 when funcgrad makes its client), and the checks of shard_map that one device allows here."""
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,17 +11,11 @@ from funcgrad import lax
 from funcgrad.sharding import P
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
 
 
-def test_shard_map_cases_on_four_host_devices():
-    env = dict(os.environ, FUNCGRAD_CPU_DEVICES="4", FUNCGRAD_PLATFORM="cpu", PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p",
-                           "no:cacheprovider", "-rs", os.path.join(HERE, "shard_map_cases.py")],
-                          env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+def test_shard_map_cases_on_four_host_devices(run_on_four_devices):
+    proc = run_on_four_devices(os.path.join(HERE, "shard_map_cases.py"), allow_skips=True)
     tail = (proc.stdout + proc.stderr)[-4000:]
-    assert proc.returncode == 0, tail
-    assert " passed" in proc.stdout, tail
     # the only test that may skip is the live comparison with JAX (when jax is not installed)
     skipped = [ln for ln in proc.stdout.splitlines() if ln.startswith("SKIPPED")]
     assert all("jax" in ln for ln in skipped), tail

@@ -2,8 +2,6 @@
 on 4 host CPU devices in a subprocess, then loads the checkpoint that run saved from a
 sharded model here, on one device."""
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -12,20 +10,13 @@ import funcgrad
 import funcgrad.nn as nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
 
 
 @pytest.mark.slow      # about 40 s: each case compiles SPMD training steps
-def test_sharded_training_cases_on_four_host_devices(tmp_path):
+def test_sharded_training_cases_on_four_host_devices(tmp_path, run_on_four_devices):
     path = str(tmp_path / "sharded_mlp.safetensors")
-    env = dict(os.environ, FUNCGRAD_CPU_DEVICES="4", FUNCGRAD_PLATFORM="cpu", PYTHONPATH=REPO,
-               SHARDED_SAVE_PATH=path)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p",
-                           "no:cacheprovider", os.path.join(HERE, "sharded_training_cases.py")],
-                          env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
-    tail = (proc.stdout + proc.stderr)[-4000:]
-    assert proc.returncode == 0, tail
-    assert " passed" in proc.stdout and "skipped" not in proc.stdout, tail
+    run_on_four_devices(os.path.join(HERE, "sharded_training_cases.py"), timeout=600,
+                        env={"SHARDED_SAVE_PATH": path})
     # the file a model split over 4 devices wrote loads unchanged into a one-device model
     funcgrad.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 8), nn.ReLU(),

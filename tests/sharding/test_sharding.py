@@ -1,8 +1,6 @@
 """Runs ``sharding_cases.py`` on 4 host CPU devices in a subprocess (the device count is fixed
 when funcgrad makes its client), and the single-device checks here."""
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -11,17 +9,10 @@ import funcgrad
 from funcgrad.sharding import Mesh, NamedSharding, P, PartitionSpec, SingleDeviceSharding
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
 
 
-def test_sharding_cases_on_four_host_devices():
-    env = dict(os.environ, FUNCGRAD_CPU_DEVICES="4", FUNCGRAD_PLATFORM="cpu", PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p",
-                           "no:cacheprovider", os.path.join(HERE, "sharding_cases.py")],
-                          env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
-    tail = (proc.stdout + proc.stderr)[-4000:]
-    assert proc.returncode == 0, tail
-    assert " passed" in proc.stdout and "skipped" not in proc.stdout, tail
+def test_sharding_cases_on_four_host_devices(run_on_four_devices):
+    run_on_four_devices(os.path.join(HERE, "sharding_cases.py"))
 
 
 def test_one_device_mesh_and_single_device_sharding():
