@@ -61,9 +61,16 @@ def _to_numpy(x):
         if str(x.dtype) == "torch.bfloat16":            # NumPy has no bfloat16: its bits
             import ml_dtypes
             import torch
-            return np.ascontiguousarray(x.view(torch.int16).numpy().view(ml_dtypes.bfloat16))
+            return _c_order(x.view(torch.int16).numpy().view(ml_dtypes.bfloat16))
         x = x.numpy()
-    return np.ascontiguousarray(np.asarray(x))
+    return _c_order(x)
+
+
+def _c_order(x):
+    """``x`` as a C-contiguous NumPy array of its own shape (``np.ascontiguousarray`` would
+    turn a 0-d value into shape (1,))."""
+    arr = np.asarray(x)
+    return arr if arr.flags.c_contiguous else arr.copy(order="C")
 
 
 def _encode_tree(obj, path, tensors, leaf=_to_numpy):

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import funcgrad
+import funcgrad.numpy as jnp
 from funcgrad import CheckpointError
 from funcgrad.checkpoint_header import MAX_HEADER
 
@@ -140,6 +141,20 @@ def test_roundtrip_nested_and_bfloat16(tmp_path):
     np.testing.assert_array_equal(out["w"], state["w"])
     assert out["opt"][0]["step"] == 3 and out["opt"]["lr"] == [0.1, None]
     assert out["opt"][0]["m"].dtype == ml_dtypes.bfloat16
+
+
+def test_zero_dimensional_arrays_keep_their_shape(tmp_path):
+    # flat (plain safetensors) and nested (funcgrad's tree metadata), funcgrad and NumPy values
+    flat, nested = str(tmp_path / "flat.safetensors"), str(tmp_path / "nested.safetensors")
+    funcgrad.save({"s": jnp.float32(3.5), "n": np.int32(-4), "v": jnp.ones(2)}, flat)
+    funcgrad.save({"opt": {"step": jnp.asarray(7, jnp.int32), "m": jnp.zeros(3)}}, nested)
+    out = funcgrad.load(flat)
+    assert out["s"].shape == () and float(out["s"]) == 3.5 and out["v"].shape == (2,)
+    assert out["n"].shape == () and int(out["n"]) == -4 and out["n"].dtype == np.int32
+    back = funcgrad.load(nested)["opt"]
+    assert back["step"].shape == () and int(back["step"]) == 7 and back["m"].shape == (3,)
+    st = pytest.importorskip("safetensors.numpy")
+    assert st.load_file(flat)["s"].shape == ()
 
 
 def test_save_into_missing_directory_names_the_target(tmp_path):
