@@ -153,6 +153,11 @@ def test_zero_dimensional_arrays_keep_their_shape(tmp_path):
     assert out["n"].shape == () and int(out["n"]) == -4 and out["n"].dtype == np.int32
     back = funcgrad.load(nested)["opt"]
     assert back["step"].shape == () and int(back["step"]) == 7 and back["m"].shape == (3,)
+
+
+def test_zero_dimensional_arrays_read_by_safetensors(tmp_path):
+    flat = str(tmp_path / "flat.safetensors")
+    funcgrad.save({"s": jnp.float32(3.5)}, flat)
     st = pytest.importorskip("safetensors.numpy")
     assert st.load_file(flat)["s"].shape == ()
 
