@@ -226,12 +226,7 @@ def module_case(lib):
         def step(ps, xb, yb):       # the same work as the module step: the loss returned too
             value, g = ns["value_and_grad"](loss)(ps, xb, yb)
             return [(w - 0.1 * gw, b - 0.1 * gb) for (w, b), (gw, gb) in zip(ps, g)], value
-        state = {"p": params}
-
-        def run_jax_step():
-            state["p"], value = step(state["p"], x, y)
-            ns["block"](value)
-        return run_jax_step, (lambda: float(loss(state["p"], x, y)))
+        return _training(ns, step, loss, params, (x, y), with_value=True)
     parallelize_module(model, S().mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()},
                        axis="model")
     opt = optim.SGD(model.parameters(), lr=0.1)
@@ -247,12 +242,15 @@ def module_case(lib):
     return run_step, (lambda: float(xent(model(x), y)))
 
 
-def _training(ns, jstep, loss, params, batch):
+def _training(ns, jstep, loss, params, batch, with_value=False):
+    """(one awaited step, the loss after the timed steps); ``with_value``: ``jstep`` returns
+    (new params, loss) and the step waits on the loss, as the module step does."""
     state = {"p": params}
 
     def run_step():
-        state["p"] = jstep(state["p"], *batch)
-        ns["block"](state["p"])
+        out = jstep(state["p"], *batch)
+        state["p"] = out[0] if with_value else out
+        ns["block"](out[1] if with_value else out)
     return run_step, (lambda: float(loss(state["p"], *batch)))
 
 
