@@ -16,6 +16,7 @@ from funcgrad.core.interpreters import Tracer
 from funcgrad.core.jaxpr import ClosedJaxpr, Jaxpr, Var
 from funcgrad.core.primitive import Primitive
 from funcgrad.core.values import aval_of
+from funcgrad.lax.control_flow.linear_split import linear_branch_outputs
 from funcgrad.lax import _hlo, shapes
 from funcgrad.lax import elementwise as ew
 from funcgrad.lax.control_flow.common import (
@@ -92,6 +93,11 @@ def _cond_jvp(primals, tangents, branches):
     if _split_linearize():
         p_out = cond_p.bind(index, *ops, branches=branches)
     return p_out, t_out
+
+
+# the branch index must be known; the outputs are linear when any branch makes them so
+cond_p.def_rule("linear_outputs", lambda eqn, reads: None if reads[0] else
+                linear_branch_outputs(eqn.params["branches"], reads[1:]))
 
 
 @cond_p.def_transpose

@@ -50,29 +50,37 @@ def split_known_linear(eqns, linear_inputs):
 
 
 def _linear_outputs(eqn, reads):
-    """Per output of ``eqn``: whether it depends on the inputs flagged in ``reads``; None when
-    that is not known for this primitive (then every output counts as linear)."""
-    name = eqn.prim.name
-    if name == "cond" and not reads[0]:
-        flags = [False] * len(eqn.outvars)
-        for branch in eqn.params["branches"]:
-            j = branch.jaxpr
-            _, _, lin = split_known_linear(j.eqns, [v for v, r in zip(j.invars, reads[1:]) if r])
-            flags = [f or (type(o) is Var and o in lin) for f, o in zip(flags, j.outvars)]
-        return flags
-    if name == "scan":
-        n_c, n_k = eqn.params["num_consts"], eqn.params["num_carry"]
-        j = eqn.params["jaxpr"].jaxpr
-        lin_in = list(reads)
-        while True:      # a carry updated from a linear value is linear: fixed point
-            _, _, lin = split_known_linear(j.eqns, [v for v, r in zip(j.invars, lin_in) if r])
-            grown = [k for k in range(n_k) if not lin_in[n_c + k]
-                     and type(j.outvars[k]) is Var and j.outvars[k] in lin]
-            if not grown:
-                return [type(o) is Var and o in lin for o in j.outvars]
-            for k in grown:
-                lin_in[n_c + k] = True
-    return None
+    """Per output of ``eqn``: whether it depends on the inputs flagged in ``reads``, from the
+    primitive's ``linear_outputs`` rule (``cond`` and ``scan`` define one, next to their other
+    rules); None without a rule (then every output counts as linear)."""
+    rule = eqn.prim.get_rule("linear_outputs")
+    return None if rule is None else rule(eqn, reads)
+
+
+def linear_carry_outputs(jaxpr, reads, num_consts, num_carry):
+    """Which outputs of a loop body ``jaxpr`` (consts, carry, xs -> carry, ys) depend on the
+    inputs flagged in ``reads``: a carry updated from a linear value is linear (fixed point)."""
+    lin_in = list(reads)
+    while True:
+        _, _, lin = split_known_linear(jaxpr.eqns,
+                                       [v for v, r in zip(jaxpr.invars, lin_in) if r])
+        grown = [k for k in range(num_carry) if not lin_in[num_consts + k]
+                 and type(jaxpr.outvars[k]) is Var and jaxpr.outvars[k] in lin]
+        if not grown:
+            return [type(o) is Var and o in lin for o in jaxpr.outvars]
+        for k in grown:
+            lin_in[num_consts + k] = True
+
+
+def linear_branch_outputs(branches, reads):
+    """Which outputs of a ``cond`` with ``branches`` depend on the operands flagged in
+    ``reads``: those that do in any branch."""
+    flags = [False] * len(branches[0].jaxpr.outvars)
+    for branch in branches:
+        j = branch.jaxpr
+        _, _, lin = split_known_linear(j.eqns, [v for v, r in zip(j.invars, reads) if r])
+        flags = [f or (type(o) is Var and o in lin) for f, o in zip(flags, j.outvars)]
+    return flags
 
 
 def _split(eqn, reads, flags):
@@ -97,4 +105,4 @@ def _split(eqn, reads, flags):
     return zeros, known_copy, linear_rest
 
 
-__all__ = ["split_known_linear"]
+__all__ = ["split_known_linear", "linear_carry_outputs", "linear_branch_outputs"]

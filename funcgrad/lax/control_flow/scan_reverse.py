@@ -16,7 +16,7 @@ from funcgrad.lax import elementwise as ew
 from funcgrad.lax.control_flow.common import (
     _groups, _inexact, _intern, _nonzero, _parts, _permute, _split_linearize,
     _zero_tangents_to_values)
-from funcgrad.lax.control_flow.linear_split import split_known_linear
+from funcgrad.lax.control_flow.linear_split import linear_carry_outputs, split_known_linear
 from funcgrad.lax.control_flow.scans import scan, scan_p
 
 
@@ -292,6 +292,10 @@ def _apply_hoisted(h, env):
     for t in tail:
         val = t.prim.bind(val, **t.params)
     return val
+
+
+scan_p.def_rule("linear_outputs", lambda eqn, reads: linear_carry_outputs(
+    eqn.params["jaxpr"].jaxpr, reads, eqn.params["num_consts"], eqn.params["num_carry"]))
 
 
 @scan_p.def_transpose
