@@ -86,6 +86,17 @@ def data(case):
             rng.integers(0, VOCAB, (BATCH, SEQ)).astype(np.int32))
 
 
+def dump_compiled(framework, case, jitted, *args):
+    """With ``FUNCGRAD_BENCH_DUMP=<folder>``: write the optimized HLO of a jitted step there (to
+    compare what two libraries hand the backend)."""
+    folder = os.environ.get("FUNCGRAD_BENCH_DUMP")
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+        text = jitted.lower(*args).compile().as_text()
+        with open(os.path.join(folder, f"{framework}_{case}.hlo.txt"), "w") as f:
+            f.write(text)
+
+
 def median_step_ms(step, steps, rounds=5, warmup=3):
     """Median over ``rounds`` of the mean wall time of ``steps`` calls of ``step`` (which must
     block until its result is ready)."""
@@ -120,6 +131,8 @@ def run_funcgrad(case, steps, jit=True):
     if jit:
         train_step = funcgrad.jit(train_step)
     x, y = (funcgrad.numpy.asarray(a) for a in data(case))
+    if jit:
+        dump_compiled("funcgrad", case, train_step, model, opt, x, y)
     return median_step_ms(lambda: train_step(model, opt, x, y).block_until_ready(), steps)
 
 
@@ -214,6 +227,8 @@ def run_jax(case, steps, jit=True):
         train_step = jax.jit(train_step)
     state = [params, jax.tree_util.tree_map(jnp.zeros_like, params)]
     x, y = (jnp.asarray(a) for a in data(case))
+    if jit:
+        dump_compiled("jax", case, train_step, state[0], state[1], x, y)
 
     def step():
         state[0], state[1], value = train_step(state[0], state[1], x, y)
@@ -481,6 +496,9 @@ def main():
     ap.add_argument("--eager", action="store_true",
                     help="the training steps without jit (funcgrad, JAX) vs PyTorch eager")
     ap.add_argument("--cases", default="lenet,lstm", help="comma-separated: lenet, lstm")
+    ap.add_argument("--frameworks", default="",
+                    help="comma-separated subset of the frameworks to compare (default: all "
+                         "installed)")
     args = ap.parse_args()
     if args.dispatch:
         print(json.dumps(DISPATCH[args.dispatch]()))
@@ -491,7 +509,8 @@ def main():
         return
     base = "funcgrad-eager" if args.eager else "funcgrad"
     names = [n for n in FRAMEWORKS if available(n) and not (args.gpu and n == "torch-1thread")
-             and n not in (JIT_ONLY if args.eager else EAGER_ONLY)]
+             and n not in (JIT_ONLY if args.eager else EAGER_ONLY)
+             and (not args.frameworks or n in args.frameworks.split(",") or n == base)]
     cases = {"lenet": "LeNet train step (batch 64)", "lstm": "LSTM LM train step (32x35)"}
     cases = {c: t for c, t in cases.items() if c in args.cases.split(",")}
     results = {(c, n): [] for c in cases for n in names}

@@ -22,18 +22,29 @@ Every row also prints "cpu ms": the least process CPU time per call over the rou
 (all threads of the process counted), which a loaded machine disturbs far less than the wall
 time (with PyTorch on one thread both libraries are measured alike).
 
+Row (4), with ``--gpu`` on a machine with an NVIDIA GPU: a 4096x4096 @ 4096x4096 product,
+int8 x int8 -> int32 against bfloat16, in funcgrad (``lax.dot_general`` with
+``preferred_element_type``, and ``quantize`` of a bfloat16 Linear: dynamic int8 against the
+bfloat16 layer), JAX and PyTorch (``torch._int_mm``), each library in its own process (two
+runtimes never share the GPU), the processes alternating round by round.
+
 Run: python bench/quantize.py [--repeats 7] [--calls 50] [--threads N] [--rows 1,2,3]
+     python bench/quantize.py --gpu [--repeats 5]          (row 4)
 """
 import argparse
 import functools
+import json
+import subprocess
 import os
 import statistics
 import sys
 import time
 import warnings
 
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
-os.environ.setdefault("FUNCGRAD_PLATFORM", "cpu")
+if "--gpu" not in sys.argv and "--gpu-library" not in sys.argv:
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    os.environ.setdefault("FUNCGRAD_PLATFORM", "cpu")
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -315,6 +326,134 @@ def _table(title, metric, variants, args):
     print(line)
 
 
+# --- row (4): int8 against bfloat16 products on a GPU ---------------------------------------------
+GPU_N = int(os.environ.get("FUNCGRAD_BENCH_GPU_N", 4096))
+
+
+def _device_name(lib):
+    if lib == "torch":
+        import torch
+        return torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
+    mod = __import__(lib)
+    d = mod.devices()[0]
+    return f"{d.platform}: {getattr(d, 'device_kind', d)}"
+
+
+def _gpu_operands():
+    rng = np.random.default_rng(0)
+    a8 = rng.integers(-127, 128, size=(GPU_N, GPU_N), dtype=np.int8)
+    b8 = rng.integers(-127, 128, size=(GPU_N, GPU_N), dtype=np.int8)
+    af = (rng.normal(size=(GPU_N, GPU_N)) / 8).astype(np.float32)
+    bf = (rng.normal(size=(GPU_N, GPU_N)) / 64).astype(np.float32)
+    return a8, b8, af, bf
+
+
+def _gpu_funcgrad(a8, b8, af, bf):
+    import ml_dtypes
+    import funcgrad
+    import funcgrad.numpy as jnp
+    from funcgrad import lax
+    from funcgrad.quantize import QuantizeConfig
+    A8, B8 = funcgrad.device_put(a8), funcgrad.device_put(b8)
+    A, B = (funcgrad.device_put(v.astype(ml_dtypes.bfloat16)) for v in (af, bf))
+    int_mm = funcgrad.jit(lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())),
+                                                       preferred_element_type=jnp.int32))
+    bf16_mm = funcgrad.jit(lambda a, b: a @ b)
+
+    def linear(x):
+        return x @ B
+    q_linear = funcgrad.jit(funcgrad.quantize(linear, QuantizeConfig()))
+    sync = lambda o: o.block_until_ready()
+    check = {"int8 product": lambda: np.asarray(int_mm(A8, B8)),
+             "dynamic int8 Linear": lambda: np.asarray(q_linear(A)).astype(np.float32)}
+    return ({"int8 product": functools.partial(int_mm, A8, B8),
+             "bf16 product": functools.partial(bf16_mm, A, B),
+             "dynamic int8 Linear": functools.partial(q_linear, A),
+             "bf16 Linear": functools.partial(funcgrad.jit(linear), A)}, sync, check)
+
+
+def _gpu_jax(a8, b8, af, bf):
+    import jax
+    import jax.numpy as jnp
+    A8, B8 = jax.device_put(a8), jax.device_put(b8)
+    A, B = jax.device_put(af).astype(jnp.bfloat16), jax.device_put(bf).astype(jnp.bfloat16)
+    int_mm = jax.jit(lambda a, b: jax.lax.dot_general(a, b, (((1,), (0,)), ((), ())),
+                                                      preferred_element_type=jnp.int32))
+    bf16_mm = jax.jit(lambda a, b: a @ b)
+    sync = lambda o: o.block_until_ready()
+    return ({"int8 product": functools.partial(int_mm, A8, B8),
+             "bf16 product": functools.partial(bf16_mm, A, B)}, sync,
+            {"int8 product": lambda: np.asarray(int_mm(A8, B8))})
+
+
+def _gpu_torch(a8, b8, af, bf):
+    import torch
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    A8, B8 = torch.from_numpy(a8).to(dev), torch.from_numpy(b8).to(dev)
+    A = torch.from_numpy(af).to(dev, torch.bfloat16)
+    B = torch.from_numpy(bf).to(dev, torch.bfloat16)
+    sync = (lambda o: torch.cuda.synchronize()) if dev.type == "cuda" else (lambda o: None)
+    return ({"int8 product": functools.partial(torch._int_mm, A8, B8),
+             "bf16 product": functools.partial(torch.matmul, A, B)}, sync,
+            {"int8 product": lambda: torch._int_mm(A8, B8).cpu().numpy()})
+
+
+def gpu_library(name, repeats, calls):
+    """One library's row (4) in this process: JSON of ms per call (median of ``repeats``) and
+    checksums of the products."""
+    a8, b8, af, bf = _gpu_operands()
+    fns, sync, check = {"funcgrad": _gpu_funcgrad, "jax": _gpu_jax,
+                        "torch": _gpu_torch}[name](a8, b8, af, bf)
+    ms = measure({k: (fn, sync, None) for k, fn in fns.items()}, repeats, calls)
+    exact = a8[:64].astype(np.int32) @ b8.astype(np.int32)
+    ref = af.astype(np.float32) @ bf.astype(np.float32)
+    errors = {}
+    for key, fn in check.items():
+        out = fn()
+        errors[key] = (int(np.abs(out[:64] - exact).max()) if key == "int8 product"
+                       else float(np.abs(out - ref).max() / np.abs(ref).max()))
+    print(json.dumps({"ms": ms, "errors": errors, "device": _device_name(name)}))
+
+
+def row4(args):
+    libs = ["funcgrad"] + [n for n in ("jax", "torch") if _importable(n)]
+    results = {lib: [] for lib in libs}
+    for _ in range(args.gpu_rounds):
+        for lib in libs:
+            proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--gpu-library", lib,
+                                   "--repeats", str(args.repeats), "--calls", str(args.calls)],
+                                  capture_output=True, text=True, timeout=600)
+            if proc.returncode:
+                raise SystemExit(f"row 4, {lib}: exit {proc.returncode}\n{proc.stderr[-3000:]}")
+            results[lib].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    flops = 2 * GPU_N ** 3
+    print(f"\n(4) {GPU_N}x{GPU_N} @ {GPU_N}x{GPU_N} on the GPU; ms per call (median of "
+          f"{args.gpu_rounds} processes x {args.repeats} x {args.calls} calls), T(FL)OP/s; int8 "
+          "error: max |difference| from NumPy's int32 product (rows 0-63); Linear error: max "
+          "|difference| / max |value| against the float32 product")
+    print("devices: " + "; ".join(f"{lib} {runs[0]['device']}" for lib, runs in results.items()))
+    print(f"{'library':<9} {'variant':<20} {'ms':>8} {'TOP/s':>7} {'error':>9}")
+    ms = {}
+    for lib, runs in results.items():
+        for key in runs[0]["ms"]:
+            ms[lib, key] = statistics.median(r["ms"][key] for r in runs)
+            err = runs[-1]["errors"].get(key, "")
+            print(f"{lib:<9} {key:<20} {ms[lib, key]:8.3f} {flops / ms[lib, key] / 1e9:7.1f} "
+                  f"{err!s:>9}")
+    line = (f"funcgrad int8 / bf16 product: {ms['funcgrad', 'int8 product'] / ms['funcgrad', 'bf16 product']:.2f}x"
+            f"; dynamic int8 Linear / bf16 Linear: "
+            f"{ms['funcgrad', 'dynamic int8 Linear'] / ms['funcgrad', 'bf16 Linear']:.2f}x")
+    for lib in libs[1:]:
+        line += (f"; funcgrad / {lib}: int8 {ms['funcgrad', 'int8 product'] / ms[lib, 'int8 product']:.2f}x"
+                 f", bf16 {ms['funcgrad', 'bf16 product'] / ms[lib, 'bf16 product']:.2f}x")
+    print(line)
+
+
+def _importable(name):
+    import importlib.util
+    return importlib.util.find_spec(name) is not None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=7)
@@ -323,11 +462,18 @@ def main():
     ap.add_argument("--rows", default="1,2,3")
     ap.add_argument("--lm-steps", type=int, default=150)
     ap.add_argument("--lenet-epochs", type=int, default=2)
+    ap.add_argument("--gpu", action="store_true", help="row (4) on the GPU instead of rows 1-3")
+    ap.add_argument("--gpu-rounds", type=int, default=3)
+    ap.add_argument("--gpu-library", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.gpu_library:
+        return gpu_library(args.gpu_library, args.repeats, args.calls)
+    if args.gpu:
+        args.rows = "4"
     if args.threads:
         import torch
         torch.set_num_threads(args.threads)
-    rows = {"1": row1, "2": row2, "3": row3}
+    rows = {"1": row1, "2": row2, "3": row3, "4": row4}
     print("load average (1, 5, 15 min) at start: %.2f %.2f %.2f" % os.getloadavg())
     for r in args.rows.split(","):
         rows[r](args)

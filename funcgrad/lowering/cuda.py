@@ -25,8 +25,10 @@ import numpy as np
 from jaxlib import xla_client as xc
 
 from funcgrad.core import dtypes, errors
-from funcgrad.lax import callbacks, linalg
+from funcgrad.lax import _hlo, callbacks, linalg
+from funcgrad.lax.convolution import _conv_lowering, conv_general_dilated_p
 from funcgrad.lax.dot import _dot_general_lowering, dot_general_p
+from funcgrad.lowering.mlir import LoweringRuleContext
 from funcgrad.lowering import platforms
 from funcgrad.lowering.pjrt_plugin import PluginPlatform
 
@@ -190,6 +192,38 @@ def _dot_general_lowering_cuda(ctx, lhs, rhs, **params):
 
 
 dot_general_p.def_lowering(_dot_general_lowering_cuda, platform="cuda")
+
+
+def _float_type_holding(int_dtype):
+    """The float type whose products of two ``int_dtype`` values are exact: float32 for 8-bit
+    integers (a product below 2**15, a sum exact while below 2**24), float64 otherwise."""
+    return np.dtype(np.float32) if np.dtype(int_dtype).itemsize == 1 else np.dtype(np.float64)
+
+
+def _conv_lowering_cuda(ctx, lhs, rhs, **params):
+    """XLA:GPU hands convolutions to cuDNN, which multiplies integers only as int8 in
+    channels-last layouts with channel counts a multiple of 4; XLA rejects every other integer
+    convolution ("Unsupported convs"). Integer convolutions (``quantize``'s int8 ones, say) run
+    as convolutions of the same integers in float32 at full precision (float64 for wider
+    integers), converted back: exact while every partial sum of an int8 x int8 product stays
+    below 2**24 (fewer than 1024 terms of full-scale values; beyond that rounded as float32
+    sums are), and for wider integers while below 2**53."""
+    (lhs_aval, rhs_aval), out_aval = ctx.avals_in, ctx.avals_out[0]
+    if not dtypes.is_integer(lhs_aval.dtype):
+        return _conv_lowering(ctx, lhs, rhs, **params)
+    ftype = _float_type_holding(lhs_aval.dtype)
+    float_ctx = LoweringRuleContext(ctx.module, [lhs_aval.update(dtype=ftype),
+                                                 rhs_aval.update(dtype=ftype)],
+                                    [out_aval.update(dtype=ftype)], ctx.platform, ctx.axis_env,
+                                    ctx.host_callbacks)
+    out = _conv_lowering(float_ctx, _hlo.convert(lhs, lhs_aval, ftype),
+                         _hlo.convert(rhs, rhs_aval, ftype),
+                         **dict(params, precision=("HIGHEST", "HIGHEST"),
+                                preferred_element_type=None))
+    return _hlo.convert(out, float_ctx.avals_out[0], out_aval.dtype)
+
+
+conv_general_dilated_p.def_lowering(_conv_lowering_cuda, platform="cuda")
 
 
 # --- host callbacks: the handlers of the plugin's extension module ----------------------------

@@ -16,6 +16,7 @@ from funcgrad import lax
 from funcgrad import numpy as jnp
 from funcgrad.lax.convolution import conv_general_dilated_p
 from funcgrad.lax.dot import dot_general_p
+from funcgrad.lax.precision import canonicalize_precision
 from funcgrad.quantize import QuantizeConfig
 from funcgrad.quantize.rewrite import Geometry, _blocked_weight, weight_product
 from funcgrad.transforms.custom_derivatives import custom_jvp
@@ -32,9 +33,15 @@ STATIC = QuantizeConfig(activation="static", activation_dtype="uint8",
 WEIGHT_ONLY = QuantizeConfig(activation="none")
 
 
+def _float_precision():
+    """The precision of the float products built here: ``default_matmul_precision``'s, as
+    ``lax.dot_general`` gives when none is named (TensorFloat-32 on a GPU by default)."""
+    return canonicalize_precision(None, "funcgrad.quantization")
+
+
 def _dot_params(x, rhs_contract=1):
-    return dict(dimension_numbers=(((x.ndim - 1,), (rhs_contract,)), ((), ())), precision=None,
-                preferred_element_type=None)
+    return dict(dimension_numbers=(((x.ndim - 1,), (rhs_contract,)), ((), ())),
+                precision=_float_precision(), preferred_element_type=None)
 
 
 def _straight_through(quantized, float_fn, x, arrays):
@@ -150,8 +157,8 @@ def conv2d_product(x, qw, sw, zw, cfg, stride, padding, dilation, groups, act_sc
     dn = lax.ConvDimensionNumbers((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2))
     params = dict(window_strides=tuple(stride), padding=tuple(tuple(p) for p in padding),
                   lhs_dilation=(1, 1), rhs_dilation=tuple(dilation), dimension_numbers=dn,
-                  feature_group_count=int(groups), batch_group_count=1, precision=None,
-                  preferred_element_type=None)
+                  feature_group_count=int(groups), batch_group_count=1,
+                  precision=_float_precision(), preferred_element_type=None)
     # XLA:CPU's float convolutions are several times faster than its int8 ones: multiply
     # the integers (zero points subtracted: at most 255 in size) as float32 where that is
     # exact, every partial sum below 2**24

@@ -78,5 +78,8 @@ def test_under_jit_against_stored_pytorch_values(name, stored):
 @pytest.mark.parametrize("name", NAMES)
 def test_against_live_pytorch(name, live):
     _, inputs, fn, diff = _case(name)
-    want = live.run(name, inputs, fn, diff)
+    try:
+        want = live.run(name, inputs, fn, diff)
+    except AttributeError as err:      # a name newer than the installed PyTorch (2.11 lacks
+        pytest.skip(f"{name}: the installed PyTorch lacks it ({err})")   # linear_cross_entropy)
     _compare(harness.FuncgradLib().run(name, inputs, fn, diff), want, name)

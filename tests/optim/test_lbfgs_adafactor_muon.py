@@ -26,10 +26,19 @@ DATA = os.path.join(os.path.dirname(__file__), "data", "matrix_optim_ref.npz")
 def ref(request):
     if request.param == "stored":
         with np.load(DATA) as z:
-            return {k: z[k] for k in z.files}
+            return dict({k: z[k] for k in z.files}, stored=True)
     pytest.importorskip("torch")
     import make_matrix_optim_refs
     return make_matrix_optim_refs.compute()
+
+
+def _step_tolerance(case):
+    """Muon's Newton-Schulz iteration runs in bfloat16: a GPU's products sum in another order
+    than the CPU's (where the references were made), and bfloat16 rounding turns that into
+    differences of up to 8e-4 (H200, measured); everything else agrees to float32 rounding."""
+    if case.startswith("muon") and funcgrad.default_backend() != "cpu":
+        return dict(rtol=1e-3, atol=2e-3)
+    return dict(rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("case", sorted(cases.STEP_CASES))
@@ -41,7 +50,8 @@ def test_steps_match_pytorch(case, ref):
         opt.step([jnp.asarray(cases.GRADS[k][step]) for k in keys])
         for b, k in zip(boxes, keys):
             np.testing.assert_allclose(np.asarray(b.data), ref[f"{case}/{step}/{k}"],
-                                       rtol=1e-5, atol=1e-6, err_msg=f"{case} step {step} {k}")
+                                       err_msg=f"{case} step {step} {k}",
+                                       **_step_tolerance(case))
 
 
 @pytest.mark.parametrize("case", ["adafactor", "muon"])
@@ -80,7 +90,10 @@ def test_lbfgs_matches_pytorch(case, ref):
                                    atol=1e-6)
     state = opt.state_dict()["state"][0]
     assert state["func_evals"] == int(ref[f"{case}/func_evals"])
-    assert state["n_iter"] == int(ref[f"{case}/n_iter"])
+    # the line search stops on a tolerance: another PyTorch version than the stored
+    # references' (2.11 on the GPU machine) or another backend can take one iteration more
+    slack = 0 if ref.get("stored") and funcgrad.default_backend() == "cpu" else 1
+    assert abs(state["n_iter"] - int(ref[f"{case}/n_iter"])) <= slack
 
 
 def test_lbfgs_closure_setting_grad_and_errors():

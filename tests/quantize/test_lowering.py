@@ -68,7 +68,9 @@ def test_transposed_affine_weights_keep_their_zero_points():
     got = np.asarray(funcgrad.quantize(lambda a: a @ w.T, cfg)(x))
     traced = funcgrad.quantize(lambda a, v: a @ v.T, cfg.replace(weight_argnums=(1,)))
     np.testing.assert_allclose(got, np.asarray(traced(x, w)), rtol=0, atol=1e-6)
-    np.testing.assert_allclose(got, x @ w.T, atol=0.05)
+    qx, sx, zx = ref.affine_quant(x, (1,))                 # the scheme, in NumPy
+    qw, sw, zw = ref.affine_quant(w.T, (0,))
+    np.testing.assert_allclose(got, ((qx - zx) @ (qw - zw)) * sx * sw, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("cfg", [products.DYNAMIC_X86, products.STATIC, products.WEIGHT_ONLY])
@@ -92,6 +94,30 @@ def test_linear_product_pretransposed_weight_is_the_same_product(cfg):
     else:
         want = xs @ (qw.astype(np.float32) * s[:, None]).T
     np.testing.assert_allclose(np.asarray(a), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("precision", [None, "highest"])
+def test_float_products_follow_default_matmul_precision(precision):
+    # the dequantized (weight-only) float products of the quantized modules take
+    # default_matmul_precision as lax.dot_general does (a GPU's TensorFloat-32 otherwise);
+    # integers multiplied as floats need no more (TensorFloat-32 holds them exactly)
+    w = RNG.normal(size=(12, 20)).astype(np.float32)
+    s = (np.abs(w).max(axis=1) / 127).astype(np.float32)
+    qw = jnp.asarray(quantize_weight_values(w, s, np.zeros(12), 0))
+    x = RNG.normal(size=(5, 20)).astype(np.float32)
+    kernel = jnp.asarray(RNG.integers(-127, 128, size=(4, 3, 3, 3)).astype(np.int8))
+    img = RNG.normal(size=(2, 3, 8, 8)).astype(np.float32)
+    with funcgrad.default_matmul_precision(precision):
+        dot = funcgrad.make_jaxpr(lambda a: products.linear_product(
+            a, qw, jnp.asarray(s), 0, products.WEIGHT_ONLY))(x)
+        conv = funcgrad.make_jaxpr(lambda a: products.conv2d_product(
+            a, kernel, jnp.asarray(np.full(4, 0.01, np.float32)), 0, products.WEIGHT_ONLY,
+            (1, 1), ((1, 1), (1, 1)), (1, 1), 1))(img)
+    want = None if precision is None else ("HIGHEST", "HIGHEST")
+    for closed, name in ((dot, "dot_general"), (conv, "conv_general_dilated")):
+        eqns = [e for e in all_eqns(closed.jaxpr) if e.prim.name == name
+                and str(e.invars[0].aval.dtype) == "float32"]
+        assert eqns and all(e.params["precision"] == want for e in eqns), name
 
 
 def test_quantized_lstm_transposes_the_recurrent_weight_outside_its_loop():
