@@ -11,7 +11,7 @@ from funcgrad.core.jaxpr import ClosedJaxpr, Eqn, Jaxpr, Var
 from funcgrad.core.primitive import out_avals
 from funcgrad.core.values import aval_of
 from funcgrad.lax.callbacks import reraise_host_error
-from funcgrad.lowering import backend
+from funcgrad.lowering import backend, eager_partitioned
 from funcgrad.lowering import transfer_guard as _guard
 from funcgrad.lowering.array import Array, device_put, put_numpy, sharding_for, transfer
 from funcgrad.lowering.executable import compile_closed_jaxpr
@@ -95,7 +95,10 @@ class EagerInterpreter(Interpreter):
         return self._process_general(prim, args, params)
 
     def _process_general(self, prim, args, params):
-        """Operands that are NumPy values, Python scalars, or Arrays on several devices."""
+        """Operands that are NumPy values, Python scalars, or Arrays on several devices (one
+        laid out over a mesh makes the operation a program over that mesh)."""
+        if eager_partitioned.mesh_operand(args):
+            return eager_partitioned.run_partitioned(prim, params, _params_key(params), args)
         device = None
         for a in args:
             if type(a) is Array:
@@ -160,3 +163,4 @@ interpreters.set_root(eager_interpreter)
 def clear_caches():
     _op_cache.clear()
     _scalar_cache.clear()
+    eager_partitioned.clear_caches()
