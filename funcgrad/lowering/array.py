@@ -44,6 +44,9 @@ class DeviceSharding(_jax.SingleDeviceSharding):
     def devices_indices_map(self, shape):
         return {self._device: (slice(None),) * len(shape)}
 
+    def __repr__(self):
+        return f"SingleDeviceSharding(device={self._device!r})"
+
 
 _shardings = {}
 

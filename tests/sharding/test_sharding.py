@@ -23,6 +23,7 @@ def test_one_device_mesh_and_single_device_sharding():
     np.testing.assert_array_equal(np.asarray(a + 1), np.arange(6.0).reshape(3, 2) + 1)
     b = funcgrad.device_put(np.ones(2), SingleDeviceSharding(dev))
     assert isinstance(b.sharding, SingleDeviceSharding) and b.device == dev
+    assert repr(b.sharding) == f"SingleDeviceSharding(device={dev!r})"
 
 
 def test_partition_spec():
