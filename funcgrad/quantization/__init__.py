@@ -27,11 +27,12 @@ from funcgrad.quantization.observer import (HistogramObserver, MinMaxObserver,
                                             PlaceholderObserver, default_observer,
                                             per_channel_affine, per_channel_symmetric,
                                             per_tensor_affine, per_tensor_symmetric, qint8,
-                                            qint32, quint8)
+                                            qint32, quint8, float16)
 from funcgrad.quantization.qconfig import (QConfig, default_dynamic_qconfig,
                                            default_per_channel_weight_observer, default_qconfig,
                                            default_weight_observer, get_default_qat_qconfig,
-                                           get_default_qconfig, per_channel_dynamic_qconfig)
+                                           get_default_qconfig, per_channel_dynamic_qconfig,
+                                           float16_dynamic_qconfig)
 from funcgrad.quantization.torchao import (Float8DynamicActivationFloat8WeightConfig,
                                            Int4WeightOnlyConfig,
                                            Int8DynamicActivationInt8WeightConfig,
@@ -43,6 +44,7 @@ __all__ = [
     "quantize_dynamic", "fuse_modules", "fuse_conv_bn_eval", "prepare", "convert",
     "prepare_qat", "quantize_", "QConfig", "get_default_qconfig", "get_default_qat_qconfig",
     "default_qconfig", "default_dynamic_qconfig", "per_channel_dynamic_qconfig",
+    "float16_dynamic_qconfig",
     "default_weight_observer", "default_per_channel_weight_observer", "default_observer",
     "MinMaxObserver", "MovingAverageMinMaxObserver", "PerChannelMinMaxObserver",
     "HistogramObserver", "PlaceholderObserver", "FakeQuantize", "QuantStub", "DeQuantStub",
@@ -51,5 +53,5 @@ __all__ = [
     "DynamicQuantizedGRU", "QATLinear", "QATConv2d", "LinearReLU", "ConvReLU2d",
     "WeightQuantizedLinear", "Int8DynamicActivationInt8WeightConfig", "Int8WeightOnlyConfig",
     "Int4WeightOnlyConfig", "Float8DynamicActivationFloat8WeightConfig", "qint8", "quint8",
-    "qint32", "per_tensor_affine", "per_tensor_symmetric", "per_channel_affine",
+    "float16", "qint32", "per_tensor_affine", "per_tensor_symmetric", "per_channel_affine",
     "per_channel_symmetric"]

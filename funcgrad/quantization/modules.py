@@ -79,7 +79,10 @@ class _WeightHolder(Module):
         return 0 if self.weight_symmetric else self.weight_zero_point
 
     def qweight(self):
-        """The weight as a ``QArray`` (PyTorch's ``module.weight()``)."""
+        """The weight as a ``QArray`` (PyTorch's ``module.weight()``); float16 weights come
+        back as float32 values, as PyTorch's do."""
+        if getattr(self, "dtype", None) == "float16":
+            return self.weight.astype(np.float32)
         if self.per_channel:
             return QArray(self.weight, self.weight_scale, self.weight_zero_point, 0, "qint8")
         return QArray(self.weight, self.weight_scale[0], self.weight_zero_point[0], None,
@@ -249,6 +252,19 @@ class DeQuantize(Module):
 
 
 # --- dynamic quantization -------------------------------------------------------------------------
+def _float16_weights(weight_observer):
+    """Whether a qconfig's weight observer asks for float16 weights
+    (``float16_dynamic_qconfig``) rather than qint8 ones."""
+    return weight_observer is not None and getattr(weight_observer(), "dtype", None) == "float16"
+
+
+def _float16_values(w):
+    """``w`` rounded to float16, values beyond float16's range saturated to its largest finite
+    value (as PyTorch's fp16 packing does, which warns where it saturates)."""
+    big = np.finfo(np.float16).max
+    return np.clip(np.asarray(w, np.float32), -big, big).astype(np.float16)
+
+
 def _quantize_weight(w, weight_observer):
     """(int8 values, scale, zero_point, symmetric) of ``w`` by a fresh weight observer."""
     obs = weight_observer()
@@ -263,7 +279,9 @@ def _quantize_weight(w, weight_observer):
 class DynamicQuantizedLinear(_WeightHolder):
     """Linear with an int8 weight and activations quantized at run time, per tensor
     (``torch.ao.nn.quantized.dynamic.Linear``; PyTorch's x86 scheme: quint8 with
-    ``reduce_range``). Made by ``quantize_dynamic``.
+    ``reduce_range``). Made by ``quantize_dynamic``. With float16 weights
+    (``quantize_dynamic(..., dtype="float16")``) the weight is stored as float16 and the
+    product runs in float32, as PyTorch's fp16 dynamic Linear.
 
     Example:
         >>> from funcgrad.quantization.modules import DynamicQuantizedLinear
@@ -274,25 +292,37 @@ class DynamicQuantizedLinear(_WeightHolder):
         True
     """
 
+    dtype = "qint8"
+
     @classmethod
     def from_float(cls, mod, weight_observer=None, reduce_range=True):
         from funcgrad.quantization.qconfig import default_weight_observer
         m = cls.__new__(cls)
         Module.__init__(m)
         m.in_features, m.out_features = mod.in_features, mod.out_features
-        m._set_weight(*_quantize_weight(mod.weight, weight_observer or default_weight_observer))
+        if _float16_weights(weight_observer):
+            m.dtype = "float16"
+            m.register_buffer("weight", _arr(_float16_values(mod.weight), np.float16))
+        else:
+            m._set_weight(*_quantize_weight(mod.weight,
+                                            weight_observer or default_weight_observer))
         m.register_buffer("bias", None if mod.bias is None else _arr(mod.bias, np.float32))
         m.reduce_range = reduce_range
         return m
 
     def forward(self, x):
-        cfg = products.DYNAMIC_X86 if self.reduce_range else products.DYNAMIC_FULL
-        y = products.linear_product(x, self.weight, self.weight_scale, self._wzp(), cfg)
+        if self.dtype == "float16":
+            y = jnp.matmul(x, jnp.transpose(self.weight.astype(np.float32)))
+        else:
+            cfg = products.DYNAMIC_X86 if self.reduce_range else products.DYNAMIC_FULL
+            y = products.linear_product(x, self.weight, self.weight_scale, self._wzp(), cfg)
         return y if self.bias is None else y + self.bias
 
     def extra_repr(self):
-        return (f"in_features={self.in_features}, out_features={self.out_features}, "
-                f"dtype=torch.qint8, qscheme={self._qscheme()}")
+        s = f"in_features={self.in_features}, out_features={self.out_features}, "
+        if self.dtype == "float16":
+            return s + "dtype=torch.float16"
+        return s + f"dtype=torch.qint8, qscheme={self._qscheme()}"
 
 
 def _lstm_cell(mm, carry, xw):
@@ -317,8 +347,11 @@ class _DynamicRNN(Module):
     """LSTM / GRU with int8 ``weight_ih``/``weight_hh`` per layer and direction (PyTorch's
     names, with ``_scale``/``_zero_point`` buffers) and dynamically quantized inputs and
     hidden states: the input projection of all steps is one integer product, the recurrence
-    one integer product per step inside ``lax.scan``."""
+    one integer product per step inside ``lax.scan``. With float16 weights
+    (``quantize_dynamic(..., dtype="float16")``) the weights are float16 buffers and the
+    products run in float32."""
     mode = None
+    dtype = "qint8"
 
     @classmethod
     def from_float(cls, mod, weight_observer=None, reduce_range=True):
@@ -334,8 +367,12 @@ class _DynamicRNN(Module):
         m.reduce_range = reduce_range
         obs = weight_observer or default_weight_observer
         m._sym = {}
+        if _float16_weights(obs):
+            m.dtype = "float16"
         for name, p in mod.named_parameters():
-            if name.startswith("weight"):
+            if name.startswith("weight") and m.dtype == "float16":
+                m.register_buffer(name, _arr(_float16_values(p.data), np.float16))
+            elif name.startswith("weight"):
                 q, s, z, sym = _quantize_weight(p.data, obs)
                 m.register_buffer(name, _arr(q, np.int8))
                 m.register_buffer(name + "_scale", _arr(np.atleast_1d(s), np.float32))
@@ -348,6 +385,9 @@ class _DynamicRNN(Module):
     def _product(self, x, name, weight=None):
         """``x`` times the int8 weight ``name``; ``weight``: that weight transposed to (in,
         out) already (the recurrent weight, transposed once outside the loop)."""
+        if self.dtype == "float16":
+            w = jnp.transpose(getattr(self, name)) if weight is None else weight
+            return jnp.matmul(x, w.astype(np.float32))
         cfg = products.DYNAMIC_X86 if self.reduce_range else products.DYNAMIC_FULL
         zp = 0 if self._sym[name] else getattr(self, name + "_zero_point")
         return products.linear_product(x, getattr(self, name) if weight is None else weight,

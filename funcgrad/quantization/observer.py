@@ -130,7 +130,19 @@ class MinMaxObserver(_TorchQParams, _base.MinMaxObserver):
     def __init__(self, dtype=quint8, qscheme=per_tensor_affine, reduce_range=False,
                  quant_min=None, quant_max=None, eps=schemes.EPS, is_dynamic=False, **kwargs):
         _base.MinMaxObserver.__init__(self)
+        if _name(dtype) == float16:          # float16_dynamic_qconfig: no integer grid
+            self.dtype, self.qscheme, self.is_dynamic = float16, _name(qscheme), is_dynamic
+            self.reduce_range, self.eps = bool(reduce_range), float(eps)
+            self.quant_min = self.quant_max = self.format = None
+            self.has_customized_qrange = False
+            return
         self._setup(dtype, qscheme, reduce_range, quant_min, quant_max, eps, is_dynamic)
+
+    def calculate_qparams(self):
+        if self.dtype == float16:
+            raise ValueError("PlaceholderObserver(dtype=float16): a float16 placeholder has no "
+                             "scale or zero point (float16 weights are stored as float16)")
+        return super().calculate_qparams()
 
 
 class MovingAverageMinMaxObserver(_TorchQParams, _base.MovingAverageMinMaxObserver):
@@ -177,16 +189,33 @@ class PlaceholderObserver(_TorchQParams, _base.MinMaxObserver):
     """Records nothing that is used: marks a dtype/scheme for dynamic quantization, whose
     activation ranges are computed at run time (PyTorch's ``PlaceholderObserver``).
 
+    ``dtype="float16"`` (``float16_dynamic_qconfig``) marks float16 weights instead: no integer
+    grid and no qparams.
+
     Example:
         >>> from funcgrad.quantization import PlaceholderObserver
         >>> PlaceholderObserver(dtype="quint8", is_dynamic=True).is_dynamic
         True
+        >>> PlaceholderObserver(dtype="float16").dtype
+        'float16'
     """
 
     def __init__(self, dtype=quint8, qscheme=per_tensor_affine, reduce_range=False,
                  quant_min=None, quant_max=None, eps=schemes.EPS, is_dynamic=False, **kwargs):
         _base.MinMaxObserver.__init__(self)
+        if _name(dtype) == float16:          # float16_dynamic_qconfig: no integer grid
+            self.dtype, self.qscheme, self.is_dynamic = float16, _name(qscheme), is_dynamic
+            self.reduce_range, self.eps = bool(reduce_range), float(eps)
+            self.quant_min = self.quant_max = self.format = None
+            self.has_customized_qrange = False
+            return
         self._setup(dtype, qscheme, reduce_range, quant_min, quant_max, eps, is_dynamic)
+
+    def calculate_qparams(self):
+        if self.dtype == float16:
+            raise ValueError("PlaceholderObserver(dtype=float16): a float16 placeholder has no "
+                             "scale or zero point (float16 weights are stored as float16)")
+        return super().calculate_qparams()
 
 
 class HistogramObserver(_TorchQParams, _base.MinMaxObserver):

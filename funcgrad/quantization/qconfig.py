@@ -53,6 +53,10 @@ default_dynamic_qconfig = QConfig(activation=default_dynamic_quant_observer,
                                   weight=default_weight_observer)
 per_channel_dynamic_qconfig = QConfig(activation=default_dynamic_quant_observer,
                                       weight=default_per_channel_weight_observer)
+# quantize_dynamic(..., dtype=float16): float16 weights, float32 products
+float16_dynamic_qconfig = QConfig(
+    activation=obs.PlaceholderObserver.with_args(dtype=obs.float16, is_dynamic=True),
+    weight=obs.PlaceholderObserver.with_args(dtype=obs.float16))
 _BACKENDS = ("x86", "fbgemm", "qnnpack", "onednn")
 
 

@@ -28,7 +28,7 @@ from funcgrad.nn.module import Module
 from funcgrad.quantization import modules as qm
 from funcgrad.quantization.fake_quantize import FakeQuantize
 from funcgrad.quantization.fuse import ConvReLU2d, LinearReLU
-from funcgrad.quantization.qconfig import QConfig, default_dynamic_qconfig
+from funcgrad.quantization.qconfig import QConfig, default_dynamic_qconfig, float16_dynamic_qconfig
 
 _UNSET = object()
 
@@ -332,12 +332,23 @@ DYNAMIC_MAPPING = {nn.Linear: qm.DynamicQuantizedLinear, nn.LSTM: qm.DynamicQuan
                    nn.GRU: qm.DynamicQuantizedGRU}
 
 
+def _dtype_name(dtype):
+    """"qint8"/"float16" for PyTorch's dtype objects, NumPy dtypes and strings."""
+    name = str(dtype).replace("torch.", "")
+    try:
+        return "float16" if np.dtype(dtype) == np.float16 else name
+    except TypeError:
+        return name
+
+
 def quantize_dynamic(model, qconfig_spec=None, dtype="qint8", mapping=None, inplace=False):
     """Replace Linear, LSTM and GRU modules by dynamically quantized ones: int8 weights
     (PyTorch's default: per-tensor symmetric), activations quantized per tensor at run time
     (quint8 with reduce_range, as PyTorch's x86 kernels). ``qconfig_spec``: a set of module
     types (``{nn.Linear, nn.LSTM}``) or names, or a dict of types/names to QConfigs (``None``
-    skips); default: all three types. Returns the model (a copy unless ``inplace``).
+    skips); default: all three types. ``dtype="float16"`` (or ``np.float16``) stores float16
+    weights and multiplies in float32 (PyTorch's ``dtype=torch.float16``: half the size, no
+    integer rounding). Returns the model (a copy unless ``inplace``).
 
     Example:
         >>> from funcgrad.quantization import quantize_dynamic
@@ -345,14 +356,17 @@ def quantize_dynamic(model, qconfig_spec=None, dtype="qint8", mapping=None, inpl
         >>> [type(m).__name__ for m in q]
         ['DynamicQuantizedLSTM', 'Linear']
     """
-    if str(dtype).replace("torch.", "") != "qint8":
-        raise ValueError(f"quantize_dynamic: dtype {dtype!r} is not supported; funcgrad's "
-                         f"dynamic quantization stores qint8 weights")
+    default = {"qint8": default_dynamic_qconfig,
+               "float16": float16_dynamic_qconfig}.get(_dtype_name(dtype))
+    if default is None:
+        raise ValueError(f"quantize_dynamic: dtype {dtype!r} is not supported; use qint8 "
+                         f"(int8 weights, int8 products) or float16 (float16 weights, float32 "
+                         f"products)")
     mapping = dict(mapping or DYNAMIC_MAPPING)
     if qconfig_spec is None:
         qconfig_spec = set(mapping)
     if isinstance(qconfig_spec, (set, frozenset, list, tuple)):
-        qconfig_spec = {k: default_dynamic_qconfig for k in qconfig_spec}
+        qconfig_spec = {k: default for k in qconfig_spec}
     if not inplace:
         model = copy.deepcopy(model)
     qconfigs = _effective_qconfigs(model, None, qconfig_spec)

@@ -75,6 +75,25 @@ def test_dynamic_lstm(ref, data):
     np.testing.assert_allclose(y, ref["lstm_y"], atol=2e-4)
 
 
+@pytest.mark.parametrize("dtype", ["float16", np.float16, tq.float16])
+def test_dynamic_float16_linear_lstm_gru(ref, data, dtype):
+    # float16 weights (one saturated at 65504), float32 products: PyTorch's fp16 dynamic path
+    lin = nn.Linear(16, 8)
+    lin.load_state_dict({"weight": data["lin16_w"], "bias": data["lin_b"]})
+    q = tq.quantize_dynamic(nn.Sequential(lin), {nn.Linear}, dtype=dtype)[0]
+    assert q.weight.dtype == np.float16 and float(np.asarray(q.weight)[2, 3]) == 65504.0
+    np.testing.assert_allclose(np.asarray(q(jnp.asarray(data["lin_x"]))), ref["dyn16_y"],
+                               rtol=1e-6, atol=1e-5)
+    x = jnp.asarray(data["lstm_x"])
+    for kind, cls in (("lstm", nn.LSTM), ("gru", nn.GRU)):
+        rnn = cls(5, 6)
+        rnn.load_state_dict({k[len(kind) + 1:]: v for k, v in data.items()
+                             if k.startswith(kind + ".")})
+        qr = tq.quantize_dynamic(nn.Sequential(rnn), {cls}, dtype=dtype)[0]
+        assert qr.weight_hh_l0.dtype == np.float16
+        np.testing.assert_allclose(np.asarray(qr(x)[0]), ref[f"{kind}16_y"], atol=1e-6)
+
+
 @pytest.mark.parametrize("tag", ["minmax", "x86"])
 def test_static(ref, data, tag):
     c = static_model(data, QCONFIGS[tag])

@@ -182,6 +182,37 @@ def test_torchao_configs_match_the_transform():
     assert np.asarray(m[0].weight).min() >= -8 and np.asarray(m[0].weight).max() <= 7
 
 
+def test_float16_dynamic_modules_print_save_load_and_jit(tmp_path):
+    funcgrad.manual_seed(3)
+    model = nn.Sequential(nn.Linear(6, 32), nn.LSTM(32, 48))
+    q = tq.quantize_dynamic(model, {nn.Linear, nn.LSTM}, dtype="float16")
+    assert repr(q[0]) == ("DynamicQuantizedLinear(in_features=6, out_features=32, "
+                          "dtype=torch.float16)")
+    assert repr(q[1]) == "DynamicQuantizedLSTM(32, 48)"
+    sd = q.state_dict()
+    assert sd["0.weight"].dtype == np.float16 and sd["0.bias"].dtype == np.float32
+    assert sd["1.weight_hh_l0"].dtype == np.float16 and "1.weight_hh_l0_scale" not in sd
+    # the weights are the float model's rounded to float16; the output is the float model's
+    # up to that rounding
+    np.testing.assert_array_equal(np.asarray(sd["0.weight"]),
+                                  np.asarray(model[0].weight).astype(np.float16))
+    x = arr(4, 3, 6)
+    want = np.asarray(model[1](model[0](x))[0])
+    got = np.asarray(q[1](q[0](x))[0])
+    np.testing.assert_allclose(got, want, atol=2e-3)
+    jitted = funcgrad.jit(lambda m, v: m[1](m[0](v))[0])
+    np.testing.assert_allclose(np.asarray(jitted(q, x)), got, rtol=1e-6, atol=1e-6)
+    path, fpath = str(tmp_path / "q16.safetensors"), str(tmp_path / "f32.safetensors")
+    funcgrad.save(q, path)
+    funcgrad.save(model, fpath)
+    fresh = tq.quantize_dynamic(nn.Sequential(nn.Linear(6, 32), nn.LSTM(32, 48)),
+                                {nn.Linear, nn.LSTM}, dtype=np.float16)
+    fresh.load_state_dict(funcgrad.load(path))
+    np.testing.assert_array_equal(np.asarray(fresh[1](fresh[0](x))[0]), got)
+    import os
+    assert os.path.getsize(path) < 0.55 * os.path.getsize(fpath)     # half the weight bytes
+
+
 def test_errors():
     with pytest.raises(ValueError, match="saw no data"):
         tq.convert(tq.prepare(mlp().eval(), tq.default_qconfig))
@@ -195,8 +226,10 @@ def test_errors():
         tq.fuse_modules(nn.Sequential(nn.Conv2d(1, 1, 1), nn.BatchNorm2d(1)), ["0", "1"])
     with pytest.raises(ValueError, match="cannot fuse"):
         tq.fuse_modules(nn.Sequential(nn.ReLU(), nn.Linear(1, 1)), ["0", "1"])
-    with pytest.raises(ValueError, match="dtype 'float16' is not supported"):
-        tq.quantize_dynamic(mlp(), dtype="float16")
+    with pytest.raises(ValueError, match="dtype 'quint4x2' is not supported; use qint8"):
+        tq.quantize_dynamic(mlp(), dtype="quint4x2")
+    with pytest.raises(ValueError, match="float16 placeholder has no scale"):
+        tq.PlaceholderObserver(dtype="float16").calculate_qparams()
     with pytest.raises(TypeError, match="not FakeQuantize"):
         tq.prepare_qat(mlp(), tq.default_qconfig)
     with pytest.raises(TypeError, match="config must be one of"):

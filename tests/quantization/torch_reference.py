@@ -25,6 +25,11 @@ def inputs():
                                                 ("weight_hh_l0", (24, 6)),
                                                 ("bias_ih_l0", (24,)), ("bias_hh_l0", (24,)))}
     d.update(lstm)
+    d.update({f"gru.{k}": f(*s) / 3 for k, s in (("weight_ih_l0", (18, 5)),
+                                                 ("weight_hh_l0", (18, 6)),
+                                                 ("bias_ih_l0", (18,)), ("bias_hh_l0", (18,)))})
+    d["lin16_w"] = d["lin_w"].copy()
+    d["lin16_w"][2, 3] = 1e5              # beyond float16's range: saturated to 65504
     return d
 
 
@@ -49,6 +54,18 @@ def torch_results(d):
     ql = tq.quantize_dynamic(torch.nn.Sequential(lstm), {torch.nn.LSTM}, dtype=torch.qint8)
     out["lstm_y"] = ql[0](t["lstm_x"])[0].detach().numpy()
     out["lstm_float_y"] = lstm(t["lstm_x"])[0].detach().numpy()
+    # float16 dynamic: Linear, LSTM, GRU
+    lin16 = torch.nn.Linear(16, 8)
+    lin16.load_state_dict({"weight": t["lin16_w"], "bias": t["lin_b"]})
+    half = dict(dtype=torch.float16)
+    out["dyn16_y"] = tq.quantize_dynamic(torch.nn.Sequential(lin16), {torch.nn.Linear},
+                                         **half)(t["lin_x"]).detach().numpy()
+    out["lstm16_y"] = tq.quantize_dynamic(torch.nn.Sequential(lstm), {torch.nn.LSTM},
+                                          **half)[0](t["lstm_x"])[0].detach().numpy()
+    gru = torch.nn.GRU(5, 6)
+    gru.load_state_dict({k[4:]: t[k] for k in d if k.startswith("gru.")})
+    out["gru16_y"] = tq.quantize_dynamic(torch.nn.Sequential(gru), {torch.nn.GRU},
+                                         **half)[0](t["lstm_x"])[0].detach().numpy()
     # static: QuantStub, Conv+ReLU, Linear+ReLU, Linear, DeQuantStub
     for tag, qconfig in (("minmax", tq.QConfig(
             activation=tq.MinMaxObserver.with_args(reduce_range=True),
