@@ -130,19 +130,7 @@ class MinMaxObserver(_TorchQParams, _base.MinMaxObserver):
     def __init__(self, dtype=quint8, qscheme=per_tensor_affine, reduce_range=False,
                  quant_min=None, quant_max=None, eps=schemes.EPS, is_dynamic=False, **kwargs):
         _base.MinMaxObserver.__init__(self)
-        if _name(dtype) == float16:          # float16_dynamic_qconfig: no integer grid
-            self.dtype, self.qscheme, self.is_dynamic = float16, _name(qscheme), is_dynamic
-            self.reduce_range, self.eps = bool(reduce_range), float(eps)
-            self.quant_min = self.quant_max = self.format = None
-            self.has_customized_qrange = False
-            return
         self._setup(dtype, qscheme, reduce_range, quant_min, quant_max, eps, is_dynamic)
-
-    def calculate_qparams(self):
-        if self.dtype == float16:
-            raise ValueError("PlaceholderObserver(dtype=float16): a float16 placeholder has no "
-                             "scale or zero point (float16 weights are stored as float16)")
-        return super().calculate_qparams()
 
 
 class MovingAverageMinMaxObserver(_TorchQParams, _base.MovingAverageMinMaxObserver):
