@@ -76,26 +76,44 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
         Array([[ 8., 11.],
                [ 4.,  5.]], dtype=float32)
     """
-    if mode not in ("sum", "mean", "max"):
-        raise ValueError(f"F.embedding_bag: mode must be 'sum', 'mean' or 'max', got {mode!r}")
     if max_norm is not None:
         raise ValueError("F.embedding_bag: max_norm renormalizes the table in place, which "
                          "immutable arrays cannot do; renormalize the weight yourself")
-    idx, w = jnp.asarray(input), jnp.asarray(weight)
-    _F._check_ids_dtype("F.embedding_bag", idx)
+    w = jnp.asarray(weight)
     if w.ndim != 2:
         raise ValueError(f"F.embedding_bag: weight must be 2-d, got shape {tuple(w.shape)}")
+    return bag_reduce(input, lambda ids: jnp.take(w, ids, axis=0), w.shape, w.dtype, offsets,
+                      mode, per_sample_weights, include_last_offset, padding_idx)
+
+
+def bag_reduce(input, rows_of, table_shape, dtype, offsets=None, mode="mean",
+               per_sample_weights=None, include_last_offset=False, padding_idx=None,
+               where="F.embedding_bag"):
+    """``F.embedding_bag`` over a table read through ``rows_of(ids)`` (the rows at in-range
+    ``ids``, of ``dtype``): a quantized table dequantizes only the rows it gathers.
+
+    Example:
+        >>> from funcgrad.nn.functional_extra import bag_reduce
+        >>> table = jnp.arange(8.0).reshape(4, 2)
+        >>> bag_reduce(jnp.array([[0, 3]]), lambda ids: table[ids] * 10, (4, 2), "float32",
+        ...            mode="max")
+        Array([[60., 70.]], dtype=float32)
+    """
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"{where}: mode must be 'sum', 'mean' or 'max', got {mode!r}")
+    idx = jnp.asarray(input)
+    _F._check_ids_dtype(where, idx)
     psw = None if per_sample_weights is None else jnp.asarray(per_sample_weights)
     if psw is not None:
         if mode != "sum":
-            raise ValueError(f"F.embedding_bag: per_sample_weights is only supported for "
+            raise ValueError(f"{where}: per_sample_weights is only supported for "
                              f"mode='sum', got mode={mode!r}")
         if psw.shape != idx.shape:
-            raise ValueError(f"F.embedding_bag: per_sample_weights {tuple(psw.shape)} must "
+            raise ValueError(f"{where}: per_sample_weights {tuple(psw.shape)} must "
                              f"have the shape of input {tuple(idx.shape)}")
     if idx.ndim == 2:
         if offsets is not None:
-            raise ValueError("F.embedding_bag: offsets must be None for a 2-d input (each row "
+            raise ValueError(f"{where}: offsets must be None for a 2-d input (each row "
                              "is a bag)")
         nbags, length = idx.shape
         bag = jnp.repeat(jnp.arange(nbags, dtype="int32"), length)
@@ -103,11 +121,11 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
         psw = None if psw is None else jnp.reshape(psw, (-1,))
     elif idx.ndim == 1:
         if offsets is None:
-            raise ValueError("F.embedding_bag: a 1-d input needs offsets (the start of each "
+            raise ValueError(f"{where}: a 1-d input needs offsets (the start of each "
                              "bag)")
         offsets = jnp.asarray(offsets).astype("int32")
         if offsets.ndim != 1:
-            raise ValueError(f"F.embedding_bag: offsets must be 1-d, got shape "
+            raise ValueError(f"{where}: offsets must be 1-d, got shape "
                              f"{tuple(offsets.shape)}")
         if include_last_offset:
             offsets = offsets[:-1]
@@ -115,25 +133,24 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
         pos = jnp.arange(idx.shape[0], dtype="int32")
         bag = jnp.searchsorted(offsets, pos, side="right").astype("int32") - 1
     else:
-        raise ValueError(f"F.embedding_bag: input must be 1-d or 2-d, got shape "
+        raise ValueError(f"{where}: input must be 1-d or 2-d, got shape "
                          f"{tuple(idx.shape)}")
-    n = w.shape[0]
-    debug.check_ids(idx, n, "F.embedding_bag", of=f"a table of {n} rows")
+    n, d = table_shape
+    debug.check_ids(idx, n, where, of=f"a table of {n} rows")
     keep = bag >= 0
     if padding_idx is not None:
         keep = keep & (idx != padding_idx % n)
     bag = jnp.where(keep, bag, nbags)          # dropped ids go to a spare bag
-    rows = jnp.take(w, jnp.clip(idx, 0, n - 1), axis=0)
+    rows = rows_of(jnp.clip(idx, 0, n - 1))
     if psw is not None:
         rows = rows * psw[:, None].astype(rows.dtype)
-    d = w.shape[1]
     if mode == "max":
-        init = jnp.full((nbags + 1, d), -jnp.inf, w.dtype)
+        init = jnp.full((nbags + 1, d), -jnp.inf, dtype)
         out = init.at[bag].max(rows)[:nbags]
-        return jnp.where(jnp.isneginf(out), jnp.zeros((), w.dtype), out)
-    out = jnp.zeros((nbags + 1, d), w.dtype).at[bag].add(rows)[:nbags]
+        return jnp.where(jnp.isneginf(out), jnp.zeros((), dtype), out)
+    out = jnp.zeros((nbags + 1, d), dtype).at[bag].add(rows)[:nbags]
     if mode == "mean":
-        count = jnp.zeros((nbags + 1,), w.dtype).at[bag].add(1.0)[:nbags]
+        count = jnp.zeros((nbags + 1,), dtype).at[bag].add(1.0)[:nbags]
         out = out / jnp.maximum(count, 1.0)[:, None]
     return out
 

@@ -27,12 +27,16 @@ from funcgrad.quantization.observer import (HistogramObserver, MinMaxObserver,
                                             PlaceholderObserver, default_observer,
                                             per_channel_affine, per_channel_symmetric,
                                             per_tensor_affine, per_tensor_symmetric, qint8,
-                                            qint32, quint8, float16)
+                                            qint32, quint8, float16, quint4x2,
+                                            per_channel_affine_float_qparams)
 from funcgrad.quantization.qconfig import (QConfig, default_dynamic_qconfig,
                                            default_per_channel_weight_observer, default_qconfig,
                                            default_weight_observer, get_default_qat_qconfig,
                                            get_default_qconfig, per_channel_dynamic_qconfig,
-                                           float16_dynamic_qconfig)
+                                           float16_dynamic_qconfig,
+                                           float_qparams_weight_only_qconfig,
+                                           float_qparams_weight_only_qconfig_4bit)
+from funcgrad.quantization.embedding import QuantizedEmbedding, QuantizedEmbeddingBag
 from funcgrad.quantization.torchao import (Float8DynamicActivationFloat8WeightConfig,
                                            Int4WeightOnlyConfig,
                                            Int8DynamicActivationInt8WeightConfig,
@@ -44,7 +48,9 @@ __all__ = [
     "quantize_dynamic", "fuse_modules", "fuse_conv_bn_eval", "prepare", "convert",
     "prepare_qat", "quantize_", "QConfig", "get_default_qconfig", "get_default_qat_qconfig",
     "default_qconfig", "default_dynamic_qconfig", "per_channel_dynamic_qconfig",
-    "float16_dynamic_qconfig",
+    "float16_dynamic_qconfig", "float_qparams_weight_only_qconfig",
+    "float_qparams_weight_only_qconfig_4bit", "QuantizedEmbedding", "QuantizedEmbeddingBag",
+    "quint4x2", "per_channel_affine_float_qparams",
     "default_weight_observer", "default_per_channel_weight_observer", "default_observer",
     "MinMaxObserver", "MovingAverageMinMaxObserver", "PerChannelMinMaxObserver",
     "HistogramObserver", "PlaceholderObserver", "FakeQuantize", "QuantStub", "DeQuantStub",

@@ -26,7 +26,12 @@ qint8, quint8, qint32 = "qint8", "quint8", "qint32"
 float16, float8_e4m3fn = "float16", "float8_e4m3fn"
 per_tensor_affine, per_tensor_symmetric = "per_tensor_affine", "per_tensor_symmetric"
 per_channel_affine, per_channel_symmetric = "per_channel_affine", "per_channel_symmetric"
-QSCHEMES = (per_tensor_affine, per_tensor_symmetric, per_channel_affine, per_channel_symmetric)
+# embedding tables: per-row scale and a float zero point, -min / scale (no rounding to the grid)
+per_channel_affine_float_qparams = "per_channel_affine_float_qparams"
+quint4x2 = "quint4x2"
+_FLOAT_PLACEHOLDERS = (float16, "float32")
+QSCHEMES = (per_tensor_affine, per_tensor_symmetric, per_channel_affine, per_channel_symmetric,
+            per_channel_affine_float_qparams)
 
 
 def _name(value):
@@ -84,6 +89,8 @@ class _TorchQParams:
 
     def calculate_qparams(self):
         """(scale, zero_point) for the observed range, as PyTorch computes them."""
+        if self.qscheme == per_channel_affine_float_qparams:
+            return self._float_qparams()
         lo, hi = self.range()
         scale, zp = schemes.qparams(np.atleast_1d(lo), np.atleast_1d(hi), self.format,
                                     self.symmetric)
@@ -93,6 +100,15 @@ class _TorchQParams:
             zp = np.full_like(zp, mid)
         scale = np.maximum(scale, np.float32(self.eps)).astype(np.float32)
         return scale, zp.astype(np.int32)
+
+    def _float_qparams(self):
+        """PyTorch's embedding scheme: ``scale = (max - min) / (qmax - qmin)`` (1 where that is
+        not above ``eps``) and the float zero point ``-min / scale``, the range not widened to
+        hold 0."""
+        lo, hi = (np.atleast_1d(np.asarray(v, np.float32)) for v in self.range())
+        scale = ((hi - lo) / np.float32(self.quant_max - self.quant_min)).astype(np.float32)
+        scale = np.where(scale > np.float32(self.eps), scale, np.float32(1.0)).astype(np.float32)
+        return scale, (-lo / scale).astype(np.float32)
 
     @classmethod
     def with_args(cls, **kwargs):
@@ -191,8 +207,8 @@ class PlaceholderObserver(_TorchQParams, _base.MinMaxObserver):
     def __init__(self, dtype=quint8, qscheme=per_tensor_affine, reduce_range=False,
                  quant_min=None, quant_max=None, eps=schemes.EPS, is_dynamic=False, **kwargs):
         _base.MinMaxObserver.__init__(self)
-        if _name(dtype) == float16:          # float16_dynamic_qconfig: no integer grid
-            self.dtype, self.qscheme, self.is_dynamic = float16, _name(qscheme), is_dynamic
+        if _name(dtype) in _FLOAT_PLACEHOLDERS:     # float16 weights, or float activations
+            self.dtype, self.qscheme, self.is_dynamic = _name(dtype), _name(qscheme), is_dynamic
             self.reduce_range, self.eps = bool(reduce_range), float(eps)
             self.quant_min = self.quant_max = self.format = None
             self.has_customized_qrange = False
@@ -200,9 +216,10 @@ class PlaceholderObserver(_TorchQParams, _base.MinMaxObserver):
         self._setup(dtype, qscheme, reduce_range, quant_min, quant_max, eps, is_dynamic)
 
     def calculate_qparams(self):
-        if self.dtype == float16:
-            raise ValueError("PlaceholderObserver(dtype=float16): a float16 placeholder has no "
-                             "scale or zero point (float16 weights are stored as float16)")
+        if self.dtype in _FLOAT_PLACEHOLDERS:
+            raise ValueError(f"PlaceholderObserver(dtype={self.dtype}): a {self.dtype} "
+                             f"placeholder has no scale or zero point (the values it marks stay "
+                             f"{self.dtype})")
         return super().calculate_qparams()
 
 

@@ -53,6 +53,16 @@ default_dynamic_qconfig = QConfig(activation=default_dynamic_quant_observer,
                                   weight=default_weight_observer)
 per_channel_dynamic_qconfig = QConfig(activation=default_dynamic_quant_observer,
                                       weight=default_per_channel_weight_observer)
+# embedding tables (prepare/convert or quantize_dynamic): per-row 8-bit or 4-bit weights with
+# float scales and zero points; nothing observed on the activations
+float_qparams_weight_only_qconfig = QConfig(
+    activation=obs.PlaceholderObserver.with_args(dtype="float32"),
+    weight=obs.PerChannelMinMaxObserver.with_args(
+        dtype=obs.quint8, qscheme=obs.per_channel_affine_float_qparams, ch_axis=0))
+float_qparams_weight_only_qconfig_4bit = QConfig(
+    activation=obs.PlaceholderObserver.with_args(dtype="float32"),
+    weight=obs.PerChannelMinMaxObserver.with_args(
+        dtype=obs.quint4x2, qscheme=obs.per_channel_affine_float_qparams, ch_axis=0))
 # quantize_dynamic(..., dtype=float16): float16 weights, float32 products
 float16_dynamic_qconfig = QConfig(
     activation=obs.PlaceholderObserver.with_args(dtype=obs.float16, is_dynamic=True),

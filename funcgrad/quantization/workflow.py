@@ -25,6 +25,7 @@ from funcgrad import lax
 from funcgrad import nn
 from funcgrad.nn import functional as F
 from funcgrad.nn.module import Module
+from funcgrad.quantization import embedding as qe
 from funcgrad.quantization import modules as qm
 from funcgrad.quantization.fake_quantize import FakeQuantize
 from funcgrad.quantization.fuse import ConvReLU2d, LinearReLU
@@ -58,6 +59,8 @@ class DeQuantStub(Module):
 
 
 STATIC_TYPES = (nn.Linear, nn.Conv2d, LinearReLU, ConvReLU2d, QuantStub)
+# weight-only tables (float_qparams_weight_only_qconfig): quantized at convert, nothing observed
+EMBEDDING_MAPPING = {nn.Embedding: qe.QuantizedEmbedding, nn.EmbeddingBag: qe.QuantizedEmbeddingBag}
 
 
 def _effective_qconfigs(model, qconfig, qconfig_dict):
@@ -106,7 +109,8 @@ def _prepare_targets(model, qconfig, inplace, qconfig_dict, where):
     """(the model or its copy, its quantizable modules with their qconfigs)."""
     if not inplace:
         model = copy.deepcopy(model)
-    found = _targets(model, _effective_qconfigs(model, qconfig, qconfig_dict), STATIC_TYPES)
+    found = _targets(model, _effective_qconfigs(model, qconfig, qconfig_dict),
+                     STATIC_TYPES + tuple(EMBEDDING_MAPPING))
     if not found:
         raise ValueError(f"{where}: no Linear, Conv2d, fused or QuantStub module has a "
                          f"qconfig; set model.qconfig or pass {where}(model, qconfig)")
@@ -145,6 +149,10 @@ def prepare(model, qconfig=None, inplace=False, qconfig_dict=None):
     """
     model, found = _prepare_targets(model, qconfig, inplace, qconfig_dict, "prepare")
     for name, mod, qc in found:
+        if type(mod) in EMBEDDING_MAPPING:      # weight-only: the qconfig is all convert needs
+            _check_table_qconfig(name, mod, qc, "prepare")
+            mod.__dict__["_quant_table_qconfig"] = qc
+            continue
         obs = _Observed(qc, isinstance(mod, QuantStub))
         mod.__dict__["_quant_observers"] = obs
         mod.__dict__["activation_post_process"] = obs.output
@@ -177,7 +185,20 @@ def _float_parts(mod):
     return mod, bool(getattr(mod, "relu", False))
 
 
+def _check_table_qconfig(name, mod, qconfig, where):
+    weight = qconfig.weight()
+    if getattr(weight, "qscheme", None) != "per_channel_affine_float_qparams":
+        raise ValueError(f"{where}: {type(mod).__name__} {name!r}: embedding quantization is "
+                         f"only supported with float_qparams_weight_only_qconfig (or its _4bit "
+                         f"variant), got a {type(weight).__name__} weight observer with "
+                         f"qscheme={getattr(weight, 'qscheme', None)}; set its qconfig to "
+                         f"float_qparams_weight_only_qconfig, or to None to keep it in float")
+
+
 def _convert_one(name, mod):
+    table_qconfig = mod.__dict__.get("_quant_table_qconfig")
+    if table_qconfig is not None:
+        return EMBEDDING_MAPPING[type(mod)].from_float(mod, table_qconfig.weight)
     if isinstance(mod, DeQuantStub):
         return qm.DeQuantize()
     if isinstance(mod, QuantStub) and "activation_post_process" in mod._modules:
@@ -369,11 +390,14 @@ def quantize_dynamic(model, qconfig_spec=None, dtype="qint8", mapping=None, inpl
         qconfig_spec = {k: default for k in qconfig_spec}
     if not inplace:
         model = copy.deepcopy(model)
+    mapping.update({k: v for k, v in EMBEDDING_MAPPING.items() if k not in mapping})
     qconfigs = _effective_qconfigs(model, None, qconfig_spec)
     for name, mod in list(model.named_modules()):
         qc = qconfigs.get(name)
         if qc is None or type(mod) not in mapping:
             continue
+        if type(mod) in EMBEDDING_MAPPING:
+            _check_table_qconfig(name, mod, qc, "quantize_dynamic")
         new = mapping[type(mod)].from_float(mod, qc.weight)
         if name:
             _replace(model, name, new)

@@ -65,9 +65,11 @@ FORMATS = {
 FORMATS.update({f"int{b}": _int_format(f"int{b}", b) for b in range(2, 8)})
 # PyTorch's reduce_range=True: quint8 values in [0, 127] (x86 kernels avoid int16 overflow)
 FORMATS["uint7"] = _int_format("uint7", 7, signed=False)
+# PyTorch's quint4x2 (4-bit embedding tables): values in [0, 15]
+FORMATS["uint4"] = _int_format("uint4", 4, signed=False)
 ALIASES = {"qint8": "int8", "quint8": "uint8", "qint32": "int32", "float8_e4m3fn": "fp8_e4m3",
            "e4m3": "fp8_e4m3", "torch.qint8": "int8", "torch.quint8": "uint8",
-           "torch.qint32": "int32"}
+           "torch.qint32": "int32", "quint4x2": "uint4", "torch.quint4x2": "uint4"}
 
 
 def get_format(name, where="quantize"):

@@ -94,6 +94,58 @@ def test_dynamic_float16_linear_lstm_gru(ref, data, dtype):
         np.testing.assert_allclose(np.asarray(qr(x)[0]), ref[f"{kind}16_y"], atol=1e-6)
 
 
+@pytest.mark.parametrize("bits", [8, 4])
+def test_embedding_tables(ref, data, bits):
+    qc = tq.float_qparams_weight_only_qconfig if bits == 8 else \
+        tq.float_qparams_weight_only_qconfig_4bit
+    emb = nn.Sequential(nn.Embedding(20, 12, _weight=jnp.asarray(data["emb_w"])))
+    emb[0].qconfig = qc
+    q = tq.convert(tq.prepare(emb))[0]
+    assert isinstance(q, tq.QuantizedEmbedding)
+    # the same codes (4-bit: packed two a byte, as PyTorch's), scales and zero points
+    np.testing.assert_array_equal(np.asarray(q.weight), ref[f"emb{bits}_q"].reshape(20, -1))
+    np.testing.assert_allclose(np.asarray(q.weight_scale), ref[f"emb{bits}_scale"], rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(q.weight_zero_point), ref[f"emb{bits}_zp"],
+                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(q(jnp.asarray(data["emb_ids"]))), ref[f"emb{bits}_y"],
+                               rtol=1e-6, atol=1e-6)
+    rows = _dequantized_rows(ref, bits)          # NumPy, from PyTorch's codes and qparams
+    ids, offsets = data["bag_ids"], data["bag_offsets"]
+    bags = [ids[a:b] for a, b in zip(offsets, list(offsets[1:]) + [len(ids)])]
+    for mode in ("sum", "mean", "max"):
+        bag = nn.Sequential(nn.EmbeddingBag(20, 12, mode=mode,
+                                            _weight=jnp.asarray(data["emb_w"])))
+        qb = tq.quantize_dynamic(bag, {nn.EmbeddingBag: qc})[0]
+        assert isinstance(qb, tq.QuantizedEmbeddingBag)
+        got = np.asarray(qb(jnp.asarray(ids), jnp.asarray(offsets)))
+        got2d = np.asarray(qb(jnp.asarray(data["emb_ids"])))
+        reduce = {"sum": np.sum, "mean": np.mean, "max": np.max}[mode]
+        want = np.stack([reduce(rows[b], 0) if len(b) else np.zeros(12) for b in bags])
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=mode)
+        np.testing.assert_allclose(got2d, np.stack([reduce(rows[b], 0) for b in data["emb_ids"]]),
+                                   rtol=1e-5, atol=1e-5, err_msg=mode)
+        if mode == "sum":        # PyTorch 2.13's quantized EmbeddingBag sums in every mode
+            np.testing.assert_allclose(got, ref[f"bag{bits}_sum_y"], rtol=1e-6, atol=1e-6)
+            np.testing.assert_allclose(got2d, ref[f"bag{bits}_sum_2d_y"], rtol=1e-6, atol=1e-6)
+            got = qb(jnp.asarray(ids), jnp.asarray(offsets),
+                     per_sample_weights=jnp.asarray(data["bag_psw"]))
+            np.testing.assert_allclose(np.asarray(got), ref[f"bag{bits}_psw_y"], rtol=1e-5,
+                                       atol=1e-5)
+
+
+def _dequantized_rows(ref, bits):
+    """The table from PyTorch's codes: ``q * scale + offset``, ``offset = -zero_point * scale``
+    (float16-rounded scale and offset for 4-bit rows, as PyTorch's 4-bit kernels)."""
+    q = ref[f"emb{bits}_q"].reshape(20, -1).astype(np.int64)
+    if bits == 4:
+        q = np.stack([q & 15, q >> 4], -1).reshape(20, 12)
+    scale = ref[f"emb{bits}_scale"].astype(np.float32)
+    offset = (-ref[f"emb{bits}_zp"] * scale).astype(np.float32)
+    if bits == 4:
+        scale, offset = (v.astype(np.float16).astype(np.float32) for v in (scale, offset))
+    return q.astype(np.float32) * scale[:, None] + offset[:, None]
+
+
 @pytest.mark.parametrize("tag", ["minmax", "x86"])
 def test_static(ref, data, tag):
     c = static_model(data, QCONFIGS[tag])

@@ -213,6 +213,81 @@ def test_float16_dynamic_modules_print_save_load_and_jit(tmp_path):
     assert os.path.getsize(path) < 0.55 * os.path.getsize(fpath)     # half the weight bytes
 
 
+def test_embedding_tables_in_the_workflows_save_load_and_size(tmp_path):
+    funcgrad.manual_seed(5)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.bag = nn.Embedding(300, 64), nn.EmbeddingBag(300, 64, mode="mean")
+            self.quant, self.fc, self.dequant = tq.QuantStub(), nn.Linear(64, 4), tq.DeQuantStub()
+
+        def forward(self, ids):
+            x = self.emb(ids).mean(1) + self.bag(ids)
+            return self.dequant(self.fc(self.quant(x)))
+    net = Net().eval()
+    net.qconfig = tq.get_default_qconfig("x86")
+    net.emb.qconfig = tq.float_qparams_weight_only_qconfig
+    net.bag.qconfig = tq.float_qparams_weight_only_qconfig_4bit
+    ids = jnp.asarray(np.random.default_rng(0).integers(0, 300, (8, 5)))
+    prepared = tq.prepare(net)
+    assert not hasattr(prepared.emb, "activation_post_process")    # nothing observed
+    prepared(ids)
+    q = tq.convert(prepared)
+    assert repr(q.emb) == ("QuantizedEmbedding(num_embeddings=300, embedding_dim=64, "
+                           "dtype=torch.quint8, qscheme=torch.per_channel_affine_float_qparams)")
+    assert "dtype=torch.quint4x2" in repr(q.bag) and type(q.fc).__name__ == "QuantizedLinear"
+    sd = q.state_dict()
+    assert sd["emb.weight"].dtype == np.uint8 and sd["emb.weight"].shape == (300, 64)
+    assert sd["bag.weight"].shape == (300, 32)                     # two 4-bit codes a byte
+    # each row within half a step of its float values
+    step = np.asarray(q.emb.weight_scale)[:, None]
+    table = np.asarray(net.emb.weight)
+    assert np.all(np.abs(np.asarray(q.emb.dequantize()) - table) <= step / 2 + 1e-6)
+    np.testing.assert_allclose(np.asarray(q(ids)), np.asarray(net(ids)), atol=0.1)
+    jitted = funcgrad.jit(lambda m, i: m(i))
+    np.testing.assert_allclose(np.asarray(jitted(q, ids)), np.asarray(q(ids)), rtol=1e-6,
+                               atol=1e-6)
+    path, fpath = str(tmp_path / "q.safetensors"), str(tmp_path / "f.safetensors")
+    funcgrad.save(q, path)
+    funcgrad.save(net, fpath)
+    import os
+    assert os.path.getsize(path) < 0.25 * os.path.getsize(fpath)
+    fresh = Net().eval()
+    fresh.qconfig = tq.get_default_qconfig("x86")
+    fresh.emb.qconfig = tq.float_qparams_weight_only_qconfig
+    fresh.bag.qconfig = tq.float_qparams_weight_only_qconfig_4bit
+    p2 = tq.prepare(fresh)
+    p2(ids)
+    q2 = tq.convert(p2)
+    q2.load_state_dict(funcgrad.load(path))
+    np.testing.assert_array_equal(np.asarray(q2(ids)), np.asarray(q(ids)))
+
+
+def test_embedding_quantization_errors():
+    with pytest.raises(ValueError, match=r"Embedding '0': embedding quantization is only "
+                                         r"supported with float_qparams_weight_only_qconfig"):
+        tq.quantize_dynamic(nn.Sequential(nn.Embedding(4, 2)), {nn.Embedding})
+    m = nn.Sequential(nn.EmbeddingBag(4, 2))
+    m.qconfig = tq.default_qconfig
+    with pytest.raises(ValueError, match="prepare: EmbeddingBag '0'"):
+        tq.prepare(m)
+    with pytest.raises(ValueError, match="embedding_dim must be even, got 3"):
+        tq.quantize_dynamic(nn.Sequential(nn.Embedding(4, 3)),
+                            {nn.Embedding: tq.float_qparams_weight_only_qconfig_4bit})
+    q = tq.quantize_dynamic(nn.Sequential(nn.EmbeddingBag(4, 2)),
+                            {nn.EmbeddingBag: tq.float_qparams_weight_only_qconfig})[0]
+    with pytest.raises(ValueError, match="compressed_indices_mapping"):
+        q(jnp.array([[0]]), compressed_indices_mapping=jnp.array([0]))
+    q.mode = "min"
+    with pytest.raises(ValueError, match="QuantizedEmbeddingBag: mode must be 'sum', 'mean'"):
+        q(jnp.array([[0]]))
+    with pytest.raises(TypeError, match="QuantizedEmbedding"):
+        tq.quantize_dynamic(nn.Sequential(nn.Embedding(4, 2)),
+                            {nn.Embedding: tq.float_qparams_weight_only_qconfig})[0](
+            jnp.array([0.5]))
+
+
 def test_errors():
     with pytest.raises(ValueError, match="saw no data"):
         tq.convert(tq.prepare(mlp().eval(), tq.default_qconfig))

@@ -30,6 +30,12 @@ def inputs():
                                                  ("bias_ih_l0", (18,)), ("bias_hh_l0", (18,)))})
     d["lin16_w"] = d["lin_w"].copy()
     d["lin16_w"][2, 3] = 1e5              # beyond float16's range: saturated to 65504
+    d["emb_w"] = f(20, 12)
+    d["emb_w"][3] = 0.0                   # a constant row: scale 1
+    d["emb_ids"] = rng.integers(0, 20, (3, 5)).astype(np.int64)
+    d["bag_ids"] = rng.integers(0, 20, 11).astype(np.int64)
+    d["bag_offsets"] = np.array([0, 4, 4, 9], np.int64)          # one empty bag
+    d["bag_psw"] = f(11)
     return d
 
 
@@ -66,6 +72,33 @@ def torch_results(d):
     gru.load_state_dict({k[4:]: t[k] for k in d if k.startswith("gru.")})
     out["gru16_y"] = tq.quantize_dynamic(torch.nn.Sequential(gru), {torch.nn.GRU},
                                          **half)[0](t["lstm_x"])[0].detach().numpy()
+    # embedding tables, 8-bit and 4-bit per-row float qparams (prepare / convert)
+    for bits, qc in ((8, tq.float_qparams_weight_only_qconfig),
+                     (4, tq.float_qparams_weight_only_qconfig_4bit)):
+        emb = torch.nn.Sequential(torch.nn.Embedding(20, 12))
+        emb[0].weight.data.copy_(t["emb_w"])
+        emb[0].qconfig = qc
+        qemb = tq.convert(tq.prepare(emb))[0]
+        w = qemb.weight()
+        out[f"emb{bits}_q"] = w.int_repr().numpy()
+        out[f"emb{bits}_scale"] = w.q_per_channel_scales().numpy().astype(np.float32)
+        out[f"emb{bits}_zp"] = w.q_per_channel_zero_points().numpy().astype(np.float32)
+        if bits == 8:
+            out["emb8_y"] = qemb(t["emb_ids"]).numpy()
+        for mode in ("sum", "mean", "max"):
+            bag = torch.nn.Sequential(torch.nn.EmbeddingBag(20, 12, mode=mode))
+            bag[0].weight.data.copy_(t["emb_w"])
+            bag[0].qconfig = qc
+            qbag = tq.convert(tq.prepare(bag))[0]
+            out[f"bag{bits}_{mode}_y"] = qbag(t["bag_ids"], t["bag_offsets"]).numpy()
+            out[f"bag{bits}_{mode}_2d_y"] = qbag(t["emb_ids"]).numpy()
+            if mode == "sum":
+                out[f"bag{bits}_psw_y"] = qbag(t["bag_ids"], t["bag_offsets"],
+                                               per_sample_weights=t["bag_psw"]).numpy()
+                if bits == 4:
+                    # PyTorch 2.13's 4-bit Embedding returns rows of width 2 (a bug): its rows
+                    # come from the 4-bit EmbeddingBag kernel, one id per bag
+                    out["emb4_y"] = qbag(t["emb_ids"].reshape(-1, 1)).numpy().reshape(3, 5, 12)
     # static: QuantStub, Conv+ReLU, Linear+ReLU, Linear, DeQuantStub
     for tag, qconfig in (("minmax", tq.QConfig(
             activation=tq.MinMaxObserver.with_args(reduce_range=True),
