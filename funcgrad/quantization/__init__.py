@@ -17,10 +17,13 @@ Example:
     ((2, 4), 'DynamicQuantizedLinear')
 """
 from funcgrad.quantization.fake_quantize import FakeQuantize
-from funcgrad.quantization.fuse import ConvReLU2d, LinearReLU, fuse_conv_bn_eval, fuse_modules
+from funcgrad.quantization.fuse import (ConvReLU1d, ConvReLU2d, ConvReLU3d, LinearReLU,
+                                        fuse_conv_bn_eval, fuse_modules)
 from funcgrad.quantization.modules import (DeQuantize, DynamicQuantizedGRU,
                                            DynamicQuantizedLinear, DynamicQuantizedLSTM,
-                                           Quantize, QuantizedConv2d, QuantizedConvReLU2d,
+                                           Quantize, QuantizedConv1d, QuantizedConv2d,
+                                           QuantizedConv3d, QuantizedConvReLU1d,
+                                           QuantizedConvReLU2d, QuantizedConvReLU3d,
                                            QuantizedLinear, QuantizedLinearReLU)
 from funcgrad.quantization.observer import (HistogramObserver, MinMaxObserver,
                                             MovingAverageMinMaxObserver, PerChannelMinMaxObserver,
@@ -41,7 +44,8 @@ from funcgrad.quantization.torchao import (Float8DynamicActivationFloat8WeightCo
                                            Int4WeightOnlyConfig,
                                            Int8DynamicActivationInt8WeightConfig,
                                            Int8WeightOnlyConfig, WeightQuantizedLinear, quantize_)
-from funcgrad.quantization.workflow import (DeQuantStub, QATConv2d, QATLinear, QuantStub,
+from funcgrad.quantization.workflow import (DeQuantStub, QATConv1d, QATConv2d, QATConv3d,
+                                            QATLinear, QuantStub,
                                             convert, prepare, prepare_qat, quantize_dynamic)
 
 __all__ = [
@@ -57,6 +61,8 @@ __all__ = [
     "Quantize", "DeQuantize", "QuantizedLinear", "QuantizedLinearReLU", "QuantizedConv2d",
     "QuantizedConvReLU2d", "DynamicQuantizedLinear", "DynamicQuantizedLSTM",
     "DynamicQuantizedGRU", "QATLinear", "QATConv2d", "LinearReLU", "ConvReLU2d",
+    "QuantizedConv1d", "QuantizedConv3d", "QuantizedConvReLU1d", "QuantizedConvReLU3d",
+    "QATConv1d", "QATConv3d", "ConvReLU1d", "ConvReLU3d",
     "WeightQuantizedLinear", "Int8DynamicActivationInt8WeightConfig", "Int8WeightOnlyConfig",
     "Int4WeightOnlyConfig", "Float8DynamicActivationFloat8WeightConfig", "qint8", "quint8",
     "float16", "qint32", "per_tensor_affine", "per_tensor_symmetric", "per_channel_affine",

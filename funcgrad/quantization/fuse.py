@@ -32,8 +32,22 @@ class LinearReLU(Sequential):
     """Linear then ReLU, one unit for quantization (``torch.ao.nn.intrinsic.LinearReLU``)."""
 
 
+class ConvReLU1d(Sequential):
+    """Conv1d then ReLU, one unit for quantization (``torch.ao.nn.intrinsic.ConvReLU1d``)."""
+
+
 class ConvReLU2d(Sequential):
     """Conv2d then ReLU, one unit for quantization (``torch.ao.nn.intrinsic.ConvReLU2d``)."""
+
+
+class ConvReLU3d(Sequential):
+    """Conv3d then ReLU, one unit for quantization (``torch.ao.nn.intrinsic.ConvReLU3d``)."""
+
+
+# each convolution with the batch norm that folds into it and its ReLU fusion
+CONV_KINDS = {nn.Conv1d: (nn.BatchNorm1d, ConvReLU1d), nn.Conv2d: (nn.BatchNorm2d, ConvReLU2d),
+              nn.Conv3d: (nn.BatchNorm3d, ConvReLU3d)}
+CONV_RELU = tuple(relu for _, relu in CONV_KINDS.values())
 
 
 def fuse_conv_bn_eval(conv, bn):
@@ -53,35 +67,41 @@ def fuse_conv_bn_eval(conv, bn):
         raise ValueError("fuse_modules: the batch norm has no running statistics "
                          "(track_running_stats=False); it cannot be folded")
     fused = copy.deepcopy(conv)
-    w = np.asarray(conv.weight, np.float64)
-    mean = np.asarray(bn.running_mean, np.float64)
-    inv = 1.0 / np.sqrt(np.asarray(bn.running_var, np.float64) + bn.eps)
-    gamma = np.asarray(bn.weight, np.float64) if bn.affine else np.ones_like(mean)
-    beta = np.asarray(bn.bias, np.float64) if bn.affine else np.zeros_like(mean)
-    b = np.asarray(conv.bias, np.float64) if conv.bias is not None else np.zeros_like(mean)
+    # in float32 and in PyTorch's order of operations, so that the folded weights (and the
+    # integers quantized from them) are PyTorch's
+    f32 = np.float32
+    w = np.asarray(conv.weight, f32)
+    mean = np.asarray(bn.running_mean, f32)
+    inv = (f32(1.0) / np.sqrt(np.asarray(bn.running_var, f32) + f32(bn.eps))).astype(f32)
+    gamma = np.asarray(bn.weight, f32) if bn.affine else np.ones_like(mean)
+    beta = np.asarray(bn.bias, f32) if bn.affine else np.zeros_like(mean)
+    b = np.asarray(conv.bias, f32) if conv.bias is not None else np.zeros_like(mean)
     shape = (-1,) + (1,) * (w.ndim - 1)
-    fused.weight = nn.Parameter(jnp.asarray((w * (gamma * inv).reshape(shape)).astype(np.float32)))
-    fused.bias = nn.Parameter(jnp.asarray(((b - mean) * gamma * inv + beta).astype(np.float32)))
+    fused.weight = nn.Parameter(jnp.asarray((w * (gamma * inv).reshape(shape)).astype(f32)))
+    fused.bias = nn.Parameter(jnp.asarray(((b - mean) * inv * gamma + beta).astype(f32)))
     return fused
 
 
 def _fuse(mods, names):
     kinds = tuple(type(m) for m in mods)
-    conv, lin, bn, relu = nn.Conv2d, nn.Linear, (nn.BatchNorm2d, nn.BatchNorm1d), nn.ReLU
+    conv, lin, relu = tuple(CONV_KINDS), nn.Linear, nn.ReLU
+    bn = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
     if len(mods) >= 2 and isinstance(mods[1], bn):
         if mods[0].training or mods[1].training:
             raise ValueError(f"fuse_modules: folding {names[1]!r} into {names[0]!r} needs eval "
                              f"mode (call model.eval() first), as PyTorch's")
-        if not isinstance(mods[0], (conv, lin)):
-            raise ValueError(f"fuse_modules: cannot fold batch norm {names[1]!r} into a "
-                             f"{kinds[0].__name__}")
+        wanted = CONV_KINDS[type(mods[0])][0] if type(mods[0]) in CONV_KINDS else \
+            (nn.BatchNorm1d if isinstance(mods[0], lin) else None)
+        if wanted is None or not isinstance(mods[1], wanted):
+            raise ValueError(f"fuse_modules: cannot fold batch norm {names[1]!r} "
+                             f"({kinds[1].__name__}) into a {kinds[0].__name__}")
         folded = fuse_conv_bn_eval(mods[0], mods[1])
         mods = [folded] + list(mods[2:])
     if len(mods) == 1 and isinstance(mods[0], (conv, lin)):
         return mods[0]
     if len(mods) == 2 and isinstance(mods[1], relu):
-        if isinstance(mods[0], conv):
-            return ConvReLU2d(mods[0], mods[1])
+        if type(mods[0]) in CONV_KINDS:
+            return CONV_KINDS[type(mods[0])][1](mods[0], mods[1])
         if isinstance(mods[0], lin):
             return LinearReLU(mods[0], mods[1])
     raise ValueError(f"fuse_modules: cannot fuse {list(names)} of types "

@@ -160,19 +160,9 @@ class QuantizedLinearReLU(QuantizedLinear):
     relu = True
 
 
-class QuantizedConv2d(_Static):
-    """A static int8 Conv2d (``torch.ao.nn.quantized.Conv2d``), made by ``convert``.
-
-    Example:
-        >>> from funcgrad.quantization.modules import QuantizedConv2d
-        >>> conv = nn.Conv2d(1, 2, 3)
-        >>> m = QuantizedConv2d.from_float_conv(conv, (np.array([0.01, 0.01]), np.array([0, 0])),
-        ...                                     (np.array([0.05]), np.array([60])), (0.02, 0))
-        >>> m
-        QuantizedConv2d(1, 2, kernel_size=(3, 3), stride=(1, 1), scale=0.05000000074505806, zero_point=60)
-        >>> m(jnp.ones((1, 1, 5, 5))).shape
-        (1, 2, 3, 3)
-    """
+class _QuantizedConv(_Static):
+    """A static int8 convolution over ``len(kernel_size)`` spatial dimensions, made by
+    ``convert`` from a Conv1d/2d/3d (or its ReLU fusion)."""
 
     @classmethod
     def from_float_conv(cls, conv, weight_qparams, output_qparams, input_qparams,
@@ -192,29 +182,77 @@ class QuantizedConv2d(_Static):
         return m
 
     def forward(self, x):
-        pads = F._conv_padding(self.padding, self.kernel_size, self.dilation, self.stride, 2,
+        nd = len(self.kernel_size)
+        x = jnp.asarray(x)
+        if x.ndim != nd + 2:
+            raise ValueError(f"{type(self).__name__}: expected a {nd + 2}-d input (N, C, "
+                             f"{nd} spatial dimensions), got shape {tuple(x.shape)}")
+        pads = F._conv_padding(self.padding, self.kernel_size, self.dilation, self.stride, nd,
                                type(self).__name__)
-        y = products.conv2d_product(x, self.weight, self.weight_scale, self._wzp(),
-                                    products.STATIC, self.stride, pads, self.dilation,
-                                    self.groups, self.input_scale, self.input_zero_point)
+        y = products.conv_product(x, self.weight, self.weight_scale, self._wzp(),
+                                  products.STATIC, self.stride, pads, self.dilation,
+                                  self.groups, self.input_scale, self.input_zero_point)
         if self.bias is not None:
-            y = y + jnp.reshape(self.bias, (1, -1, 1, 1))
+            y = y + jnp.reshape(self.bias, (1, -1) + (1,) * nd)
         return self._output(y)
 
     def extra_repr(self):
+        nd = len(self.kernel_size)
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
              f"stride={self.stride}")
-        if self.padding != (0, 0):
+        if self.padding != (0,) * nd:
             s += f", padding={self.padding}"
-        if self.dilation != (1, 1):
+        if self.dilation != (1,) * nd:
             s += f", dilation={self.dilation}"
         if self.groups != 1:
             s += f", groups={self.groups}"
         return s + ", " + self._act_repr()
 
 
+class QuantizedConv1d(_QuantizedConv):
+    """A static int8 Conv1d (``torch.ao.nn.quantized.Conv1d``), made by ``convert``.
+
+    Example:
+        >>> from funcgrad.quantization.modules import QuantizedConv1d
+        >>> m = QuantizedConv1d.from_float_conv(nn.Conv1d(2, 3, 3, padding=1),
+        ...                                     (np.full(3, 0.01), np.zeros(3)),
+        ...                                     (np.array([0.05]), np.array([60])), (0.02, 0))
+        >>> m(jnp.ones((1, 2, 7))).shape
+        (1, 3, 7)
+    """
+
+
+class QuantizedConv2d(_QuantizedConv):
+    """A static int8 Conv2d (``torch.ao.nn.quantized.Conv2d``), made by ``convert``.
+
+    Example:
+        >>> from funcgrad.quantization.modules import QuantizedConv2d
+        >>> conv = nn.Conv2d(1, 2, 3)
+        >>> m = QuantizedConv2d.from_float_conv(conv, (np.array([0.01, 0.01]), np.array([0, 0])),
+        ...                                     (np.array([0.05]), np.array([60])), (0.02, 0))
+        >>> m
+        QuantizedConv2d(1, 2, kernel_size=(3, 3), stride=(1, 1), scale=0.05000000074505806, zero_point=60)
+        >>> m(jnp.ones((1, 1, 5, 5))).shape
+        (1, 2, 3, 3)
+    """
+
+
+class QuantizedConv3d(_QuantizedConv):
+    """A static int8 Conv3d (``torch.ao.nn.quantized.Conv3d``), made by ``convert``."""
+
+
+class QuantizedConvReLU1d(QuantizedConv1d):
+    """``QuantizedConv1d`` followed by ReLU (from a fused ``ConvReLU1d``)."""
+    relu = True
+
+
 class QuantizedConvReLU2d(QuantizedConv2d):
     """``QuantizedConv2d`` followed by ReLU (from a fused ``ConvReLU2d``)."""
+    relu = True
+
+
+class QuantizedConvReLU3d(QuantizedConv3d):
+    """``QuantizedConv3d`` followed by ReLU (from a fused ``ConvReLU3d``)."""
     relu = True
 
 

@@ -144,25 +144,30 @@ def linear_product(x, qw, sw, zw, cfg, act_scale=None, act_zero_point=None, tran
                              _arrays(qw, sw, zw, act_scale, act_zero_point))
 
 
-def conv2d_product(x, qw, sw, zw, cfg, stride, padding, dilation, groups, act_scale=None,
-                   act_zero_point=None):
-    """The NCHW x OIHW convolution of ``x`` and the stored ``qw`` (scales per output channel
-    or one), computed channels-last as an integer convolution."""
+def conv_product(x, qw, sw, zw, cfg, stride, padding, dilation, groups, act_scale=None,
+                 act_zero_point=None):
+    """The channels-first convolution (``(N, C, *spatial)`` x ``(O, I, *kernel)``, any number
+    of spatial dimensions) of ``x`` and the stored ``qw`` (scales per output channel or one),
+    computed channels-last as an integer convolution."""
     x = jnp.asarray(x)
-    xt = jnp.transpose(x, (0, 2, 3, 1))
-    wt = jnp.transpose(qw, (2, 3, 1, 0))
+    nd = x.ndim - 2
+    to_last = (0,) + tuple(range(2, nd + 2)) + (1,)
+    xt = jnp.transpose(x, to_last)
+    wt = jnp.transpose(qw, tuple(range(2, nd + 2)) + (1, 0))
     if np.ndim(sw) == 1:
-        sw = jnp.reshape(sw, (1, 1, 1, -1))
-        zw = zw if isinstance(zw, int) else jnp.reshape(zw, (1, 1, 1, -1))
-    dn = lax.ConvDimensionNumbers((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2))
+        sw = jnp.reshape(sw, (1,) * (nd + 1) + (-1,))
+        zw = zw if isinstance(zw, int) else jnp.reshape(zw, (1,) * (nd + 1) + (-1,))
+    channels_last = (0, nd + 1) + tuple(range(1, nd + 1))
+    dn = lax.ConvDimensionNumbers(channels_last, (nd + 1, nd) + tuple(range(nd)),
+                                  channels_last)
     params = dict(window_strides=tuple(stride), padding=tuple(tuple(p) for p in padding),
-                  lhs_dilation=(1, 1), rhs_dilation=tuple(dilation), dimension_numbers=dn,
+                  lhs_dilation=(1,) * nd, rhs_dilation=tuple(dilation), dimension_numbers=dn,
                   feature_group_count=int(groups), batch_group_count=1,
                   precision=_float_precision(), preferred_element_type=None)
     # XLA:CPU's float convolutions are several times faster than its int8 ones: multiply
     # the integers (zero points subtracted: at most 255 in size) as float32 where that is
     # exact, every partial sum below 2**24
-    exact = float_exact(int(np.prod(wt.shape[:3])), cfg, zw)
+    exact = float_exact(int(np.prod(wt.shape[:-1])), cfg, zw)
 
     def quantized(xt, a):
         return weight_product(conv_general_dilated_p, params, (tuple(xt.shape),
@@ -174,4 +179,4 @@ def conv2d_product(x, qw, sw, zw, cfg, stride, padding, dilation, groups, act_sc
         w = _dequantized(a["qw"], a["sw"], _get(a, "zw", zw))
         return conv_general_dilated_p.bind(t, w.astype(t.dtype), **params)
     y = _straight_through(quantized, float_fn, xt, _arrays(wt, sw, zw, act_scale, act_zero_point))
-    return jnp.transpose(y, (0, 3, 1, 2))
+    return jnp.transpose(y, (0, nd + 1) + tuple(range(1, nd + 1)))

@@ -28,7 +28,7 @@ from funcgrad.nn.module import Module
 from funcgrad.quantization import embedding as qe
 from funcgrad.quantization import modules as qm
 from funcgrad.quantization.fake_quantize import FakeQuantize
-from funcgrad.quantization.fuse import ConvReLU2d, LinearReLU
+from funcgrad.quantization.fuse import CONV_KINDS, CONV_RELU, LinearReLU
 from funcgrad.quantization.qconfig import QConfig, default_dynamic_qconfig, float16_dynamic_qconfig
 
 _UNSET = object()
@@ -58,7 +58,11 @@ class DeQuantStub(Module):
         return x
 
 
-STATIC_TYPES = (nn.Linear, nn.Conv2d, LinearReLU, ConvReLU2d, QuantStub)
+STATIC_TYPES = (nn.Linear, LinearReLU, QuantStub) + tuple(CONV_KINDS) + CONV_RELU
+# the static module of each float convolution: (plain, with ReLU)
+QUANTIZED_CONV = {nn.Conv1d: (qm.QuantizedConv1d, qm.QuantizedConvReLU1d),
+                  nn.Conv2d: (qm.QuantizedConv2d, qm.QuantizedConvReLU2d),
+                  nn.Conv3d: (qm.QuantizedConv3d, qm.QuantizedConvReLU3d)}
 # weight-only tables (float_qparams_weight_only_qconfig): quantized at convert, nothing observed
 EMBEDDING_MAPPING = {nn.Embedding: qe.QuantizedEmbedding, nn.EmbeddingBag: qe.QuantizedEmbeddingBag}
 
@@ -112,7 +116,8 @@ def _prepare_targets(model, qconfig, inplace, qconfig_dict, where):
     found = _targets(model, _effective_qconfigs(model, qconfig, qconfig_dict),
                      STATIC_TYPES + tuple(EMBEDDING_MAPPING))
     if not found:
-        raise ValueError(f"{where}: no Linear, Conv2d, fused or QuantStub module has a "
+        raise ValueError(f"{where}: no Linear, Conv1d/2d/3d, Embedding(Bag), fused or "
+                         f"QuantStub module has a "
                          f"qconfig; set model.qconfig or pass {where}(model, qconfig)")
     return model, found
 
@@ -133,8 +138,8 @@ def _observe(observer):
 
 
 def prepare(model, qconfig=None, inplace=False, qconfig_dict=None):
-    """Attach observers for post-training static quantization: every Linear, Conv2d,
-    LinearReLU, ConvReLU2d and QuantStub whose qconfig is not None gets observers on its
+    """Attach observers for post-training static quantization: every Linear, Conv1d/2d/3d,
+    LinearReLU, ConvReLU1d/2d/3d and QuantStub whose qconfig is not None gets observers on its
     input and output (``module.activation_post_process`` is the output's). Run data through
     the result (eagerly or under ``jit``: values reach the observers by
     ``lax.debug_callback``), then ``convert``. Returns the prepared model (a copy unless
@@ -179,8 +184,8 @@ def _weight_qparams(weight, factory):
 
 
 def _float_parts(mod):
-    """(core Linear/Conv2d, relu?) of a float, fused or QAT module."""
-    if isinstance(mod, (LinearReLU, ConvReLU2d)):
+    """(core Linear/Conv, relu?) of a float, fused or QAT module."""
+    if isinstance(mod, (LinearReLU,) + CONV_RELU):
         return mod[0], True
     return mod, bool(getattr(mod, "relu", False))
 
@@ -219,8 +224,9 @@ def _convert_one(name, mod):
         inp = _qparams(obs.input, "input", name)
         core, relu = _float_parts(mod)
         wq, sym = _weight_qparams(core.weight, obs.qconfig.weight)
-    if isinstance(core, (nn.Conv2d, QATConv2d)):
-        cls = qm.QuantizedConvReLU2d if relu else qm.QuantizedConv2d
+    core_type = getattr(core, "float_type", None) or type(core)
+    if core_type in QUANTIZED_CONV:
+        cls = QUANTIZED_CONV[core_type][bool(relu)]
         return cls.from_float_conv(core, wq, out, inp, sym)
     cls = qm.QuantizedLinearReLU if relu else qm.QuantizedLinear
     return cls.from_params(core.weight, core.bias, wq, out, inp, sym)
@@ -252,7 +258,7 @@ def convert(model, inplace=False):
 
 # --- quantization-aware training -----------------------------------------------------------------
 class _QAT(Module):
-    """A Linear or Conv2d (optionally with ReLU) whose input, weight and output pass through
+    """A Linear or convolution (optionally with ReLU) whose input, weight and output pass through
     ``FakeQuantize`` modules: ``input_fake_quant``, ``weight_fake_quant`` and
     ``activation_post_process`` (PyTorch's ``torch.ao.nn.qat`` modules)."""
     relu = False
@@ -306,19 +312,40 @@ class QATLinear(_QAT):
                 f"bias={self.bias is not None}" + (", relu=True" if self.relu else ""))
 
 
-class QATConv2d(_QAT):
-    """``torch.ao.nn.qat.Conv2d`` (and ``ConvReLU2d`` with ``relu=True``)."""
+class _QATConv(_QAT):
+    """A QAT convolution; ``float_type`` is the float module it stands for."""
+    float_type = None
 
     def _float_forward(self, x, w):
-        return F.conv2d(x, w, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        conv = {nn.Conv1d: F.conv1d, nn.Conv2d: F.conv2d, nn.Conv3d: F.conv3d}[self.float_type]
+        return conv(x, w, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
     def extra_repr(self):
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
                 f"stride={self.stride}" + (", relu=True" if self.relu else ""))
 
 
+class QATConv1d(_QATConv):
+    """``torch.ao.nn.qat.Conv1d`` (and ``ConvReLU1d`` with ``relu=True``)."""
+    float_type = nn.Conv1d
+
+
+class QATConv2d(_QATConv):
+    """``torch.ao.nn.qat.Conv2d`` (and ``ConvReLU2d`` with ``relu=True``)."""
+    float_type = nn.Conv2d
+
+
+class QATConv3d(_QATConv):
+    """``torch.ao.nn.qat.Conv3d`` (and ``ConvReLU3d`` with ``relu=True``)."""
+    float_type = nn.Conv3d
+
+
+QAT_MODULES = {nn.Linear: QATLinear, nn.Conv1d: QATConv1d, nn.Conv2d: QATConv2d,
+               nn.Conv3d: QATConv3d}
+
+
 def prepare_qat(model, qconfig=None, inplace=False, qconfig_dict=None):
-    """Swap Linear/Conv2d (and their ReLU fusions) whose qconfig is set for QAT modules that
+    """Swap Linear/Conv1d/2d/3d (and their ReLU fusions) whose qconfig is set for QAT modules that
     fake-quantize input, weight and output with the qconfig's ``FakeQuantize`` factories
     (``get_default_qat_qconfig("x86")``); QuantStubs get a fake quantizer. Train the result
     with an ordinary (jitted) step, then ``convert``. The QAT modules share the float
@@ -333,6 +360,10 @@ def prepare_qat(model, qconfig=None, inplace=False, qconfig_dict=None):
     """
     model, found = _prepare_targets(model, qconfig, inplace, qconfig_dict, "prepare_qat")
     for name, mod, qc in found:
+        if type(mod) in EMBEDDING_MAPPING:      # tables train in float; convert quantizes them
+            _check_table_qconfig(name, mod, qc, "prepare_qat")
+            mod.__dict__["_quant_table_qconfig"] = qc
+            continue
         probe = qc.activation()
         if not isinstance(probe, FakeQuantize):
             raise TypeError(f"prepare_qat: the qconfig of {name!r} makes "
@@ -343,8 +374,7 @@ def prepare_qat(model, qconfig=None, inplace=False, qconfig_dict=None):
             mod.activation_post_process = probe
             continue
         core, _ = _float_parts(mod)
-        cls = QATConv2d if isinstance(core, nn.Conv2d) else QATLinear
-        _replace(model, name, cls.from_float(mod, qc))
+        _replace(model, name, QAT_MODULES[type(core)].from_float(mod, qc))
     return model
 
 

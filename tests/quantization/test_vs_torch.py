@@ -166,6 +166,43 @@ def test_static(ref, data, tag):
     assert np.abs(y - ref[f"{tag}_y"]).max() <= step * 1.001
 
 
+class ConvNet(nn.Module):
+    def __init__(self, d, nd):
+        super().__init__()
+        conv = {1: nn.Conv1d, 3: nn.Conv3d}[nd]
+        bn = {1: nn.BatchNorm1d, 3: nn.BatchNorm3d}[nd]
+        self.quant, self.dequant = tq.QuantStub(), tq.DeQuantStub()
+        self.conv, self.bn, self.relu = conv(2, 4, 3, padding=1), bn(4), nn.ReLU()
+        g, b, m, v = d[f"bn{nd}d"]
+        self.load_state_dict({"conv.weight": d[f"conv{nd}d_w"], "conv.bias": d[f"conv{nd}d_b"],
+                              "bn.weight": g, "bn.bias": b, "bn.running_mean": m,
+                              "bn.running_var": v, "bn.num_batches_tracked": np.array(0)})
+
+    def forward(self, x):
+        return self.dequant(self.relu(self.bn(self.conv(self.quant(x)))))
+
+
+@pytest.mark.parametrize("nd", [1, 3])
+def test_static_conv1d_conv3d_with_batch_norm(ref, data, nd):
+    net = tq.fuse_modules(ConvNet(data, nd).eval(), [["conv", "bn", "relu"]])
+    assert type(net.conv).__name__ == f"ConvReLU{nd}d"
+    p = tq.prepare(net, tq.get_default_qconfig("x86"))
+    for b in data[f"calib{nd}d"]:
+        p(jnp.asarray(b))
+    c = tq.convert(p)
+    assert type(c.conv).__name__ == f"QuantizedConvReLU{nd}d"
+    np.testing.assert_array_equal(np.asarray(c.conv.weight), ref[f"conv{nd}d_w_q"])
+    np.testing.assert_allclose(np.asarray(c.conv.weight_scale), ref[f"conv{nd}d_w_scale"],
+                               rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(c.conv.scale).item(), ref[f"conv{nd}d_scale"],
+                               rtol=1e-6)
+    assert np.asarray(c.conv.zero_point).item() == int(ref[f"conv{nd}d_zp"])
+    np.testing.assert_allclose(np.asarray(c.quant.scale).reshape(1),
+                               ref[f"conv{nd}d_quant_scale"], rtol=1e-6)
+    y = np.asarray(c(jnp.asarray(data[f"test{nd}d"])))
+    assert np.abs(y - ref[f"conv{nd}d_y"]).max() <= float(ref[f"conv{nd}d_scale"]) * 1.001
+
+
 @pytest.mark.parametrize("name, make, chunks", [
     ("minmax", lambda: tq.MinMaxObserver(), 1),
     ("minmax_sym", lambda: tq.MinMaxObserver(dtype=tq.qint8, qscheme=tq.per_tensor_symmetric), 1),

@@ -264,6 +264,25 @@ def test_embedding_tables_in_the_workflows_save_load_and_size(tmp_path):
     np.testing.assert_array_equal(np.asarray(q2(ids)), np.asarray(q(ids)))
 
 
+def test_qat_conv1d_and_conv3d_convert_to_their_quantized_modules():
+    funcgrad.manual_seed(2)
+    for nd, conv, shape in ((1, nn.Conv1d, (3, 2, 10)), (3, nn.Conv3d, (2, 2, 4, 4, 4))):
+        model = tq.fuse_modules(nn.Sequential(conv(2, 4, 3, padding=1), nn.ReLU()).train(),
+                                ["0", "1"])
+        q = tq.prepare_qat(model, tq.get_default_qat_qconfig("x86"))
+        assert type(q[0]).__name__ == f"QATConv{nd}d" and q[0].relu
+        x = arr(*shape)
+        float_y = np.asarray(model(x))
+        np.testing.assert_allclose(np.asarray(q(x)), float_y, atol=0.05)   # fake-quantized
+        c = tq.convert(q.eval())
+        assert type(c[0]).__name__ == f"QuantizedConvReLU{nd}d"
+        np.testing.assert_allclose(np.asarray(c(x)), float_y, atol=0.05)
+    with pytest.raises(ValueError, match=r"cannot fold batch norm '1' \(BatchNorm1d\) into a "
+                                         r"Conv2d"):
+        tq.fuse_modules(nn.Sequential(nn.Conv2d(1, 2, 1), nn.BatchNorm1d(2)).eval(),
+                        ["0", "1"])
+
+
 def test_embedding_quantization_errors():
     with pytest.raises(ValueError, match=r"Embedding '0': embedding quantization is only "
                                          r"supported with float_qparams_weight_only_qconfig"):

@@ -36,6 +36,12 @@ def inputs():
     d["bag_ids"] = rng.integers(0, 20, 11).astype(np.int64)
     d["bag_offsets"] = np.array([0, 4, 4, 9], np.int64)          # one empty bag
     d["bag_psw"] = f(11)
+    for nd, spatial in ((1, (9,)), (3, (4, 4, 4))):     # Conv1d / Conv3d + BatchNorm + ReLU
+        d[f"conv{nd}d_w"] = f(4, 2, *(3,) * nd) / 2
+        d[f"conv{nd}d_b"] = f(4) / 10
+        d[f"bn{nd}d"] = np.stack([1 + f(4) / 5, f(4) / 5, f(4) / 5, 1 + np.abs(f(4))])
+        d[f"calib{nd}d"] = f(4, 3, 2, *spatial)
+        d[f"test{nd}d"] = f(2, 2, *spatial)
     return d
 
 
@@ -99,6 +105,22 @@ def torch_results(d):
                     # PyTorch 2.13's 4-bit Embedding returns rows of width 2 (a bug): its rows
                     # come from the 4-bit EmbeddingBag kernel, one id per bag
                     out["emb4_y"] = qbag(t["emb_ids"].reshape(-1, 1)).numpy().reshape(3, 5, 12)
+    # static Conv1d / Conv3d with folded batch norm and ReLU, x86 qconfig
+    for nd in (1, 3):
+        net = TorchConvNet(torch, t, nd).eval()
+        net = tq.fuse_modules(net, [["conv", "bn", "relu"]])
+        net.qconfig = tq.get_default_qconfig("x86")
+        p = tq.prepare(net)
+        for b in t[f"calib{nd}d"]:
+            p(b)
+        c = tq.convert(p)
+        wq = c.conv.weight()
+        out.update({f"conv{nd}d_w_q": wq.int_repr().numpy(),
+                    f"conv{nd}d_w_scale": wq.q_per_channel_scales().numpy().astype(np.float32),
+                    f"conv{nd}d_scale": np.float32(c.conv.scale),
+                    f"conv{nd}d_zp": np.int32(c.conv.zero_point),
+                    f"conv{nd}d_quant_scale": c.quant.scale.numpy(),
+                    f"conv{nd}d_y": c(t[f"test{nd}d"]).detach().numpy()})
     # static: QuantStub, Conv+ReLU, Linear+ReLU, Linear, DeQuantStub
     for tag, qconfig in (("minmax", tq.QConfig(
             activation=tq.MinMaxObserver.with_args(reduce_range=True),
@@ -139,6 +161,28 @@ def torch_results(d):
     s, z = pc.calculate_qparams()
     out["obs_perchannel_scale"], out["obs_perchannel_zp"] = s.numpy(), z.numpy()
     return out
+
+
+def TorchConvNet(torch, t, nd):
+    import torch.ao.quantization as tq
+    conv_cls = {1: torch.nn.Conv1d, 3: torch.nn.Conv3d}[nd]
+    bn_cls = {1: torch.nn.BatchNorm1d, 3: torch.nn.BatchNorm3d}[nd]
+
+    class ConvNet(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.quant, self.dequant = tq.QuantStub(), tq.DeQuantStub()
+            self.conv, self.bn, self.relu = conv_cls(2, 4, 3, padding=1), bn_cls(4), \
+                torch.nn.ReLU()
+
+        def forward(self, x):
+            return self.dequant(self.relu(self.bn(self.conv(self.quant(x)))))
+    net = ConvNet()
+    g, b, m, v = t[f"bn{nd}d"]
+    net.load_state_dict({"conv.weight": t[f"conv{nd}d_w"], "conv.bias": t[f"conv{nd}d_b"],
+                         "bn.weight": g, "bn.bias": b, "bn.running_mean": m,
+                         "bn.running_var": v, "bn.num_batches_tracked": torch.tensor(0)})
+    return net
 
 
 def TorchNet(torch, t):

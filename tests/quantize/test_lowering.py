@@ -110,7 +110,7 @@ def test_float_products_follow_default_matmul_precision(precision):
     with funcgrad.default_matmul_precision(precision):
         dot = funcgrad.make_jaxpr(lambda a: products.linear_product(
             a, qw, jnp.asarray(s), 0, products.WEIGHT_ONLY))(x)
-        conv = funcgrad.make_jaxpr(lambda a: products.conv2d_product(
+        conv = funcgrad.make_jaxpr(lambda a: products.conv_product(
             a, kernel, jnp.asarray(np.full(4, 0.01, np.float32)), 0, products.WEIGHT_ONLY,
             (1, 1), ((1, 1), (1, 1)), (1, 1), 1))(img)
     want = None if precision is None else ("HIGHEST", "HIGHEST")
