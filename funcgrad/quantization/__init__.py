@@ -20,6 +20,8 @@ from funcgrad.quantization.fake_quantize import FakeQuantize
 from funcgrad.quantization.fuse import (ConvReLU1d, ConvReLU2d, ConvReLU3d, LinearReLU,
                                         fuse_conv_bn_eval, fuse_modules)
 from funcgrad.quantization.modules import (DeQuantize, DynamicQuantizedGRU,
+                                           DynamicQuantizedGRUCell, DynamicQuantizedLSTMCell,
+                                           DynamicQuantizedRNNCell,
                                            DynamicQuantizedLinear, DynamicQuantizedLSTM,
                                            Quantize, QuantizedConv1d, QuantizedConv2d,
                                            QuantizedConv3d, QuantizedConvReLU1d,
@@ -62,7 +64,8 @@ __all__ = [
     "QuantizedConvReLU2d", "DynamicQuantizedLinear", "DynamicQuantizedLSTM",
     "DynamicQuantizedGRU", "QATLinear", "QATConv2d", "LinearReLU", "ConvReLU2d",
     "QuantizedConv1d", "QuantizedConv3d", "QuantizedConvReLU1d", "QuantizedConvReLU3d",
-    "QATConv1d", "QATConv3d", "ConvReLU1d", "ConvReLU3d",
+    "QATConv1d", "QATConv3d", "ConvReLU1d", "ConvReLU3d", "DynamicQuantizedLSTMCell",
+    "DynamicQuantizedGRUCell", "DynamicQuantizedRNNCell",
     "WeightQuantizedLinear", "Int8DynamicActivationInt8WeightConfig", "Int8WeightOnlyConfig",
     "Int4WeightOnlyConfig", "Float8DynamicActivationFloat8WeightConfig", "qint8", "quint8",
     "float16", "qint32", "per_tensor_affine", "per_tensor_symmetric", "per_channel_affine",

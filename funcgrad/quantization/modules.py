@@ -381,26 +381,18 @@ def _gru_cell(mm, h, xw):
     return h, h
 
 
-class _DynamicRNN(Module):
-    """LSTM / GRU with int8 ``weight_ih``/``weight_hh`` per layer and direction (PyTorch's
-    names, with ``_scale``/``_zero_point`` buffers) and dynamically quantized inputs and
-    hidden states: the input projection of all steps is one integer product, the recurrence
-    one integer product per step inside ``lax.scan``. With float16 weights
-    (``quantize_dynamic(..., dtype="float16")``) the weights are float16 buffers and the
-    products run in float32."""
-    mode = None
+class _DynamicWeights(Module):
+    """Recurrent weights (PyTorch's names: ``weight_ih``, ``weight_hh``, per layer and
+    direction) stored int8 with ``_scale``/``_zero_point`` buffers, or float16; biases
+    float32. ``_product`` multiplies by one of them with the input quantized at run time."""
     dtype = "qint8"
 
     @classmethod
-    def from_float(cls, mod, weight_observer=None, reduce_range=True):
+    def _from_float(cls, mod, weight_observer, reduce_range, attributes):
         from funcgrad.quantization.qconfig import default_weight_observer
-        if getattr(mod, "proj_size", 0):
-            raise ValueError(f"quantize_dynamic: {type(mod).__name__} with proj_size is not "
-                             f"supported (PyTorch's dynamic LSTM has no projections either)")
         m = cls.__new__(cls)
         Module.__init__(m)
-        for k in ("input_size", "hidden_size", "num_layers", "bias", "batch_first",
-                  "bidirectional"):
+        for k in attributes:
             object.__setattr__(m, k, getattr(mod, k))
         m.reduce_range = reduce_range
         obs = weight_observer or default_weight_observer
@@ -418,6 +410,9 @@ class _DynamicRNN(Module):
                 m._sym[name] = sym and not np.any(z)
             else:
                 m.register_buffer(name, _arr(p.data, np.float32))
+        for name in ("bias_ih", "bias_hh"):        # cells without bias: PyTorch's None
+            if hasattr(mod, name) and getattr(mod, name) is None:
+                m.register_buffer(name, None)
         return m
 
     def _product(self, x, name, weight=None):
@@ -431,6 +426,31 @@ class _DynamicRNN(Module):
         return products.linear_product(x, getattr(self, name) if weight is None else weight,
                                        getattr(self, name + "_scale"), zp, cfg,
                                        transposed=weight is not None)
+
+    def _biased(self, x, name, bias, weight=None):
+        out = self._product(x, name, weight)
+        b = getattr(self, bias, None)
+        return out if b is None else out + b
+
+
+class _DynamicRNN(_DynamicWeights):
+    """LSTM / GRU with int8 ``weight_ih``/``weight_hh`` per layer and direction (PyTorch's
+    names, with ``_scale``/``_zero_point`` buffers) and dynamically quantized inputs and
+    hidden states: the input projection of all steps is one integer product, the recurrence
+    one integer product per step inside ``lax.scan``. With float16 weights
+    (``quantize_dynamic(..., dtype="float16")``) the weights are float16 buffers and the
+    products run in float32."""
+    mode = None
+
+    @classmethod
+    def from_float(cls, mod, weight_observer=None, reduce_range=True):
+        if getattr(mod, "proj_size", 0):
+            raise ValueError(f"quantize_dynamic: {type(mod).__name__} with proj_size is not "
+                             f"supported (PyTorch's dynamic LSTM has no projections either)")
+        return cls._from_float(mod, weight_observer, reduce_range,
+                               ("input_size", "hidden_size", "num_layers", "bias",
+                                "batch_first", "bidirectional"))
+
 
     def forward(self, x, hx=None):
         x = jnp.asarray(x)
@@ -508,3 +528,71 @@ class DynamicQuantizedLSTM(_DynamicRNN):
 class DynamicQuantizedGRU(_DynamicRNN):
     """``torch.ao.nn.quantized.dynamic.GRU``: see ``quantize_dynamic``."""
     mode = "GRU"
+
+
+class _DynamicCell(_DynamicWeights):
+    """One step of a recurrent cell with dynamically quantized products (PyTorch's
+    ``torch.ao.nn.quantized.dynamic`` cells): ``weight_ih``/``weight_hh`` int8 (or float16),
+    input and hidden state quantized per tensor at run time, one integer product each."""
+    gates = 1
+
+    @classmethod
+    def from_float(cls, mod, weight_observer=None, reduce_range=True):
+        attrs = ("input_size", "hidden_size", "bias") + \
+            (("nonlinearity",) if hasattr(mod, "nonlinearity") else ())
+        return cls._from_float(mod, weight_observer, reduce_range, attrs)
+
+    def _start(self, x, hx):
+        x = jnp.asarray(x)
+        if x.ndim not in (1, 2) or x.shape[-1] != self.input_size:
+            raise ValueError(f"{type(self).__name__}: expected an input of shape (batch, "
+                             f"{self.input_size}) or ({self.input_size},), got "
+                             f"{tuple(x.shape)}")
+        zeros = jnp.zeros(tuple(x.shape[:-1]) + (self.hidden_size,), x.dtype)
+        xw = jnp.split(self._biased(x, "weight_ih", "bias_ih"), self.gates, axis=-1)
+        return xw, zeros, (lambda h: self._biased(h, "weight_hh", "bias_hh"))
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if not self.bias:
+            s += ", bias=False"
+        if getattr(self, "nonlinearity", "tanh") != "tanh":
+            s += f", nonlinearity={self.nonlinearity}"
+        return s
+
+
+class DynamicQuantizedLSTMCell(_DynamicCell):
+    """``torch.ao.nn.quantized.dynamic.LSTMCell``: ``h, c = cell(x, (h, c))``.
+
+    Example:
+        >>> from funcgrad.quantization.modules import DynamicQuantizedLSTMCell
+        >>> cell = nn.LSTMCell(4, 8)
+        >>> q = DynamicQuantizedLSTMCell.from_float(cell)
+        >>> x = jnp.ones((2, 4))
+        >>> bool(np.abs(np.asarray(q(x)[0] - cell(x)[0])).max() < 0.02)
+        True
+    """
+    gates = 4
+
+    def forward(self, x, hx=None):
+        xw, zeros, mm = self._start(x, hx)
+        (h, c), _ = _lstm_cell(mm, (zeros, zeros) if hx is None else hx, xw)
+        return h, c
+
+
+class DynamicQuantizedGRUCell(_DynamicCell):
+    """``torch.ao.nn.quantized.dynamic.GRUCell``: ``h = cell(x, h)``."""
+    gates = 3
+
+    def forward(self, x, hx=None):
+        xw, zeros, mm = self._start(x, hx)
+        return _gru_cell(mm, zeros if hx is None else hx, xw)[0]
+
+
+class DynamicQuantizedRNNCell(_DynamicCell):
+    """``torch.ao.nn.quantized.dynamic.RNNCell`` (tanh or relu): ``h = cell(x, h)``."""
+
+    def forward(self, x, hx=None):
+        (xw,), zeros, mm = self._start(x, hx)
+        act = jnp.tanh if self.nonlinearity == "tanh" else F.relu
+        return act(xw + mm(zeros if hx is None else hx))

@@ -380,7 +380,8 @@ def prepare_qat(model, qconfig=None, inplace=False, qconfig_dict=None):
 
 # --- dynamic quantization ---------------------------------------------------------------------------
 DYNAMIC_MAPPING = {nn.Linear: qm.DynamicQuantizedLinear, nn.LSTM: qm.DynamicQuantizedLSTM,
-                   nn.GRU: qm.DynamicQuantizedGRU}
+                   nn.GRU: qm.DynamicQuantizedGRU, nn.LSTMCell: qm.DynamicQuantizedLSTMCell,
+                   nn.GRUCell: qm.DynamicQuantizedGRUCell, nn.RNNCell: qm.DynamicQuantizedRNNCell}
 
 
 def _dtype_name(dtype):
@@ -393,7 +394,8 @@ def _dtype_name(dtype):
 
 
 def quantize_dynamic(model, qconfig_spec=None, dtype="qint8", mapping=None, inplace=False):
-    """Replace Linear, LSTM and GRU modules by dynamically quantized ones: int8 weights
+    """Replace Linear, LSTM, GRU (and LSTMCell, GRUCell, RNNCell) modules by dynamically
+    quantized ones: int8 weights
     (PyTorch's default: per-tensor symmetric), activations quantized per tensor at run time
     (quint8 with reduce_range, as PyTorch's x86 kernels). ``qconfig_spec``: a set of module
     types (``{nn.Linear, nn.LSTM}``) or names, or a dict of types/names to QConfigs (``None``

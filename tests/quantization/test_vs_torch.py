@@ -94,6 +94,26 @@ def test_dynamic_float16_linear_lstm_gru(ref, data, dtype):
         np.testing.assert_allclose(np.asarray(qr(x)[0]), ref[f"{kind}16_y"], atol=1e-6)
 
 
+@pytest.mark.parametrize("name, cls, kw", [("lstmcell", nn.LSTMCell, {}),
+                                            ("grucell", nn.GRUCell, {}),
+                                            ("rnncell", nn.RNNCell, {"nonlinearity": "relu"})])
+def test_dynamic_cells(ref, data, name, cls, kw):
+    cell = cls(5, 6, **kw)
+    cell.load_state_dict({k.split(".")[1]: v for k, v in data.items()
+                          if k.startswith(name + ".")})
+    x, h = jnp.asarray(data["cell_x"]), jnp.asarray(data["cell_h"])
+    hx = (h, jnp.asarray(data["cell_c"])) if name == "lstmcell" else h
+    for tag, dtype in (("q8", "qint8"), ("f16", "float16")):
+        q = tq.quantize_dynamic(nn.Sequential(cell), dtype=dtype)[0]   # cells by default
+        assert type(q).__name__ == "DynamicQuantized" + type(cell).__name__
+        y = q(x, hx)
+        y = y[0] if name == "lstmcell" else y
+        np.testing.assert_allclose(np.asarray(y), ref[f"{name}_{tag}_y"], atol=1e-5,
+                                   err_msg=tag)
+    assert repr(q) == ("DynamicQuantizedRNNCell(5, 6, nonlinearity=relu)" if name == "rnncell"
+                       else f"DynamicQuantized{type(cell).__name__}(5, 6)")
+
+
 @pytest.mark.parametrize("bits", [8, 4])
 def test_embedding_tables(ref, data, bits):
     qc = tq.float_qparams_weight_only_qconfig if bits == 8 else \

@@ -42,6 +42,10 @@ def inputs():
         d[f"bn{nd}d"] = np.stack([1 + f(4) / 5, f(4) / 5, f(4) / 5, 1 + np.abs(f(4))])
         d[f"calib{nd}d"] = f(4, 3, 2, *spatial)
         d[f"test{nd}d"] = f(2, 2, *spatial)
+    for name, gates in (("lstmcell", 4), ("grucell", 3), ("rnncell", 1)):
+        d.update({f"{name}.weight_ih": f(gates * 6, 5) / 3, f"{name}.weight_hh": f(gates * 6, 6) / 3,
+                  f"{name}.bias_ih": f(gates * 6) / 3, f"{name}.bias_hh": f(gates * 6) / 3})
+    d["cell_x"], d["cell_h"], d["cell_c"] = f(3, 5), f(3, 6), f(3, 6)
     return d
 
 
@@ -78,6 +82,16 @@ def torch_results(d):
     gru.load_state_dict({k[4:]: t[k] for k in d if k.startswith("gru.")})
     out["gru16_y"] = tq.quantize_dynamic(torch.nn.Sequential(gru), {torch.nn.GRU},
                                          **half)[0](t["lstm_x"])[0].detach().numpy()
+    # dynamically quantized cells (qint8 and float16 weights); the RNNCell with relu
+    for name, cls, kw in (("lstmcell", torch.nn.LSTMCell, {}), ("grucell", torch.nn.GRUCell, {}),
+                          ("rnncell", torch.nn.RNNCell, {"nonlinearity": "relu"})):
+        cell = cls(5, 6, **kw)
+        cell.load_state_dict({k.split(".")[1]: t[k] for k in d if k.startswith(name + ".")})
+        for tag, dt in (("q8", torch.qint8), ("f16", torch.float16)):
+            q = tq.quantize_dynamic(torch.nn.Sequential(cell), dtype=dt)[0]
+            hx = (t["cell_h"], t["cell_c"]) if name == "lstmcell" else t["cell_h"]
+            y = q(t["cell_x"], hx)
+            out[f"{name}_{tag}_y"] = (y[0] if name == "lstmcell" else y).detach().numpy()
     # embedding tables, 8-bit and 4-bit per-row float qparams (prepare / convert)
     for bits, qc in ((8, tq.float_qparams_weight_only_qconfig),
                      (4, tq.float_qparams_weight_only_qconfig_4bit)):
