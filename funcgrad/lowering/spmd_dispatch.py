@@ -73,6 +73,21 @@ def call_fast(jitted, args, leaves, treedef):
     return _launch(jitted, fast[0], _with_scalars(fast, bufs), leaves)
 
 
+_ONE_LEAF = tree_util.registry.flatten((0,))[1]     # the structure of ``(x,)``
+
+
+def call_one(jitted, a):
+    """An eager call whose one argument is the sharded Array ``a``: ``call_fast`` without the
+    flatten and the loop (the time between one step's end and the next launch is what a
+    program waiting on its devices' threads pays for most)."""
+    buf = a._buf
+    fast = jitted._caches.spmd_fast.get((_ONE_LEAF, a.aval.key, id(buf._sharding)))
+    if fast is None or (_donating[0] and buf.is_deleted()):
+        args = (a,)
+        return call_fast(jitted, args, [a], _ONE_LEAF)
+    return _launch(jitted, fast[0], [buf], (a,))
+
+
 def _fast_key(prefix, leaves):
     """(the fast table's key: ``prefix`` and, per leaf, its aval key and the id of its sharding
     object, a Python scalar its type; the leaves' buffers and scalars), or (None, None) when a
