@@ -420,14 +420,14 @@ def _group_plan(opt, gi, group):
     set of hyper-parameter values (types included: True is static, 1 is traced) and kept on
     the optimizer: every eager call of a jitted training step flattens it."""
     items = tuple([(k, type(v), v) for k, v in group.items() if k != "params"])
-    plans = opt.__dict__.get("_flatten_plans")
-    if plans is None:
-        plans = opt.__dict__["_flatten_plans"] = {}
-    traced_copy = "_group_flags" in opt.__dict__     # a copy made inside a trace
+    d = opt.__dict__
+    plans = None if "_group_flags" in d else d.get("_flatten_plans")   # not on traced copies
+    if plans is None and "_group_flags" not in d:
+        plans = d["_flatten_plans"] = {}
     try:
-        plan = None if traced_copy else plans.get((gi, items))
-    except TypeError:             # an unhashable hyper-parameter: classified every time
-        plan, traced_copy = None, True
+        plan = plans.get((gi, items)) if plans is not None else None
+    except TypeError:             # an unhashable hyper-parameter (an Array): classified anew
+        plans = plan = None
     if plan is None:
         numeric, fixed = [], []
         for k, _, v in items:
@@ -436,7 +436,7 @@ def _group_plan(opt, gi, group):
             else:
                 fixed.append((k, v))
         plan = (tuple(numeric), tuple(sorted(fixed)), tuple(sorted(opt._flags_for(gi).items())))
-        if not traced_copy:
+        if plans is not None:
             if len(plans) >= _PLANS_PER_OPTIMIZER:
                 plans.clear()
             plans[(gi, items)] = plan
