@@ -239,6 +239,7 @@ def module_case(lib):
 
     def run_step():
         ns["block"](step(model, opt, x, y))
+    run_step.jitted, run_step.args = step, (lambda: (model, opt, x, y))
     return run_step, (lambda: float(xent(model(x), y)))
 
 
@@ -251,6 +252,8 @@ def _training(ns, jstep, loss, params, batch, with_value=False):
         out = jstep(state["p"], *batch)
         state["p"] = out[0] if with_value else out
         ns["block"](out[1] if with_value else out)
+    # for bench/sharding_bare.py: the jitted step and its current arguments
+    run_step.jitted, run_step.args = jstep, (lambda: (state["p"], *batch))
     return run_step, (lambda: float(loss(state["p"], *batch)))
 
 

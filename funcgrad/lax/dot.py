@@ -83,6 +83,22 @@ def _dot_general_jvp(primals, tangents, dimension_numbers, precision=None,
     return out, t
 
 
+def _product_in_order(x, y, dims, batch, x_rest, y_rest, precision):
+    """``dot_general(x, y, dims)`` with its result's axes put in order, where the result's axes
+    are (``batch``, ``x_rest``, ``y_rest``) in the wanted value's numbering; when that order
+    needs a transpose and the swapped product's (``batch``, ``y_rest``, ``x_rest``) does not,
+    ``dot_general(y, x)`` instead. A transposed product costs XLA a copy of the result (a
+    strided pass over a weight's gradient in a training step), the swapped one nothing."""
+    src = list(batch) + list(x_rest) + list(y_rest)
+    swapped = list(batch) + list(y_rest) + list(x_rest)
+    if src != sorted(src) and swapped == sorted(swapped):
+        (xc, yc), (xb, yb) = dims
+        x, y, dims, src = y, x, ((yc, xc), (yb, xb)), swapped
+    out = dot_general_p.bind(x, y, dimension_numbers=dims, precision=precision,
+                             preferred_element_type=None)
+    return transpose(out, tuple(int(p) for p in np.argsort(src)))
+
+
 def _dot_transpose_lhs(ct, lhs_aval, rhs, dimension_numbers, precision):
     """The cotangent of lhs of ``dot_general(lhs, rhs)`` given the output cotangent ``ct``."""
     (lc, rc), (lb, rb) = dimension_numbers
@@ -93,12 +109,11 @@ def _dot_transpose_lhs(ct, lhs_aval, rhs, dimension_numbers, precision):
     ct_rhs_free = tuple(range(nb + len(lhs_free), nb + len(lhs_free) + len(rhs_free)))
     if aval_of(ct).dtype != rhs_aval.dtype:
         ct = convert_element_type(ct, rhs_aval.dtype)
-    out = dot_general_p.bind(ct, rhs, dimension_numbers=(
-        (ct_rhs_free, tuple(rhs_free)), (tuple(range(nb)), tuple(rb))), precision=precision,
-        preferred_element_type=None)
-    src = list(lb) + lhs_free + [lc[list(rc).index(r)] for r in sorted(rc)]
-    perm = tuple(int(p) for p in np.argsort(src))
-    out = transpose(out, perm)
+    # ct's free axes are lhs's; rhs's remaining (contracted) axes map to lhs's contracted ones
+    out = _product_in_order(ct, rhs, ((ct_rhs_free, tuple(rhs_free)), (tuple(range(nb)),
+                                                                       tuple(rb))),
+                            lb, lhs_free, [lc[list(rc).index(r)] for r in sorted(rc)],
+                            precision)
     if aval_of(out).dtype != lhs_aval.dtype:
         out = convert_element_type(out, lhs_aval.dtype)
     return out
@@ -113,12 +128,11 @@ def _dot_transpose_rhs(ct, lhs, rhs_aval, dimension_numbers, precision):
     ct_lhs_free = tuple(range(nb, nb + len(lhs_free)))
     if aval_of(ct).dtype != lhs_aval.dtype:
         ct = convert_element_type(ct, lhs_aval.dtype)
-    out = dot_general_p.bind(lhs, ct, dimension_numbers=(
-        (tuple(lhs_free), ct_lhs_free), (tuple(lb), tuple(range(nb)))), precision=precision,
-        preferred_element_type=None)
-    src = list(rb) + [rc[list(lc).index(l)] for l in sorted(lc)] + rhs_free
-    perm = tuple(int(p) for p in np.argsort(src))
-    out = transpose(out, perm)
+    # lhs's remaining (contracted) axes map to rhs's contracted ones; ct's free axes are rhs's
+    out = _product_in_order(lhs, ct, ((tuple(lhs_free), ct_lhs_free), (tuple(lb),
+                                                                       tuple(range(nb)))),
+                            rb, [rc[list(lc).index(l)] for l in sorted(lc)], rhs_free,
+                            precision)
     if aval_of(out).dtype != rhs_aval.dtype:
         out = convert_element_type(out, rhs_aval.dtype)
     return out

@@ -451,7 +451,7 @@ class JitFunction:
                         return entry.out_tree.unflatten(
                             [Array(a, b) for a, b in zip(entry.out_avals, outs)])
                 elif type(a) is ShardedArray and self._mesh_fast:
-                    return self._call_mesh(args)
+                    return spmd_dispatch.call_one(self, a)
                 return self._call_slow(args, kwargs)
             sole = _array_mod.sole_sharding
             sharding = None

@@ -9,7 +9,9 @@ argument and returns one per output (``lowering/sharding.py``'s ``ShardedArray``
 XLA:CPU runs each replica as a task of one thread pool; a replica that waits in a collective
 holds its thread, so several multi-device launches in flight at once can leave no thread for
 the replicas they wait for. The executable therefore waits for its previous launch before the
-next one (``_last``): launches stay asynchronous with respect to Python, one deep. A program
+next one (``_last``: the launch's token, which is ready once every device finished it, one
+wait however many outputs it has): launches stay asynchronous with respect to Python, one
+deep. A program
 with one replica in this process (one device per process of a multi-process run) holds one
 thread at a time, so its launches are queued without that wait (PjRt's CPU client runs
 collective launches one at a time, in order).
@@ -32,15 +34,24 @@ from funcgrad.lowering.jaxlib_compat import array_result_handler as _result_hand
 from funcgrad.lowering.sharding import (ShardedArray, addressable, global_of, mapped_sharding,
                                        process_part, shard_buffers)
 
-_last = [None]     # the outputs of the latest multi-device launch (see the module docstring)
+_last = [None]     # the token of the latest multi-device launch (see the module docstring)
 
 
 def wait_for_previous_launch():
+    """Wait until every device has finished the latest multi-device launch with collectives."""
     prev = _last[0]
     if prev is not None:
         _last[0] = None
-        for buf in prev:
-            buf.block_until_ready()
+        prev.block_until_ready()
+
+
+def launch_serialised(execute, bufs, handlers):
+    """``execute(bufs)``'s outputs (``consume_with_handlers(handlers)``) once the previous
+    launch has finished; this launch becomes the one the next waits for."""
+    wait_for_previous_launch()
+    results = execute(bufs, True)        # with its token
+    _last[0] = results.consume_token()
+    return results.consume_with_handlers(handlers)
 
 
 class ReplicatedExecutable:
@@ -98,9 +109,7 @@ class ReplicatedExecutable:
         """Run on multi-device buffers (one per input, laid out as ``in_shardings``); returns
         ShardedArrays (this process's part when the devices span several processes)."""
         if self._serial:
-            wait_for_previous_launch()
-            outs = self.loaded.execute_sharded(bufs).consume_with_handlers(self._handlers)
-            _last[0] = outs
+            outs = launch_serialised(self.loaded.execute_sharded, bufs, self._handlers)
         else:
             outs = self.loaded.execute_sharded(bufs).consume_with_handlers(self._handlers)
         if self._parts is not None:     # as JAX's pmap: each process gets its own part back

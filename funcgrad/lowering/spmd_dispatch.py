@@ -73,12 +73,28 @@ def call_fast(jitted, args, leaves, treedef):
     return _launch(jitted, fast[0], _with_scalars(fast, bufs), leaves)
 
 
+_ONE_LEAF = tree_util.registry.flatten((0,))[1]     # the structure of ``(x,)``
+
+
+def call_one(jitted, a):
+    """An eager call whose one argument is the sharded Array ``a``: ``call_fast`` without the
+    flatten and the loop (the time between one step's end and the next launch is what a
+    program waiting on its devices' threads pays for most)."""
+    buf = a._buf
+    fast = jitted._caches.spmd_fast.get((_ONE_LEAF, a.aval.key, id(buf._sharding)))
+    if fast is None or (_donating[0] and buf.is_deleted()):
+        args = (a,)
+        return call_fast(jitted, args, [a], _ONE_LEAF)
+    return _launch(jitted, fast[0], [buf], (a,))
+
+
 def _fast_key(prefix, leaves):
     """(the fast table's key: ``prefix`` and, per leaf, its aval key and the id of its sharding
     object, a Python scalar its type; the leaves' buffers and scalars), or (None, None) when a
     leaf is something else or a donated buffer."""
     key = [prefix]
     bufs = []
+    add_key, add_buf = key.append, bufs.append     # (this loop runs once per leaf per call)
     donating = _donating[0]
     for leaf in leaves:
         t = type(leaf)
@@ -86,12 +102,12 @@ def _fast_key(prefix, leaves):
             buf = leaf._buf
             if donating and buf.is_deleted():   # the runtime would crash on a donated buffer
                 return None, None               # the general path names it
-            key.append(leaf.aval.key)
-            key.append(id(buf._sharding))
-            bufs.append(buf)
+            add_key(leaf.aval.key)
+            add_key(id(buf._sharding))
+            add_buf(buf)
         elif t in _PY_SCALARS:
-            key.append(t)
-            bufs.append(leaf)
+            add_key(t)
+            add_buf(leaf)
         else:
             return None, None
     return tuple(key), bufs
@@ -113,8 +129,14 @@ def _launch(jitted, entry, bufs, leaves):
     except Exception as exc:      # a deleted (donated) argument, a failed host callback
         dispatch._raise_if_deleted(jitted.__name__, leaves, exc)
         raise
-    if entry.writeback:
-        outs = dispatch._write_back(entry.writeback, outs)
+    writeback = entry.writeback
+    if writeback:
+        # the state a module or optimizer wrote: concrete arrays, handed to their setters
+        # directly (``dispatch._write_back`` also routes traced values to a staging log)
+        n = len(outs) - len(writeback)
+        for (target, key, setter), value in zip(writeback, outs[n:]):
+            setter(target, key, value)
+        outs = outs[:n]
     return entry.out_tree.unflatten(outs)
 
 
@@ -360,18 +382,22 @@ def _leaf_name(jitted, args, kwargs, i):
     return _path_name(jitted, paths[i][0])
 
 
-_scalar_buffers = {}      # (type, value, sharding) -> replicated buffer
+_scalar_buffers = {}      # (type, value, id(sharding)) -> (replicated buffer, sharding)
 
 
 def _scalar_buffer(value, sharding):
-    """A Python scalar argument (a learning rate) replicated on the mesh, cached by value."""
-    k = (type(value), value.hex() if type(value) is float else value, sharding)
-    buf = _scalar_buffers.get(k)
-    if buf is None:
+    """A Python scalar argument (a learning rate) replicated on the mesh, cached by value (a
+    float by its bits where equality would confuse them: 0.0 and -0.0, NaN) and by the
+    sharding object, which the entry holds so that its id stays its own."""
+    t = type(value)
+    k = (t, value.hex() if t is float and (value == 0.0 or value != value) else value,
+         id(sharding))
+    hit = _scalar_buffers.get(k)
+    if hit is None:
         if len(_scalar_buffers) >= 512:
             _scalar_buffers.clear()
-        buf = _scalar_buffers[k] = put_named(value, sharding)._buf
-    return buf
+        hit = _scalar_buffers[k] = (put_named(value, sharding)._buf, sharding)
+    return hit[0]
 
 
 def _path_name(jitted, path):

@@ -231,9 +231,7 @@ class SpmdExecutable:
             # partitions waiting in a collective hold threads the others need; two unawaited
             # steps of a partitioned training step deadlock JAX's jit the same way). A program
             # without collectives never waits in a rendezvous, so it runs unserialised.
-            spmd.wait_for_previous_launch()
-            outs = self._execute(bufs).consume_with_handlers(self._handlers)
-            spmd._last[0] = outs
+            outs = spmd.launch_serialised(self._execute, bufs, self._handlers)
         else:
             outs = self._execute(bufs).consume_with_handlers(self._handlers)
         out = []

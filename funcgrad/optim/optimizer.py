@@ -401,30 +401,54 @@ def _set_opt_state(opt, key, value):
 
 # --- optimizers are pytrees --------------------------------------------------------------------
 def _flatten_opt(opt):
-    params = [[p.data for p in g["params"]] for g in opt.param_groups]
-    hypers, static = [], []
-    for g in opt.param_groups:     # each hyper-parameter: traced (numeric) or static
-        numeric, fixed = {}, []
-        for k, v in g.items():
-            if k != "params":
-                if _is_numeric_tree(v):
-                    numeric[k] = v
-                else:
-                    fixed.append((k, v))
-        hypers.append(numeric)
-        static.append(tuple(sorted(fixed)))
-    static = tuple(static)
-    states = [[opt.state.get(p, {}) for p in g["params"]] for g in opt.param_groups]
-    origin = opt._origin or opt
-    flags = tuple(tuple(sorted(opt._flags_for(i).items())) for i in range(len(opt.param_groups)))
-    return (params, hypers, states), (type(opt), origin, static, flags)
+    groups = opt.param_groups
+    params = [[p.data for p in g["params"]] for g in groups]
+    plans = [_group_plan(opt, i, g) for i, g in enumerate(groups)]
+    hypers = [{k: g[k] for k in numeric} for (numeric, _, _), g in zip(plans, groups)]
+    static = tuple(fixed for _, fixed, _ in plans)
+    flags = tuple(f for _, _, f in plans)
+    states = [[opt.state.get(p, {}) for p in g["params"]] for g in groups]
+    return (params, hypers, states), (type(opt), opt._origin or opt, static, flags)
+
+
+_PLANS_PER_OPTIMIZER = 64
+
+
+def _group_plan(opt, gi, group):
+    """(names of the group's numeric (traced) hyper-parameters, the others as sorted (name,
+    value) pairs, the sorted static flags) for a pytree flatten of ``opt``. Computed once per
+    set of hyper-parameter values (types included: True is static, 1 is traced) and kept on
+    the optimizer: every eager call of a jitted training step flattens it."""
+    items = tuple([(k, type(v), v) for k, v in group.items() if k != "params"])
+    d = opt.__dict__
+    plans = None if "_group_flags" in d else d.get("_flatten_plans")   # not on traced copies
+    if plans is None and "_group_flags" not in d:
+        plans = d["_flatten_plans"] = {}
+    try:
+        plan = plans.get((gi, items)) if plans is not None else None
+    except TypeError:             # an unhashable hyper-parameter (an Array): classified anew
+        plans = plan = None
+    if plan is None:
+        numeric, fixed = [], []
+        for k, _, v in items:
+            if _is_numeric_tree(v):
+                numeric.append(k)
+            else:
+                fixed.append((k, v))
+        plan = (tuple(numeric), tuple(sorted(fixed)), tuple(sorted(opt._flags_for(gi).items())))
+        if plans is not None:
+            if len(plans) >= _PLANS_PER_OPTIMIZER:
+                plans.clear()
+            plans[(gi, items)] = plan
+    return plan
 
 
 def _unflatten_opt(aux, children):
     cls, origin, _, flags = aux
     params, hypers, states = children
     opt = cls.__new__(cls)
-    opt.__dict__.update({k: v for k, v in origin.__dict__.items() if k != "_compiled"})
+    opt.__dict__.update({k: v for k, v in origin.__dict__.items()
+                         if k not in ("_compiled", "_flatten_plans")})
     opt._origin = origin
     opt.param_groups = []
     opt.state = {}

@@ -282,6 +282,43 @@ def test_scheduler_lr_change_does_not_retrace():
     assert step.trace_count == 1
 
 
+
+def test_hyper_parameter_changes_between_jitted_steps():
+    """The optimizer's flatten keeps what it derived from its hyper-parameters per set of
+    values: a changed flag (momentum switched on, nesterov) retraces and takes effect, the
+    same values again reuse their trace."""
+    m = nn.Linear(2, 1, bias=False)
+    opt = optim.SGD(m.parameters(), lr=0.5)
+    x = jnp.ones((1, 2))
+
+    @funcgrad.jit
+    def step(m, o):
+        g = funcgrad.grad(lambda mm: jnp.sum(mm(x)))(m)   # d/dw = x = 1 everywhere
+        o.step(g)
+
+    def w():
+        return np.asarray(m.weight).copy()
+    w0 = w()
+    step(m, opt)
+    np.testing.assert_allclose(w(), w0 - 0.5, rtol=1e-6)       # plain SGD
+    opt.param_groups[0]["momentum"] = 0.9
+    step(m, opt)
+    step(m, opt)                                                 # buffer 1, then 1.9
+    np.testing.assert_allclose(w(), w0 - 0.5 - 0.5 * (1 + 1.9), rtol=1e-6)
+    traces = step.trace_count
+    step(m, opt)                                                 # buffer 2.71
+    assert step.trace_count == traces
+    opt.param_groups[0]["nesterov"] = True                       # g + 0.9 * (0.9 * 2.71 + 1)
+    step(m, opt)
+    assert step.trace_count == traces + 1
+    np.testing.assert_allclose(w(), w0 - 0.5 * (1 + 2.9 + 2.71) - 0.5 * (1 + 0.9 * 3.439),
+                               rtol=1e-6)
+    opt.param_groups[0]["nesterov"] = False                      # the momentum trace again
+    step(m, opt)
+    assert step.trace_count == traces + 1
+    np.testing.assert_allclose(w(), w0 - 0.5 * (1 + 2.9 + 2.71 + 1 + 0.9 * 3.439 + 4.0951),
+                               rtol=1e-6)
+
 def test_clip_grad_norm():
     g = {"a": jnp.asarray([3.0, 0.0]), "b": jnp.asarray([4.0])}
     clipped, norm = optim.clip_grad_norm(g, 1.0)
