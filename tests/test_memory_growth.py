@@ -66,18 +66,20 @@ def test_repeated_calls_do_not_grow_the_process(make, calls, inner):
         for _ in range(calls):       # warm every cache and pool the loop touches
             step()
         before = _counts()
-        for _ in range(calls):
-            step()
-        middle = _counts()
-        for _ in range(calls):
-            step()
-        after = _counts()
+        windows = []
+        for _ in range(3):
+            for _ in range(calls):
+                step()
+            windows.append(_counts())
     finally:
         tracemalloc.stop()
-    # the second window may not grow past the first by more than noise: a per-call leak adds
-    # `calls` blocks (or objects) in each window
-    grown_blocks = after[0] - middle[0]
-    grown_objects = after[1] - middle[1]
+    middle, after = windows[0], windows[-1]
+    # the later windows may not grow by more than noise: a per-call leak adds `calls` blocks
+    # (or objects) in every window, while host buffers whose release the runtime defers (to
+    # its next garbage hook, later under load) can swell one window; so the smaller growth of
+    # the last two windows is checked
+    grown_blocks = min(b[0] - a[0] for a, b in zip(windows, windows[1:]))
+    grown_objects = min(b[1] - a[1] for a, b in zip(windows, windows[1:]))
     bound = calls * inner // 2
     assert grown_blocks < bound, (before, middle, after)
     assert grown_objects < bound, (before, middle, after)
