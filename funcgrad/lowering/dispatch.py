@@ -557,7 +557,7 @@ class JitFunction:
             raise
         outs = [Array(a, b) for a, b in zip(entry.out_avals, outs)]
         if entry.writeback:
-            outs = _write_back(entry.writeback, outs)
+            outs = store_results(entry.writeback, outs)
         return entry.out_tree.unflatten(outs)
 
     def _call_slow(self, args, kwargs):
@@ -602,7 +602,7 @@ class JitFunction:
             if nan_checks.enabled():
                 nan_checks.check_jit_outputs(self.__name__, entry.closed, leaves, outs)
             if entry.writeback:
-                outs = _write_back(entry.writeback, outs)
+                outs = store_results(entry.writeback, outs)
             return entry.out_tree.unflatten(outs)
         if (self._simple and not kwargs and not entry.writeback and entry.single is None
                 and len(leaves) == len(args) and args and current_policy() is None
@@ -617,7 +617,7 @@ class JitFunction:
                 self._fast_sole[args[0].aval.key] = entry.fast
             self._fast[tuple([a.aval.key for a in args]) + (sharding_for(device),)] = entry
         if entry.writeback:
-            return entry.out_tree.unflatten(_write_back(
+            return entry.out_tree.unflatten(store_results(
                 entry.writeback, [Array(a, b) for a, b in zip(entry.out_avals, outs)]))
         return entry.out_tree.unflatten([Array(a, b) for a, b in zip(entry.out_avals, outs)])
 
@@ -663,10 +663,20 @@ def _scalar_buffer(value, aval, device):
 
 
 def _write_back(writeback, outs):
-    """Hand the trailing state outputs to their setters; returns the function's own outputs."""
+    """Hand the trailing state outputs to their setters; returns the function's own outputs.
+    ``outs`` may be traced (a bound ``jit`` equation): traced values go to the staging log."""
     n = len(outs) - len(writeback)
     for (target, key, setter), value in zip(writeback, outs[n:]):
         mutable_state.write(target, key, value, setter)
+    return outs[:n]
+
+
+def store_results(writeback, outs):
+    """``_write_back`` for an executed program's outputs, which are concrete: each state
+    output goes straight to its setter (this runs on every call of a training step)."""
+    n = len(outs) - len(writeback)
+    for (target, key, setter), value in zip(writeback, outs[n:]):
+        setter(target, key, value)
     return outs[:n]
 
 

@@ -19,6 +19,7 @@ Example:
 """
 import threading
 
+from funcgrad.lowering.array import Array
 from funcgrad.lowering.mesh import NamedSharding
 
 _ops = {}
@@ -27,9 +28,8 @@ _ops_lock = threading.Lock()
 
 def mesh_operand(args):
     """Whether an operand is an Array laid out by a ``NamedSharding`` (over a mesh)."""
-    for a in args:
-        buf = getattr(a, "_buf", None)
-        if buf is not None and isinstance(getattr(buf, "_sharding", None), NamedSharding):
+    for a in args:       # (scalars, the common other operands, fail the first test cheaply)
+        if isinstance(a, Array) and isinstance(a._buf._sharding, NamedSharding):
             return True
     return False
 

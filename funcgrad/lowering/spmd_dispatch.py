@@ -129,14 +129,8 @@ def _launch(jitted, entry, bufs, leaves):
     except Exception as exc:      # a deleted (donated) argument, a failed host callback
         dispatch._raise_if_deleted(jitted.__name__, leaves, exc)
         raise
-    writeback = entry.writeback
-    if writeback:
-        # the state a module or optimizer wrote: concrete arrays, handed to their setters
-        # directly (``dispatch._write_back`` also routes traced values to a staging log)
-        n = len(outs) - len(writeback)
-        for (target, key, setter), value in zip(writeback, outs[n:]):
-            setter(target, key, value)
-        outs = outs[:n]
+    if entry.writeback:
+        outs = dispatch.store_results(entry.writeback, outs)
     return entry.out_tree.unflatten(outs)
 
 

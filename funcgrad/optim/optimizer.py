@@ -421,9 +421,8 @@ def _group_plan(opt, gi, group):
     the optimizer: every eager call of a jitted training step flattens it."""
     items = tuple([(k, type(v), v) for k, v in group.items() if k != "params"])
     d = opt.__dict__
-    plans = None if "_group_flags" in d else d.get("_flatten_plans")   # not on traced copies
-    if plans is None and "_group_flags" not in d:
-        plans = d["_flatten_plans"] = {}
+    # none kept on the copies made inside a trace (they carry "_group_flags")
+    plans = None if "_group_flags" in d else d.setdefault("_flatten_plans", {})
     try:
         plan = plans.get((gi, items)) if plans is not None else None
     except TypeError:             # an unhashable hyper-parameter (an Array): classified anew

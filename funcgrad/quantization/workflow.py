@@ -155,8 +155,7 @@ def prepare(model, qconfig=None, inplace=False, qconfig_dict=None):
     model, found = _prepare_targets(model, qconfig, inplace, qconfig_dict, "prepare")
     for name, mod, qc in found:
         if type(mod) in EMBEDDING_MAPPING:      # weight-only: the qconfig is all convert needs
-            _check_table_qconfig(name, mod, qc, "prepare")
-            mod.__dict__["_quant_table_qconfig"] = qc
+            _mark_table(name, mod, qc, "prepare")
             continue
         obs = _Observed(qc, isinstance(mod, QuantStub))
         mod.__dict__["_quant_observers"] = obs
@@ -198,6 +197,12 @@ def _check_table_qconfig(name, mod, qconfig, where):
                          f"variant), got a {type(weight).__name__} weight observer with "
                          f"qscheme={getattr(weight, 'qscheme', None)}; set its qconfig to "
                          f"float_qparams_weight_only_qconfig, or to None to keep it in float")
+
+
+def _mark_table(name, mod, qconfig, where):
+    """Note an embedding table's (checked) qconfig for ``convert``, which quantizes it."""
+    _check_table_qconfig(name, mod, qconfig, where)
+    mod.__dict__["_quant_table_qconfig"] = qconfig
 
 
 def _convert_one(name, mod):
@@ -361,8 +366,7 @@ def prepare_qat(model, qconfig=None, inplace=False, qconfig_dict=None):
     model, found = _prepare_targets(model, qconfig, inplace, qconfig_dict, "prepare_qat")
     for name, mod, qc in found:
         if type(mod) in EMBEDDING_MAPPING:      # tables train in float; convert quantizes them
-            _check_table_qconfig(name, mod, qc, "prepare_qat")
-            mod.__dict__["_quant_table_qconfig"] = qc
+            _mark_table(name, mod, qc, "prepare_qat")
             continue
         probe = qc.activation()
         if not isinstance(probe, FakeQuantize):
