@@ -427,6 +427,11 @@ class _DynamicWeights(Module):
                                        getattr(self, name + "_scale"), zp, cfg,
                                        transposed=weight is not None)
 
+    def _sizes_and(self, *options):
+        """PyTorch's repr: "input_size, hidden_size" and the options that are set (the
+        others passed as False)."""
+        return ", ".join([f"{self.input_size}, {self.hidden_size}"] + [o for o in options if o])
+
     def _biased(self, x, name, bias, weight=None):
         out = self._product(x, name, weight)
         b = getattr(self, bias, None)
@@ -501,14 +506,9 @@ class _DynamicRNN(_DynamicWeights):
         return (out, (h_n, jnp.stack(cs, 0))) if lstm else (out, h_n)
 
     def extra_repr(self):
-        s = f"{self.input_size}, {self.hidden_size}"
-        if self.num_layers != 1:
-            s += f", num_layers={self.num_layers}"
-        if self.batch_first:
-            s += ", batch_first=True"
-        if self.bidirectional:
-            s += ", bidirectional=True"
-        return s
+        return self._sizes_and(self.num_layers != 1 and f"num_layers={self.num_layers}",
+                               self.batch_first and "batch_first=True",
+                               self.bidirectional and "bidirectional=True")
 
 
 class DynamicQuantizedLSTM(_DynamicRNN):
@@ -553,12 +553,9 @@ class _DynamicCell(_DynamicWeights):
         return xw, zeros, (lambda h: self._biased(h, "weight_hh", "bias_hh"))
 
     def extra_repr(self):
-        s = f"{self.input_size}, {self.hidden_size}"
-        if not self.bias:
-            s += ", bias=False"
-        if getattr(self, "nonlinearity", "tanh") != "tanh":
-            s += f", nonlinearity={self.nonlinearity}"
-        return s
+        nonlinearity = getattr(self, "nonlinearity", "tanh")
+        return self._sizes_and(not self.bias and "bias=False",
+                               nonlinearity != "tanh" and f"nonlinearity={nonlinearity}")
 
 
 class DynamicQuantizedLSTMCell(_DynamicCell):
