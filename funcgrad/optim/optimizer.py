@@ -401,14 +401,29 @@ def _set_opt_state(opt, key, value):
 
 # --- optimizers are pytrees --------------------------------------------------------------------
 def _flatten_opt(opt):
-    groups = opt.param_groups
-    params = [[p.data for p in g["params"]] for g in groups]
-    plans = [_group_plan(opt, i, g) for i, g in enumerate(groups)]
-    hypers = [{k: g[k] for k in numeric} for (numeric, _, _), g in zip(plans, groups)]
-    static = tuple(fixed for _, fixed, _ in plans)
-    flags = tuple(f for _, _, f in plans)
-    states = [[opt.state.get(p, {}) for p in g["params"]] for g in groups]
-    return (params, hypers, states), (type(opt), opt._origin or opt, static, flags)
+    """The optimizer's leaves as one flat list of children (per group: its parameters' data,
+    its numeric hyper-parameters, its parameters' state values) and what rebuilds it: one
+    list, no nested containers for the registry to walk (every eager call of a jitted training
+    step flattens the optimizer)."""
+    state = opt.state
+    children = []
+    layout = []
+    for gi, g in enumerate(opt.param_groups):
+        numeric, fixed, flags = _group_plan(opt, gi, g)
+        ps = g["params"]
+        children += [p.data for p in ps]
+        children += [g[k] for k in numeric]
+        keys = []
+        for p in ps:
+            st = state.get(p)
+            if st:
+                ks = tuple(st) if len(st) == 1 else tuple(sorted(st))
+                children += [st[k] for k in ks]
+                keys.append(ks)
+            else:
+                keys.append(())
+        layout.append((numeric, fixed, flags, tuple(keys)))
+    return children, (type(opt), opt._origin or opt, tuple(layout))
 
 
 _PLANS_PER_OPTIMIZER = 64
@@ -443,8 +458,7 @@ def _group_plan(opt, gi, group):
 
 
 def _unflatten_opt(aux, children):
-    cls, origin, _, flags = aux
-    params, hypers, states = children
+    cls, origin, layout = aux
     opt = cls.__new__(cls)
     opt.__dict__.update({k: v for k, v in origin.__dict__.items()
                          if k not in ("_compiled", "_flatten_plans")})
@@ -452,18 +466,21 @@ def _unflatten_opt(aux, children):
     opt.param_groups = []
     opt.state = {}
     opt._box_origin = {}
-    opt._group_flags = [dict(f) for f in flags]
-    for og, ps, hy, sts in zip(origin.param_groups, params, hypers, states):
+    opt._group_flags = [dict(flags) for _, _, flags, _ in layout]
+    leaves = iter(children)
+    for og, (numeric, _, _, keys) in zip(origin.param_groups, layout):
         g = dict(og)
-        g.update(hy)
         boxes = []
-        for ob, data, st in zip(og["params"], ps, sts):
-            b = _new_parameter(data, ob.requires_grad)
+        for ob in og["params"]:
+            b = _new_parameter(next(leaves), ob.requires_grad)
             b._name = ob._name
             opt._box_origin[id(b)] = ob
             boxes.append(b)
-            if st:
-                opt.state[b] = st
+        for k in numeric:
+            g[k] = next(leaves)
+        for b, ks in zip(boxes, keys):
+            if ks:
+                opt.state[b] = {k: next(leaves) for k in ks}
         g["params"] = boxes
         opt.param_groups.append(g)
     return opt
