@@ -464,8 +464,12 @@ shard_map_p.def_batch(_batch)
 
 # --- dce: unused outputs, then unread operands, pruned ----------------------------------------
 shard_map_p.def_rule("dce", body_dce_rule(("in_specs",), ("out_specs",)))
-# At the top level of a plain (single-device) jit a shard_map runs as its own program over
-# its mesh, as a pmap does (``spmd.split_program``).
+# A plain jit holding a shard_map (at its top level, or in a nested jit) is compiled as one
+# program partitioned over its mesh (``spmd.program_mesh``); where that jit also holds a pmap,
+# or its equation runs eagerly under a transformation, the shard_map runs as its own program
+# over its mesh, as a pmap does (``spmd.split_program``).
+shard_map_p.def_rule("program_mesh",
+                     lambda eqn: [(eqn.params["mesh"], f"shard_map({eqn.params['name']})")])
 shard_map_p.def_rule("own_program", lambda eqn: True)
 
 __all__ = ["shard_map_p", "block_aval", "global_aval", "manual_splits",
