@@ -415,7 +415,9 @@ class JitFunction:
         entry = self._cache.get(key)
         if entry is None:
             donated = self._donated_flags(args, kwargs) if self._donate_argnums else ()
-            closed, out_tree, writeback = self._trace(static, treedef, avals, donated)
+            # a call over a mesh may have traced it already (spmd_dispatch._compile)
+            closed, out_tree, writeback = self._caches.spmd_traces.get(
+                (treedef, avals, static, key[-1])) or self._trace(static, treedef, avals, donated)
             entry = _CacheEntry()
             entry.closed, entry.out_tree = closed, out_tree
             entry.writeback = writeback

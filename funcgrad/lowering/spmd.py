@@ -261,10 +261,10 @@ def _mesh_text(mesh):
 
 def program_mesh(closed, name, mesh=None, placed=None):
     """The mesh over which a plain ``jit`` of ``closed`` runs as one partitioned program: that
-    of its shard_maps (``meshes_in``), or None when it holds none (or holds a ``pmap``: then
-    it runs in pieces). ``mesh``: the arguments' mesh, when they lie on one (``placed()``
-    names them); the shard_maps' must have its devices in its order, as must each
-    other's. Errors name the jitted function ``name``, the shard_maps, the meshes and the
+    of its shard_maps (``meshes_in``), else ``mesh`` (None when there is none, or when it
+    holds a ``pmap``: then it runs in pieces). ``mesh``: the arguments' mesh, when they lie
+    on one (``placed()`` names them); the shard_maps' must have its devices in its order, as
+    must each other's. Errors name the jitted function ``name``, the shard_maps, the meshes and the
     arguments."""
     found = meshes_in(closed)
     if not found:
@@ -283,4 +283,4 @@ def program_mesh(closed, name, mesh=None, placed=None):
             f"arguments lie on {_mesh_text(mesh)} ({', '.join(placed())}); one jitted program "
             f"runs over one mesh's devices: place the arguments on the shard_map's mesh "
             f"(funcgrad.device_put(x, NamedSharding(mesh, spec))) or pass them unplaced")
-    return mesh if mesh is not None else found[0][0]
+    return found[0][0]      # outputs come back on the shard_maps' mesh, as in JAX

@@ -198,9 +198,11 @@ def _compile(jitted, args, kwargs, static, treedef, avals, shardings, traced=Non
         trace = traced.closed, traced.out_tree, traced.writeback
     else:
         trace = traces.get(trace_key) or jitted._trace(static, treedef, avals, donated)
-        # the shard_maps it holds must run over the devices of the arguments' mesh
-        spmd.program_mesh(trace[0], jitted.__name__, mesh,
-                          lambda: _placed_on(jitted, args, kwargs, shardings, mesh))
+        # the shard_maps it holds must run over the devices of the arguments' mesh; the
+        # program runs over the shard_maps' (its outputs are laid out over it, as in JAX)
+        given = mesh
+        mesh = spmd.program_mesh(trace[0], jitted.__name__, given,
+                                 lambda: _placed_on(jitted, args, kwargs, shardings, given))
     traces[trace_key] = trace
     closed, out_tree, writeback = trace
     outs = [None if s is None else _with_rank(s, a, _output_where(jitted, i))
