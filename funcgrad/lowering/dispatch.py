@@ -25,7 +25,7 @@ from jaxlib import _profiler
 from funcgrad import tree_util
 from funcgrad.core import batching, batching_util, interpreters, mutable_state
 from funcgrad.core.dce import dce_closed_jaxpr
-from funcgrad.core.jaxpr import ClosedJaxpr, consts_as_args
+from funcgrad.core.jaxpr import ClosedJaxpr, consts_as_args, eval_jaxpr
 from funcgrad.core.interpreters import Tracer
 from funcgrad.core.interpreters import _current as _current_var
 from funcgrad.core.primitive import Primitive, current_policy, policies_open
@@ -74,9 +74,35 @@ def _jit_impl(*args, jaxpr, name, donated):
     run = spmd_jit.constrained_program(jaxpr, name)
     if run is not None:
         return run(list(args))
+    # a body holding shard_maps runs as one program over their mesh (a plain jit of it)
+    program = _mesh_body_program(jaxpr, name)
+    if program is not None:
+        return program(*args)
     device = _device_of(args)
     exe = _executable_for(jaxpr, device, name, donated if any(donated) else ())
     return exe(list(jaxpr.consts) + list(args))
+
+
+_mesh_bodies = weakref.WeakKeyDictionary()   # jit body -> JitFunction over its mesh, or None
+
+
+def _mesh_body_program(closed, name):
+    """For the body of a ``jit`` equation run eagerly (``grad(jit(f))`` called eagerly): when
+    it holds shard_maps, a plain ``jit`` of it, which runs over their mesh; else None."""
+    try:
+        return _mesh_bodies[closed]
+    except KeyError:
+        pass
+    program = None
+    if spmd.program_mesh(closed, name) is not None:
+        jaxpr, consts = closed.jaxpr, closed.consts    # (not ``closed``: the key stays weak)
+
+        def body(*args):
+            return eval_jaxpr(jaxpr, consts, *args)
+        body.__name__ = name
+        program = JitFunction(body)
+    _mesh_bodies[closed] = program
+    return program
 
 
 def _jit_lowering(ctx, *args, jaxpr, name, donated):

@@ -116,6 +116,18 @@ def test_nested_jit_and_transformations_of_the_shard_map():
     out = funcgrad.jit(funcgrad.vmap(sm, in_axes=(0, None)))(xs, w)
     close(out, xs @ w)
     assert out.sharding == NamedSharding(MESH, P(None, "data"))
+    # transformations of the jit called eagerly: the jit equations they bind run over the
+    # mesh too
+    total = smap(lambda a: lax.psum(jnp.sum(a * a), ("data", "model")), mesh=MESH,
+                 in_specs=P(("data", "model")), out_specs=P())
+    g = funcgrad.jit(lambda v, c: total(v) * c)
+    v = rand(8, seed=11)
+    grad = funcgrad.grad(g)(v, 3.0)
+    close(grad, 6.0 * v)
+    assert grad.sharding == NamedSharding(MESH, P(("data", "model")))
+    batched = funcgrad.vmap(g, in_axes=(0, None))(rand(3, 8, seed=12), 2.0)
+    close(batched, 2.0 * (rand(3, 8, seed=12) ** 2).sum(1), 1e-4)
+    assert batched.sharding.mesh == MESH
     # a shard_map in a jitted scan body stays on one device (the emulated region)
     loop = funcgrad.jit(lambda a, b: lax.scan(lambda c, _: (c + sm(a, b), None),
                                               jnp.zeros((8, 4)), None, length=2)[0])
