@@ -128,6 +128,13 @@ def test_nested_jit_and_transformations_of_the_shard_map():
     batched = funcgrad.vmap(g, in_axes=(0, None))(rand(3, 8, seed=12), 2.0)
     close(batched, 2.0 * (rand(3, 8, seed=12) ** 2).sum(1), 1e-4)
     assert batched.sharding.mesh == MESH
+    # beside a pmap the jit still runs in pieces: each shard_map and pmap a program of its own
+    ring = smap(lambda a: lax.psum(a, "i"), mesh=funcgrad.make_mesh((N,), ("i",)),
+                in_specs=P("i"), out_specs=P())
+    pm = funcgrad.pmap(lambda a: a * 2.0)
+    summed, doubled = funcgrad.jit(lambda a: (ring(a.reshape(-1)), pm(a)))(np.ones((N, 2)))
+    close(summed, [4.0, 4.0])
+    close(doubled, np.full((N, 2), 2.0))
     # a shard_map in a jitted scan body stays on one device (the emulated region)
     loop = funcgrad.jit(lambda a, b: lax.scan(lambda c, _: (c + sm(a, b), None),
                                               jnp.zeros((8, 4)), None, length=2)[0])
