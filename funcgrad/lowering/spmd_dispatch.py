@@ -1,9 +1,11 @@
 """``jit`` over a mesh: the one SPMD call path of ``JitFunction`` (``dispatch.py``).
 
-A call runs here when the jit was given ``in_shardings``/``out_shardings``, or when an argument
+A call runs here when the jit was given ``in_shardings``/``out_shardings``, when an argument
 leaf (a parameter inside a module or an optimizer counts) is an Array placed by a
-``NamedSharding``. Each leaf takes the sharding ``in_shardings`` names for it (a pytree prefix
-of each positional argument), else the one it has, else it is replicated over the mesh.
+``NamedSharding``, or when the trace of a plain jit holds shard_maps (``spmd.program_mesh``:
+the program runs over their mesh, compiled from that trace). Each leaf takes the sharding
+``in_shardings`` names for it (a pytree prefix of each positional argument), else the one it
+has, else it is replicated over the mesh.
 Outputs take ``out_shardings`` (a pytree prefix of the output, or one per output leaf) where
 given, else the shardings XLA's propagation chose, read back from the compiled program
 (``SpmdExecutable``, ``spmd_jit.py``). The trace is ``JitFunction``'s (static arguments,
