@@ -15,22 +15,12 @@ import funcgrad
 import funcgrad.numpy as jnp
 from funcgrad import lax
 from funcgrad.sharding import NamedSharding, P
+# the 2x2 data x model mesh and the helpers of the shard_map cases (this directory is on the
+# path of the run that collects both)
+from shard_map_cases import MESH, N, close, rand, smap
 
-N = 4
 pytestmark = pytest.mark.skipif(funcgrad.local_device_count() != N,
                                 reason="needs FUNCGRAD_CPU_DEVICES=4 (run by test_shard_map.py)")
-
-MESH = funcgrad.make_mesh((2, 2), ("data", "model"))
-smap = funcgrad.shard_map
-
-
-def rand(*shape, seed=0):
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-
-
-def close(got, want, tol=1e-5):
-    np.testing.assert_allclose(np.asarray(got), np.asarray(want, np.float32), rtol=tol,
-                               atol=tol)
 
 
 def shard_shapes(x):
