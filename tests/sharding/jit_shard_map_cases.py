@@ -216,3 +216,37 @@ def test_errors_name_the_function_the_meshes_and_the_arguments():
     # eagerly each shard_map runs over its own mesh, as before
     close(forward(x), 2 * x)
     close(backward(x), x + 1.0)
+
+
+def test_layouts_and_values_match_jax_live():
+    """The same plain jits in JAX (run with XLA_FLAGS=--xla_force_host_platform_device_count=4
+    and jax installed; the literal layouts above are what this compares otherwise)."""
+    jax = pytest.importorskip("jax")
+    if len(jax.devices()) < N:
+        pytest.skip("jax sees fewer than 4 devices (set XLA_FLAGS)")
+    from jax.sharding import AxisType, PartitionSpec as JP
+    jmesh = jax.make_mesh((2, 2), ("data", "model"), axis_types=(AxisType.Auto,) * 2,
+                          devices=jax.devices()[:N])
+    x, w = rand(8, 6, seed=1), rand(6, 4, seed=2)
+
+    def build(lib_smap, mesh, spec, np_):
+        sm = lib_smap(lambda a, b: lax_of(np_).psum(a @ b, "model"), mesh=mesh,
+                      in_specs=(spec("data", "model"), spec("model", None)),
+                      out_specs=spec("data", None))
+        both = lib_smap(lambda a: (a * 2.0, lax_of(np_).psum(a.sum(), ("data", "model"))),
+                        mesh=mesh, in_specs=spec("data", "model"),
+                        out_specs=(spec("data", "model"), spec()))
+        return [lambda a, b: np_.tanh(sm(a * 2.0, b)) + 1.0, lambda a, b: both(a)]
+
+    def lax_of(np_):
+        return jax.lax if np_ is jax.numpy else lax
+
+    ours = build(smap, MESH, P, jnp)
+    theirs = build(jax.shard_map, jmesh, JP, jax.numpy)
+    for f, g in zip(ours, theirs):
+        got = funcgrad.tree_util.tree_leaves(funcgrad.jit(f)(x, w))
+        want = jax.tree_util.tree_leaves(jax.jit(g)(x, w))
+        for a, b in zip(got, want):
+            close(a, np.asarray(b), 1e-4)
+            assert tuple(a.sharding.spec) == tuple(b.sharding.spec)
+            assert shard_shapes(a) == [tuple(b.sharding.shard_shape(b.shape))]
