@@ -437,13 +437,14 @@ class JitFunction:
             return None, (leaves, treedef, avals, static), None
         device = _device_of(leaves)
         # an open autocast policy changes the trace: it is part of the key
-        key = (treedef, avals, static, device, current_policy())
+        policy = current_policy()
+        key = (treedef, avals, static, device, policy)
         entry = self._cache.get(key)
         if entry is None:
             donated = self._donated_flags(args, kwargs) if self._donate_argnums else ()
             # a call over a mesh may have traced it already (spmd_dispatch._compile)
             closed, out_tree, writeback = self._caches.spmd_traces.get(
-                (treedef, avals, static, key[-1])) or self._trace(static, treedef, avals, donated)
+                (treedef, avals, static, policy)) or self._trace(static, treedef, avals, donated)
             entry = _CacheEntry()
             entry.closed, entry.out_tree = closed, out_tree
             entry.writeback = writeback

@@ -193,7 +193,8 @@ def _entry_for(jitted, args, kwargs, leaves, treedef, avals, static, traced=None
 
 def _compile(jitted, args, kwargs, static, treedef, avals, shardings, traced=None):
     donated = jitted._donated_flags(args, kwargs) if jitted._donate_argnums else ()
-    mesh = shardings[0].mesh if shardings else _mesh_of_outputs(jitted)
+    mesh = shardings[0].mesh if shardings else \
+        traced.mesh if traced is not None else _mesh_of_outputs(jitted)
     traces = jitted._caches.spmd_traces
     trace_key = (treedef, avals, static, current_policy())
     if traced is not None:

@@ -118,6 +118,12 @@ def test_nested_jit_and_transformations_of_the_shard_map():
     batched = funcgrad.vmap(g, in_axes=(0, None))(rand(3, 8, seed=12), 2.0)
     close(batched, 2.0 * (rand(3, 8, seed=12) ** 2).sum(1), 1e-4)
     assert batched.sharding.mesh == MESH
+    # no arguments: the program runs over the shard_map's mesh all the same
+    ids = smap(lambda: lax.axis_index(("data", "model")).reshape(1), mesh=MESH, in_specs=(),
+               out_specs=P(("data", "model")))
+    out = funcgrad.jit(lambda: ids() * 2)()
+    np.testing.assert_array_equal(np.asarray(out), [0, 2, 4, 6])
+    assert out.sharding == NamedSharding(MESH, P(("data", "model")))
     # beside a pmap the jit still runs in pieces: each shard_map and pmap a program of its own
     ring = smap(lambda a: lax.psum(a, "i"), mesh=funcgrad.make_mesh((N,), ("i",)),
                 in_specs=P("i"), out_specs=P())
