@@ -3,7 +3,9 @@ one run.
 
 (1) an eager call of a tiny shard_map (a ``psum`` over "model" of an already placed (8, 4)
 array, result awaited; JAX traces an eager shard_map at every call), (2) the same under
-``jit``; (3) a Megatron-style MLP training step (64-256-256-10, batch 64):
+``jit``; (3) a plain ``jit`` of that shard_map with elementwise work before and after it, the
+argument an array on one device (both libraries compile one program over the mesh and place
+the argument on it at each call); (4) a Megatron-style MLP training step (64-256-256-10, batch 64):
 the loss is a shard_map whose body holds the first layer's columns and the second layer's
 rows of the "model" axis and the batch rows of the "data" axis (``psum`` over "model",
 ``pmean`` over "data"), its gradient is taken outside the shard_map and the SGD update runs in
@@ -37,8 +39,8 @@ def data():
 
 
 def make_case(lib):
-    """(tiny call, jitted tiny call, training step, loss now) for ``lib`` in {"funcgrad",
-    "jax"}."""
+    """(tiny call, jitted tiny call, jit around it, training step, loss now) for ``lib`` in
+    {"funcgrad", "jax"}."""
     if lib == "jax":
         import jax
         import jax.numpy as jnp
@@ -81,7 +83,10 @@ def make_case(lib):
         state["p"] = jstep(state["p"], x, y)
         jax.block_until_ready(state["p"])
     jtiny = jax.jit(tiny)
+    around = jax.jit(lambda a: tiny(jnp.tanh(a) * 2.0) + 1.0)
+    u = jnp.asarray(np.ones((8, 4), np.float32))        # on one device (JAX: uncommitted)
     return ((lambda: jax.block_until_ready(tiny(v))), (lambda: jax.block_until_ready(jtiny(v))),
+            (lambda: jax.block_until_ready(around(u))),
             run_step, (lambda: float(loss(*state["p"], x, y))))
 
 
@@ -89,14 +94,17 @@ def main(argv):
     number, repeat = (20, 3) if "--quick" in argv else (100, 7)
     cases = {lib: make_case(lib) for lib in ("funcgrad", "jax")}
     rows = [("tiny eager shard_map call", max(number // 10, 2)), ("the same, jitted", number),
+            ("plain jit with work around it, argument on one device", number),
             ("tensor x data parallel MLP step", max(number // 5, 4))]
+    print(f"load average at the start: {os.getloadavg()[0]:.2f}")
     print("| case | funcgrad | JAX | ratio |\n| --- | --- | --- | --- |")
     for i, (name, calls) in enumerate(rows):
         t = per_call_us({lib: c[i] for lib, c in cases.items()}, calls, repeat)
         print(f"| {name} | {t['funcgrad']:.0f} µs | {t['jax']:.0f} µs | "
               f"{t['funcgrad'] / t['jax']:.2f} |")
-    loss = {lib: c[3]() for lib, c in cases.items()}
+    loss = {lib: c[4]() for lib, c in cases.items()}
     print(f"loss after the timed steps: funcgrad {loss['funcgrad']:.6f}, JAX {loss['jax']:.6f}")
+    print(f"load average at the end: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

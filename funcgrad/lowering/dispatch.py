@@ -25,7 +25,7 @@ from jaxlib import _profiler
 from funcgrad import tree_util
 from funcgrad.core import batching, batching_util, interpreters, mutable_state
 from funcgrad.core.dce import dce_closed_jaxpr
-from funcgrad.core.jaxpr import ClosedJaxpr, consts_as_args
+from funcgrad.core.jaxpr import ClosedJaxpr, consts_as_args, eval_jaxpr
 from funcgrad.core.interpreters import Tracer
 from funcgrad.core.interpreters import _current as _current_var
 from funcgrad.core.primitive import Primitive, current_policy, policies_open
@@ -74,9 +74,35 @@ def _jit_impl(*args, jaxpr, name, donated):
     run = spmd_jit.constrained_program(jaxpr, name)
     if run is not None:
         return run(list(args))
+    # a body holding shard_maps runs as one program over their mesh (a plain jit of it)
+    program = _mesh_body_program(jaxpr, name)
+    if program is not None:
+        return program(*args)
     device = _device_of(args)
     exe = _executable_for(jaxpr, device, name, donated if any(donated) else ())
     return exe(list(jaxpr.consts) + list(args))
+
+
+_mesh_bodies = weakref.WeakKeyDictionary()   # jit body -> JitFunction over its mesh, or None
+
+
+def _mesh_body_program(closed, name):
+    """For the body of a ``jit`` equation run eagerly (``grad(jit(f))`` called eagerly): when
+    it holds shard_maps, a plain ``jit`` of it, which runs over their mesh; else None."""
+    try:
+        return _mesh_bodies[closed]
+    except KeyError:
+        pass
+    program = None
+    if spmd.program_mesh(closed, name) is not None:
+        jaxpr, consts = closed.jaxpr, closed.consts    # (not ``closed``: the key stays weak)
+
+        def body(*args):
+            return eval_jaxpr(jaxpr, consts, *args)
+        body.__name__ = name
+        program = JitFunction(body)
+    _mesh_bodies[closed] = program
+    return program
 
 
 def _jit_lowering(ctx, *args, jaxpr, name, donated):
@@ -84,6 +110,8 @@ def _jit_lowering(ctx, *args, jaxpr, name, donated):
 
 
 jit_p.def_lowering(_jit_lowering)
+# a nested jit holding shard_maps runs over their mesh with the jit around it (spmd.meshes_in)
+jit_p.def_rule("program_mesh", lambda eqn: spmd.meshes_in(eqn.params["jaxpr"]))
 
 
 # --- jit ---------------------------------------------------------------------------------
@@ -129,7 +157,7 @@ class _Caches:
     shared by every ``jit(f)`` of that function (``_caches_for``)."""
 
     __slots__ = ("cache", "fast", "fast_sole", "fast_tree", "spmd", "spmd_bodies", "spmd_fast",
-                 "traces")
+                 "spmd_traces", "traces")
 
     def __init__(self):
         self.cache = {}
@@ -142,12 +170,16 @@ class _Caches:
         self.spmd_bodies = {}   # the same under transformations: key -> constrained body
         # eager calls over a mesh: (tree, leaf aval keys and ids of sharding objects) -> entry
         self.spmd_fast = {}
+        # the traces mesh calls compiled: (tree, avals, static, policy) -> (closed, out tree,
+        # write-back), so that arguments laid out otherwise compile again without a retrace
+        self.spmd_traces = {}
         self.traces = 0
 
     def clear(self):
         self.cache.clear()
         self.spmd.clear()
         self.spmd_bodies.clear()
+        self.spmd_traces.clear()
         self.clear_fast()
 
     def clear_fast(self):
@@ -180,7 +212,10 @@ def _caches_for(fun, options):
 
 class _CacheEntry:
     __slots__ = ("closed", "out_tree", "exe", "consts_bufs", "out_avals", "handlers", "bindable",
-                 "writeback", "single", "execute", "handlers_out", "fast")
+                 "writeback", "single", "execute", "handlers_out", "fast", "mesh")
+
+
+_MESH_UNKNOWN = object()     # _CacheEntry.mesh before the trace's shard_maps were looked at
 
 
 class Lowered:
@@ -386,8 +421,10 @@ class JitFunction:
         return closed, out_tree[0], tuple(writeback)
 
     def _entry(self, args, kwargs, mesh_ok=False):
-        """(entry, leaves, device); with ``mesh_ok``, (None, flat arguments, None) for a call
-        that runs over a mesh (``spmd_dispatch.call`` takes the flat arguments)."""
+        """(entry, leaves, device); with ``mesh_ok``, (None, flat arguments, traced) for a call
+        that runs over a mesh (``spmd_dispatch.call`` takes the flat arguments): ``traced``
+        is None when the arguments or shardings name the mesh, else the entry of a trace
+        holding shard_maps, whose mesh (``traced.mesh``) the call runs over."""
         dyn_args, dyn_kwargs, static = self._split(args, kwargs)
         leaves, treedef = tree_util.registry.flatten((dyn_args, dyn_kwargs))
         try:
@@ -400,11 +437,14 @@ class JitFunction:
             return None, (leaves, treedef, avals, static), None
         device = _device_of(leaves)
         # an open autocast policy changes the trace: it is part of the key
-        key = (treedef, avals, static, device, current_policy())
+        policy = current_policy()
+        key = (treedef, avals, static, device, policy)
         entry = self._cache.get(key)
         if entry is None:
             donated = self._donated_flags(args, kwargs) if self._donate_argnums else ()
-            closed, out_tree, writeback = self._trace(static, treedef, avals, donated)
+            # a call over a mesh may have traced it already (spmd_dispatch._compile)
+            closed, out_tree, writeback = self._caches.spmd_traces.get(
+                (treedef, avals, static, policy)) or self._trace(static, treedef, avals, donated)
             entry = _CacheEntry()
             entry.closed, entry.out_tree = closed, out_tree
             entry.writeback = writeback
@@ -413,10 +453,17 @@ class JitFunction:
             entry.handlers = donated
             entry.bindable = None
             entry.single = None
+            entry.mesh = _MESH_UNKNOWN
             # A trace that closed over another transformation's tracers belongs to that
             # transformation only: it must not be reused from the cache later.
             if not any(isinstance(c, Tracer) for c in closed.consts):
                 self._cache[key] = entry
+        if mesh_ok:
+            # a trace holding shard_maps runs as one program over their mesh, as JAX's jit
+            if entry.mesh is _MESH_UNKNOWN:
+                entry.mesh = spmd.program_mesh(entry.closed, self.__name__)
+            if entry.mesh is not None:
+                return None, (leaves, treedef, avals, static), entry
         return entry, leaves, device
 
     def __call__(self, *args, **kwargs):
@@ -565,8 +612,8 @@ class JitFunction:
         if not eager and self._on_mesh:      # a jit with shardings under a transformation
             return spmd_dispatch.bind(self, args, kwargs)
         entry, leaves, device = self._entry(args, kwargs, mesh_ok=eager)
-        if entry is None:     # arguments over a mesh: one program for its devices
-            return spmd_dispatch.call(self, args, kwargs, leaves)
+        if entry is None:     # arguments or shard_maps over a mesh: one program for its devices
+            return spmd_dispatch.call(self, args, kwargs, leaves, traced=device)
         if not eager:
             if entry.bindable is None:
                 entry.bindable = consts_as_args(entry.closed)
@@ -630,8 +677,8 @@ class JitFunction:
             'module'
         """
         entry, leaves, device = self._entry(args, kwargs, mesh_ok=True)
-        if entry is None:       # arguments over a mesh: the partitioned program
-            return spmd_dispatch.lower(self, args, kwargs, leaves)
+        if entry is None:       # arguments or shard_maps over a mesh: the partitioned program
+            return spmd_dispatch.lower(self, args, kwargs, leaves, traced=device)
         dyn_args, dyn_kwargs, static = self._split(args, kwargs)
         _, treedef = tree_util.registry.flatten((dyn_args, dyn_kwargs))
         signature = (treedef, tuple(aval_of(leaf).strip_weak() for leaf in leaves), static)

@@ -17,9 +17,9 @@ replicate the value over them.
   ``@Sharding`` (manual) and ``@SPMDShardToFullShape`` (its out spec's sharding).
 - lowering into a single-device program (a loop body under plain ``jit``): the same values
   computed on that device, the body batched over each manual axis as ``vmap`` with its name.
-- impl (eager): a jitted program over the mesh with the specs' shardings (``spmd_dispatch``); at
-  the top level of a plain ``jit`` the equation runs as such a program of its own
-  (``own_program``, as ``pmap``).
+- impl (eager): a jitted program over the mesh with the specs' shardings (``spmd_dispatch``). A
+  plain ``jit`` holding the equation is one program over the mesh (``program_mesh``); only
+  beside a ``pmap`` does it run as a program of its own (``own_program``, as ``pmap``).
 - jvp: two shard_maps, the known half of the body's JVP (primal outputs and residuals, each
   device's residual a block of a value split over all the manual axes) and the linear half.
 - transpose: a shard_map of the transposed body. An output replicated over manual axes hands
@@ -464,8 +464,11 @@ shard_map_p.def_batch(_batch)
 
 # --- dce: unused outputs, then unread operands, pruned ----------------------------------------
 shard_map_p.def_rule("dce", body_dce_rule(("in_specs",), ("out_specs",)))
-# At the top level of a plain (single-device) jit a shard_map runs as its own program over
-# its mesh, as a pmap does (``spmd.split_program``).
+# A plain jit holding a shard_map (at its top level, or in a nested jit) is compiled as one
+# program partitioned over its mesh (``spmd.program_mesh``); where that jit also holds a pmap,
+# the shard_map runs as its own program over its mesh, as a pmap does (``spmd.split_program``).
+shard_map_p.def_rule("program_mesh",
+                     lambda eqn: [(eqn.params["mesh"], f"shard_map({eqn.params['name']})")])
 shard_map_p.def_rule("own_program", lambda eqn: True)
 
 __all__ = ["shard_map_p", "block_aval", "global_aval", "manual_splits",

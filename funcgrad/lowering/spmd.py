@@ -18,7 +18,9 @@ collective launches one at a time, in order).
 
 A jitted function whose Jaxpr holds a ``pmap`` equation at its top level (or a nested ``jit``
 holding one) is compiled in pieces (``split_program``): the runs of equations between them as
-single-device programs, each ``pmap`` as its own program over its devices.
+single-device programs, each ``pmap`` as its own program over its devices. One holding
+``shard_map`` equations there instead runs as one program partitioned over their mesh
+(``program_mesh`` finds it; ``spmd_dispatch.py`` compiles and runs it).
 """
 import numpy as np
 from jaxlib import _jax
@@ -227,3 +229,60 @@ def split_program(closed, device, name="main", donated=()):
     in_avals = [v.aval for v in closed.jaxpr.constvars] + closed.in_avals
     return Executable(_Pieces(closed, device, name), device, in_avals, closed.out_avals,
                       str(closed), ())
+
+
+# --- jitted functions that hold shard_maps: one program over the mesh -------------------------
+# prim -> rule(eqn) -> [(mesh, what)] or None: the meshes whose devices an equation at the top
+# level of a plain jit must run over (``shard_map``; ``jit`` when its body holds one); None
+# when it must run as its own program all the same
+program_mesh_rules = rule_table("program_mesh")
+
+
+def meshes_in(closed):
+    """``[(mesh, what)]`` for the equations of ``closed`` (at its top level, or inside a nested
+    ``jit``) that run over a mesh, ``what`` naming each (``shard_map(body)``); None when an
+    equation there runs as its own program without a mesh (a ``pmap``)."""
+    found = []
+    for eqn in closed.jaxpr.eqns:
+        rule = program_mesh_rules.get(eqn.prim)
+        if rule is not None:
+            inner = rule(eqn)
+            if inner is None:
+                return None
+            found += inner
+            continue
+        alone = own_program_rules.get(eqn.prim)
+        if alone is not None and alone(eqn):
+            return None
+    return found
+
+
+def _mesh_text(mesh):
+    return f"{mesh} (devices {[d.id for d in mesh.devices.flat]})"
+
+
+def program_mesh(closed, name, mesh=None, placed=None):
+    """The mesh over which a plain ``jit`` of ``closed`` runs as one partitioned program: that
+    of its shard_maps (``meshes_in``), else ``mesh`` (None when there is none, or when it
+    holds a ``pmap``: then it runs in pieces). ``mesh``: the arguments' mesh, when they lie
+    on one (``placed()`` names them); the shard_maps' must have its devices in its order, as
+    must each other's. Errors name the jitted function ``name``, the shard_maps, the meshes and the
+    arguments."""
+    found = meshes_in(closed)
+    if not found:
+        return mesh
+    order = tuple(found[0][0].devices.flat)
+    for m, what in found:
+        if tuple(m.devices.flat) != order:
+            raise ValueError(
+                f"jit({name}): one jitted program runs over one mesh's devices, but "
+                f"{found[0][1]} runs over {_mesh_text(found[0][0])} and {what} over "
+                f"{_mesh_text(m)}: use one mesh (or meshes of the same devices in the same "
+                f"order) for every shard_map of the function")
+    if mesh is not None and tuple(mesh.devices.flat) != order:
+        raise ValueError(
+            f"jit({name}): {found[0][1]} runs over {_mesh_text(found[0][0])}, but the "
+            f"arguments lie on {_mesh_text(mesh)} ({', '.join(placed())}); one jitted program "
+            f"runs over one mesh's devices: place the arguments on the shard_map's mesh "
+            f"(funcgrad.device_put(x, NamedSharding(mesh, spec))) or pass them unplaced")
+    return found[0][0]      # outputs come back on the shard_maps' mesh, as in JAX

@@ -1,9 +1,11 @@
 """``jit`` over a mesh: the one SPMD call path of ``JitFunction`` (``dispatch.py``).
 
-A call runs here when the jit was given ``in_shardings``/``out_shardings``, or when an argument
+A call runs here when the jit was given ``in_shardings``/``out_shardings``, when an argument
 leaf (a parameter inside a module or an optimizer counts) is an Array placed by a
-``NamedSharding``. Each leaf takes the sharding ``in_shardings`` names for it (a pytree prefix
-of each positional argument), else the one it has, else it is replicated over the mesh.
+``NamedSharding``, or when the trace of a plain jit holds shard_maps (``spmd.program_mesh``:
+the program runs over their mesh, compiled from that trace). Each leaf takes the sharding
+``in_shardings`` names for it (a pytree prefix of each positional argument), else the one it
+has, else it is replicated over the mesh.
 Outputs take ``out_shardings`` (a pytree prefix of the output, or one per output leaf) where
 given, else the shardings XLA's propagation chose, read back from the compiled program
 (``SpmdExecutable``, ``spmd_jit.py``). The trace is ``JitFunction``'s (static arguments,
@@ -33,7 +35,7 @@ from funcgrad.core.jaxpr import consts_as_args
 from funcgrad.core.primitive import current_policy
 from funcgrad.core.values import aval_of
 from funcgrad.lax.sharding import sharding_constraint_p
-from funcgrad.lowering import dispatch, mlir
+from funcgrad.lowering import dispatch, mlir, spmd
 from funcgrad.lowering.mesh import NamedSharding
 from funcgrad.lowering.sharding import ShardedArray, put_named
 from funcgrad.lowering.spmd_jit import SpmdExecutable, _replicated
@@ -134,8 +136,10 @@ def _launch(jitted, entry, bufs, leaves):
     return entry.out_tree.unflatten(outs)
 
 
-def call(jitted, args, kwargs, flat):
-    """Run ``jitted`` (a ``JitFunction``) eagerly over the mesh of its shardings or arguments.
+def call(jitted, args, kwargs, flat, traced=None):
+    """Run ``jitted`` (a ``JitFunction``) eagerly over the mesh of its shardings or arguments,
+    or (``traced``: the single-device trace of a plain jit holding shard_maps) of its
+    shard_maps.
 
     ``flat``: ``(leaves, treedef, avals, static)``, the flattened dynamic arguments."""
     leaves, treedef, avals, static = flat
@@ -148,7 +152,7 @@ def call(jitted, args, kwargs, flat):
         fast = table.get(key) if key is not None else None
         if fast is not None:
             return _launch(jitted, fast[0], _with_scalars(fast, bufs), leaves)
-    entry = _entry_for(jitted, args, kwargs, leaves, treedef, avals, static)
+    entry = _entry_for(jitted, args, kwargs, leaves, treedef, avals, static, traced)
     where = f"jit({jitted.__name__})"
     bufs, scalars, placed = [], [], True
     for leaf, s in zip(leaves, entry.shardings):
@@ -173,21 +177,37 @@ def call(jitted, args, kwargs, flat):
     return out
 
 
-def _entry_for(jitted, args, kwargs, leaves, treedef, avals, static):
-    """The compiled entry for a call, compiling on the first one."""
-    shardings = _leaf_shardings(jitted, args, kwargs, leaves, treedef, avals)
+def _entry_for(jitted, args, kwargs, leaves, treedef, avals, static, traced=None):
+    """The compiled entry for a call, compiling on the first one; ``traced``: see ``call``
+    (its trace is compiled, not traced again)."""
+    shardings = _leaf_shardings(jitted, args, kwargs, leaves, treedef, avals,
+                                traced.mesh if traced is not None else None)
     key = (treedef, avals, static, tuple(shardings), current_policy())
     cache = jitted._caches.spmd
     entry = cache.get(key)
     if entry is None:
-        entry = cache[key] = _compile(jitted, args, kwargs, static, treedef, avals, shardings)
+        entry = cache[key] = _compile(jitted, args, kwargs, static, treedef, avals, shardings,
+                                      traced)
     return entry
 
 
-def _compile(jitted, args, kwargs, static, treedef, avals, shardings):
+def _compile(jitted, args, kwargs, static, treedef, avals, shardings, traced=None):
     donated = jitted._donated_flags(args, kwargs) if jitted._donate_argnums else ()
-    closed, out_tree, writeback = jitted._trace(static, treedef, avals, donated)
-    mesh = shardings[0].mesh if shardings else _mesh_of_outputs(jitted)
+    mesh = shardings[0].mesh if shardings else \
+        traced.mesh if traced is not None else _mesh_of_outputs(jitted)
+    traces = jitted._caches.spmd_traces
+    trace_key = (treedef, avals, static, current_policy())
+    if traced is not None:
+        trace = traced.closed, traced.out_tree, traced.writeback
+    else:
+        trace = traces.get(trace_key) or jitted._trace(static, treedef, avals, donated)
+        # the shard_maps it holds must run over the devices of the arguments' mesh; the
+        # program runs over the shard_maps' (its outputs are laid out over it, as in JAX)
+        given = mesh
+        mesh = spmd.program_mesh(trace[0], jitted.__name__, given,
+                                 lambda: _placed_on(jitted, args, kwargs, shardings, given))
+    traces[trace_key] = trace
+    closed, out_tree, writeback = trace
     outs = [None if s is None else _with_rank(s, a, _output_where(jitted, i))
             for i, (s, a) in enumerate(zip(_out_shardings(jitted, out_tree,
                                                           len(closed.out_avals)),
@@ -239,14 +259,17 @@ def constrain_outputs(jitted, outs, out_tree):
 
 
 # --- shardings -------------------------------------------------------------------------------
-def _leaf_shardings(jitted, args, kwargs, leaves, treedef, avals):
+def _leaf_shardings(jitted, args, kwargs, leaves, treedef, avals, default_mesh=None):
     """One ``NamedSharding`` (of the leaf's rank) per argument leaf, all over one mesh: the
-    one ``in_shardings`` names, else the leaf's own, else replicated."""
+    one ``in_shardings`` names, else the leaf's own, else replicated (over ``default_mesh``,
+    the shard_maps' mesh, when nothing else names one)."""
     given = _given_in_shardings(jitted, treedef)
     chosen = [g if g is not None else mesh_sharding_of(leaf) for g, leaf in zip(given, leaves)]
     outs = [s for s in tree_util.tree_leaves(jitted._out_shardings, is_leaf=_is_sharding_leaf)
             if isinstance(s, NamedSharding)]
     meshes = {s.mesh for s in chosen if s is not None} | {s.mesh for s in outs}
+    if not meshes and default_mesh is not None:
+        meshes = {default_mesh}
     if len(meshes) != 1:
         _raise_mesh_error(jitted, args, kwargs, chosen, given, avals, outs)
     mesh = meshes.pop()
@@ -371,6 +394,13 @@ def _raise_mesh_error(jitted, args, kwargs, chosen, given, avals, outs):
                      f"with funcgrad.device_put(x, NamedSharding(mesh, spec))")
 
 
+def _placed_on(jitted, args, kwargs, shardings, mesh):
+    """Names of the argument leaves that ``shardings`` lays out over ``mesh`` otherwise than
+    replicated (those an error about that mesh is about)."""
+    return [_leaf_name(jitted, args, kwargs, i) for i, s in enumerate(shardings)
+            if s.mesh == mesh and any(s.spec)] or ["every argument replicated"]
+
+
 def _leaf_name(jitted, args, kwargs, i):
     paths = tree_util.tree_flatten_with_path(jitted._split(args, kwargs)[:2])[0]
     return _path_name(jitted, paths[i][0])
@@ -417,12 +447,13 @@ def _positional_names(jitted):
     return [n for i, n in enumerate(names) if i not in static]
 
 
-def lower(jitted, args, kwargs, flat):
-    """``jit(f).lower(*args)`` over a mesh (shardings given, or arguments placed over one): the
-    program is compiled for the mesh (as the first call would), and ``LoweredOnMesh`` shows
-    it."""
+def lower(jitted, args, kwargs, flat, traced=None):
+    """``jit(f).lower(*args)`` over a mesh (shardings given, arguments placed over one, or
+    shard_maps in the trace ``traced``): the program is compiled for the mesh (as the first
+    call would), and ``LoweredOnMesh`` shows it."""
     leaves, treedef, avals, static = flat
-    return LoweredOnMesh(jitted, _entry_for(jitted, args, kwargs, leaves, treedef, avals, static))
+    return LoweredOnMesh(jitted, _entry_for(jitted, args, kwargs, leaves, treedef, avals, static,
+                                            traced))
 
 
 class LoweredOnMesh:

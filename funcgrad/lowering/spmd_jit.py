@@ -107,9 +107,9 @@ def _add_sdy_meshes(module, meshes, devices, name):
 
 
 def _set_sharding_attrs(module, in_shardings, in_avals, out_shardings, out_avals,
-                        shardy=False):
-    """Put ``mhlo.sharding`` (``sdy.sharding`` for Shardy) on every argument and result of
-    ``main``."""
+                        meshes=None):
+    """Put ``mhlo.sharding`` (``sdy.sharding`` for Shardy: ``meshes`` maps each mesh to its
+    symbol) on every argument and result of ``main``."""
     main = next(op for op in module.body.operations
                 if ir.StringAttr(op.attributes["sym_name"]).value == "main")
 
@@ -119,8 +119,9 @@ def _set_sharding_attrs(module, in_shardings, in_avals, out_shardings, out_avals
             entries = {k.name: k.attr for k in ir.DictAttr(old[i])} if old is not None else {}
             if s is None:        # XLA's sharding propagation chooses
                 pass
-            elif shardy:
-                entries["sdy.sharding"] = ir.Attribute.parse(s._to_sdy_text(a.ndim))
+            elif meshes is not None:
+                entries["sdy.sharding"] = ir.Attribute.parse(
+                    s._to_sdy_text(a.ndim, meshes[s.mesh]))
             else:
                 hlo = s._to_xla_hlo_sharding(a.ndim) if hasattr(s, "_to_xla_hlo_sharding") \
                     else s._hlo_sharding       # a plain GSPMDSharding (resharding programs)
@@ -174,7 +175,12 @@ class SpmdExecutable:
         # resharding programs, whose source layout is a plain device tiling, use GSPMD
         shardy = all(s is None or isinstance(s, NamedSharding)
                      for s in list(in_shardings) + list(out_shardings))
-        meshes = {mesh: "mesh"} if shardy else None
+        meshes = None
+        if shardy:      # arguments may lie on other meshes of the same devices
+            meshes = {mesh: "mesh"}
+            for s in list(in_shardings) + list(out_shardings):
+                if s is not None and s.mesh not in meshes:
+                    meshes[s.mesh] = f"mesh_{len(meshes)}"
         module, ctx = _lower(closed, name, devices[0], meshes, donated, mesh)
         if shardy and _GSPMD_ONLY.search(str(module)):
             # a lowering that only speaks GSPMD (a sharding custom call, a manual region):
@@ -200,7 +206,7 @@ class SpmdExecutable:
                 options.executable_build_options.allow_spmd_sharding_propagation_to_output = \
                     [s is None for s in out_shardings]
                 _set_sharding_attrs(module, in_shardings, in_avals, out_shardings,
-                                    closed.out_avals, shardy)
+                                    closed.out_avals, meshes)
                 self.text = str(module)
                 self.loaded = devices[0].client.compile_and_load(
                     self.text, _jax.DeviceList(tuple(devices)), options)

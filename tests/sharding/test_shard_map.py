@@ -14,7 +14,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def test_shard_map_cases_on_four_host_devices(run_on_four_devices):
-    proc = run_on_four_devices(os.path.join(HERE, "shard_map_cases.py"), allow_skips=True)
+    # with them, a plain jit of functions holding shard_maps (one program over the mesh)
+    proc = run_on_four_devices(os.path.join(HERE, "shard_map_cases.py"),
+                               os.path.join(HERE, "jit_shard_map_cases.py"), allow_skips=True)
     tail = (proc.stdout + proc.stderr)[-4000:]
     # the only test that may skip is the live comparison with JAX (when jax is not installed)
     skipped = [ln for ln in proc.stdout.splitlines() if ln.startswith("SKIPPED")]
