@@ -39,8 +39,8 @@ def data():
 
 
 def make_case(lib):
-    """(tiny call, jitted tiny call, jit around it, training step, loss now) for ``lib`` in
-    {"funcgrad", "jax"}."""
+    """(tiny call, jitted tiny call, jit around it, jitted scan of shard_maps, training step,
+    loss now) for ``lib`` in {"funcgrad", "jax"}."""
     if lib == "jax":
         import jax
         import jax.numpy as jnp
@@ -85,8 +85,12 @@ def make_case(lib):
     jtiny = jax.jit(tiny)
     around = jax.jit(lambda a: tiny(jnp.tanh(a) * 2.0) + 1.0)
     u = jnp.asarray(np.ones((8, 4), np.float32))        # on one device (JAX: uncommitted)
+    layer = smap(lambda b: lax.psum(b, "model") * 0.5, mesh=mesh, in_specs=P("data", "model"),
+                 out_specs=P("data", "model"))
+    steps = jax.jit(lambda a: lax.scan(lambda c, _: (jnp.tanh(layer(c)), None), a, None,
+                                       length=8)[0])
     return ((lambda: jax.block_until_ready(tiny(v))), (lambda: jax.block_until_ready(jtiny(v))),
-            (lambda: jax.block_until_ready(around(u))),
+            (lambda: jax.block_until_ready(around(u))), (lambda: jax.block_until_ready(steps(u))),
             run_step, (lambda: float(loss(*state["p"], x, y))))
 
 
@@ -95,6 +99,7 @@ def main(argv):
     cases = {lib: make_case(lib) for lib in ("funcgrad", "jax")}
     rows = [("tiny eager shard_map call", max(number // 10, 2)), ("the same, jitted", number),
             ("plain jit with work around it, argument on one device", number),
+            ("plain jit of a scan of 8 shard_map steps, argument on one device", number),
             ("tensor x data parallel MLP step", max(number // 5, 4))]
     print(f"load average at the start: {os.getloadavg()[0]:.2f}")
     print("| case | funcgrad | JAX | ratio |\n| --- | --- | --- | --- |")
@@ -102,7 +107,7 @@ def main(argv):
         t = per_call_us({lib: c[i] for lib, c in cases.items()}, calls, repeat)
         print(f"| {name} | {t['funcgrad']:.0f} µs | {t['jax']:.0f} µs | "
               f"{t['funcgrad'] / t['jax']:.2f} |")
-    loss = {lib: c[4]() for lib, c in cases.items()}
+    loss = {lib: c[5]() for lib, c in cases.items()}
     print(f"loss after the timed steps: funcgrad {loss['funcgrad']:.6f}, JAX {loss['jax']:.6f}")
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
 

@@ -11,7 +11,7 @@ from funcgrad.core.jaxpr import ClosedJaxpr, Eqn, Jaxpr, Var
 from funcgrad.core.primitive import out_avals
 from funcgrad.core.values import aval_of
 from funcgrad.lax.callbacks import reraise_host_error
-from funcgrad.lowering import backend, eager_partitioned
+from funcgrad.lowering import backend, eager_partitioned, spmd
 from funcgrad.lowering import transfer_guard as _guard
 from funcgrad.lowering.array import Array, device_put, put_numpy, sharding_for, transfer
 from funcgrad.lowering.executable import compile_closed_jaxpr
@@ -42,11 +42,6 @@ def single_op_jaxpr(prim, in_avals, params):
     invars = [Var(a) for a in in_avals]
     outvars = [Var(a) for a in out_avals(prim, in_avals, params)]
     return ClosedJaxpr(Jaxpr([], invars, [Eqn(prim, invars, params, outvars)], outvars), [])
-
-
-def _compile_op(prim, avals, params, device):
-    closed = single_op_jaxpr(prim, avals, params)
-    return compile_closed_jaxpr(closed, device, name=prim.name)
 
 
 def _scalar_array(x, device):
@@ -136,11 +131,20 @@ def _params_key(params):
     return key
 
 
+_ON_MESH = object()     # _op_cache's value for an operation that runs over a mesh
+
+
 def _run(prim, params, bufs, avals, keys, sharding, args):
     key = (prim, _params_key(params), tuple(keys), sharding)
     exe = _op_cache.get(key)
     if exe is None:
-        exe = _op_cache[key] = _compile_op(prim, avals, params, sharding._device)
+        closed = single_op_jaxpr(prim, avals, params)
+        # a loop or branch whose body holds shard_maps runs over their mesh, as a plain jit
+        # of the operation (spmd.meshes_in), as JAX runs it
+        exe = _op_cache[key] = _ON_MESH if spmd.meshes_in(closed) else \
+            compile_closed_jaxpr(closed, sharding._device, name=prim.name)
+    if exe is _ON_MESH:
+        return eager_partitioned.run_partitioned(prim, params, _params_key(params), args)
     try:
         outs = exe.loaded.execute_sharded(bufs).consume_with_handlers(exe._handlers)
     except Exception as exc:

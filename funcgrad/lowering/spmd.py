@@ -26,7 +26,7 @@ import numpy as np
 from jaxlib import _jax
 from jaxlib import xla_client as xc
 
-from funcgrad.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, Var
+from funcgrad.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, Var, subjaxprs
 from funcgrad.core.primitive import rule_table
 from funcgrad.lowering import backend, mlir
 from funcgrad.lowering.array import Array, _BufferAval
@@ -232,16 +232,30 @@ def split_program(closed, device, name="main", donated=()):
 
 
 # --- jitted functions that hold shard_maps: one program over the mesh -------------------------
-# prim -> rule(eqn) -> [(mesh, what)] or None: the meshes whose devices an equation at the top
-# level of a plain jit must run over (``shard_map``; ``jit`` when its body holds one); None
-# when it must run as its own program all the same
+# prim -> rule(eqn) -> [(mesh, what)] or None: the meshes over whose devices an equation at the
+# top level of a plain jit must run (``shard_map``: its own; ``jit``: its body's, None when its
+# body runs in pieces). Other equations are searched through the Jaxprs their params carry.
 program_mesh_rules = rule_table("program_mesh")
 
 
 def meshes_in(closed):
-    """``[(mesh, what)]`` for the equations of ``closed`` (at its top level, or inside a nested
-    ``jit``) that run over a mesh, ``what`` naming each (``shard_map(body)``); None when an
-    equation there runs as its own program without a mesh (a ``pmap``)."""
+    """``[(mesh, what)]`` for the equations of ``closed`` that run over a mesh, wherever they
+    lie (at its top level, inside a nested ``jit``, a ``scan``/``while``/``cond`` body, a
+    ``remat`` or ``custom_jvp``/``custom_vjp`` body), ``what`` naming each
+    (``shard_map(body)``); None when an equation at its top level (or inside a nested ``jit``
+    there) runs as its own program without a mesh (a ``pmap``: the jit runs in pieces).
+
+    Example:
+        >>> from funcgrad.lowering.spmd import meshes_in
+        >>> from funcgrad.sharding import P
+        >>> mesh = funcgrad.make_mesh((1,), ("x",), devices=funcgrad.local_devices()[:1])
+        >>> sm = funcgrad.shard_map(lambda a: a * 2, mesh=mesh, in_specs=P("x"),
+        ...                         out_specs=P("x"))
+        >>> def loop(a):
+        ...     return lax.fori_loop(0, 3, lambda i, c: sm(c), a)
+        >>> meshes_in(funcgrad.make_jaxpr(loop)(jnp.ones(2)))
+        [(Mesh('x': 1), 'shard_map(<lambda>)')]
+    """
     found = []
     for eqn in closed.jaxpr.eqns:
         rule = program_mesh_rules.get(eqn.prim)
@@ -254,6 +268,20 @@ def meshes_in(closed):
         alone = own_program_rules.get(eqn.prim)
         if alone is not None and alone(eqn):
             return None
+        found += _nested_meshes(eqn)
+    return found
+
+
+def _nested_meshes(eqn):
+    """The shard_maps' meshes inside the Jaxprs ``eqn`` carries (loop and branch bodies...),
+    which are lowered into the program around them: a ``pmap`` (or a ``jit`` holding one)
+    there is computed in it as ``vmap``, so it does not make the program run in pieces."""
+    found = []
+    for sub in subjaxprs(eqn):
+        for inner in sub.eqns:
+            rule = program_mesh_rules.get(inner.prim)
+            meshes = rule(inner) if rule is not None else None
+            found += _nested_meshes(inner) if meshes is None else meshes
     return found
 
 

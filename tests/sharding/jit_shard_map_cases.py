@@ -131,12 +131,138 @@ def test_nested_jit_and_transformations_of_the_shard_map():
     summed, doubled = funcgrad.jit(lambda a: (ring(a.reshape(-1)), pm(a)))(np.ones((N, 2)))
     close(summed, [4.0, 4.0])
     close(doubled, np.full((N, 2), 2.0))
-    # a shard_map in a jitted scan body stays on one device (the emulated region)
-    loop = funcgrad.jit(lambda a, b: lax.scan(lambda c, _: (c + sm(a, b), None),
-                                              jnp.zeros((8, 4)), None, length=2)[0])
+    # ... where a scan body holds a shard_map too, that one is computed on one device (the
+    # emulated region) inside the pieces' single-device program
+    loop = funcgrad.jit(lambda a: (pm(a), lax.scan(lambda c, _: (c + ring(a.reshape(-1)), None),
+                                                    jnp.zeros(2), None, length=2)[0]))
+    doubled, summed = loop(np.ones((N, 2)))
+    close(doubled, np.full((N, 2), 2.0))
+    close(summed, [8.0, 8.0])
+    assert type(summed) is funcgrad.Array and len(summed.sharding.device_set) == 1
+
+
+
+def psum_steps(sm):
+    """A scan of 3 steps whose body runs ``sm`` (the blockwise matmul) and works on the
+    result; and the same computed by Python with the eager shard_map."""
+    def loop(a, b):
+        def step(c, _):
+            y = jnp.tanh(c + sm(a, b))
+            return y, y.sum()
+        return lax.scan(step, jnp.zeros((8, 4)), None, length=3)
+
+    def unrolled(a, b):
+        c, sums = jnp.zeros((8, 4)), []
+        for _ in range(3):
+            c = jnp.tanh(c + sm(a, b))
+            sums.append(np.asarray(c).sum())
+        return c, np.array(sums)
+    return loop, unrolled
+
+
+def test_scan_with_a_shard_map_in_its_body_is_one_program_over_the_mesh():
+    x, w = rand(8, 6, seed=13), rand(6, 4, seed=14)
+    loop, unrolled = psum_steps(matmul())
+    f = funcgrad.jit(loop)
+    c = np.zeros((8, 4), np.float32)
+    want = []
+    for _ in range(3):
+        c = np.tanh(c + x @ w)
+        want.append(c.sum())
+    carry, sums = f(x, w)
+    close(carry, c)
+    close(sums, want, 1e-4)
+    ref_carry, ref_sums = unrolled(x, w)       # the eager shard_map, step by step
+    close(carry, ref_carry)
+    close(sums, ref_sums, 1e-4)
+    # as JAX: the carry keeps the region's rows over "data", the stacked sums replicated
+    assert carry.sharding == NamedSharding(MESH, P("data"))
+    assert sums.sharding == NamedSharding(MESH, P())
+    assert shard_shapes(carry) == [(4, 4)] and shard_shapes(sums) == [(3,)]
+    text = only_mesh_entry(f).as_text()     # the manual region inside the partitioned loop
+    assert "while" in text and "all-reduce" in text and "f32[4,3]" in text
+    again, _ = f(x, w)                          # the fast table, no retrace
+    close(again, c)
+    assert f.trace_count == 1 and len(f._caches.spmd) == 1
+    # the eager (not jitted) scan runs over the mesh too, as JAX's
+    carry, sums = loop(x, w)
+    close(carry, c)
+    close(sums, want, 1e-4)
+    assert carry.sharding == NamedSharding(MESH, P("data"))
+
+
+def test_cond_switch_while_and_checkpoint_holding_a_shard_map():
+    x, w = rand(8, 6, seed=15), rand(6, 4, seed=16)
+    sm = matmul()
+    branch = funcgrad.jit(lambda p, a, b: lax.cond(p > 0, lambda: sm(a, b),
+                                                   lambda: (a @ b) * 2.0))
+    for p, want in ((1.0, x @ w), (-1.0, 2 * (x @ w))):
+        out = branch(p, x, w)
+        close(out, want)
+        # JAX lays out the cond's output by the region's out spec whichever branch ran
+        assert out.sharding == NamedSharding(MESH, P("data"))
+    only_mesh_entry(branch)
+    assert branch.trace_count == 1
+    switch = funcgrad.jit(lambda i, a, b: lax.switch(i, [lambda: sm(a, b), lambda: a @ b * 3.0]))
+    close(switch(1, x, w), 3 * (x @ w))
+    close(switch(0, x, w), x @ w)
+    only_mesh_entry(switch)
+    out = lax.cond(True, lambda: sm(x, w), lambda: x @ w)      # eager
+    close(out, x @ w)
+    assert out.sharding == NamedSharding(MESH, P("data"))
+    # a while loop, a fori_loop over traced bounds (a while loop too), checkpoint
+    loop = funcgrad.jit(lambda a, b: lax.while_loop(
+        lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] + sm(a, b)), (0, jnp.zeros((8, 4))))[1])
     out = loop(x, w)
-    close(out, 2 * (x @ w))
-    assert type(out) is funcgrad.Array and len(out.sharding.device_set) == 1
+    close(out, 3 * (x @ w), 1e-4)
+    assert out.sharding == NamedSharding(MESH, P("data"))
+    only_mesh_entry(loop)
+    bounded = funcgrad.jit(lambda n, a, b: lax.fori_loop(0, n, lambda i, c: c + sm(a, b),
+                                                         jnp.zeros((8, 4))))
+    close(bounded(2, x, w), 2 * (x @ w), 1e-4)
+    only_mesh_entry(bounded)
+    remat = funcgrad.jit(funcgrad.grad(
+        lambda a: funcgrad.checkpoint(lambda v: jnp.sin(sm(v, w)).sum())(a)))
+    out = remat(x)
+    close(out, np.cos(x @ w) @ w.T, 1e-4)
+    assert out.sharding == NamedSharding(MESH, P("data", "model"))
+    only_mesh_entry(remat)
+
+
+def test_training_loop_of_shard_map_gradients_in_a_fori_loop():
+    # the tensor x data parallel loss of the training step below; 4 SGD steps in one jitted
+    # fori_loop (a scan: static bounds) equal the single-device loop's to 1e-5
+    loss = _tensor_parallel_loss()
+
+    def trainer(loss_fn):
+        @funcgrad.jit
+        def train(ps, x, y):
+            def step(i, state):
+                q, _ = state
+                value, grads = funcgrad.value_and_grad(lambda r: loss_fn(r, x, y))(q)
+                return tuple(p - 0.1 * g for p, g in zip(q, grads)), value
+            return lax.fori_loop(0, 4, step, (ps, jnp.zeros(())))
+        return train
+
+    train = trainer(lambda q, x, y: loss(*q, x, y))
+    ref = trainer(_mlp_loss)
+    params, x, y = _mlp_data()
+    got, value = train(params, x, y)
+    want, ref_value = ref(params, x, y)
+    close(value, ref_value)
+    for p, r in zip(got, want):
+        close(p, r)
+    # JAX 0.10.2's layouts for this loop: each parameter as the shard_map's in spec
+    assert [tuple(p.sharding.spec) for p in got] == [(None, "model"), ("model",), ("model",)]
+    assert all(p.sharding.mesh == MESH for p in got)
+    assert value.sharding == NamedSharding(MESH, P())
+    only_mesh_entry(train)
+    # the updated parameters fed back (now on the mesh): the same trace
+    again, _ = train(got, x, y)
+    want, _ = ref(want, x, y)
+    for p, r in zip(again, want):
+        close(p, r)
+    assert train.trace_count == 1
 
 
 def _mlp_data():
@@ -153,14 +279,18 @@ def _mlp_loss(params, x, y):
     return jnp.mean((jnp.tanh(x @ w1 + b1) @ w2 - y) ** 2)
 
 
-def test_training_step_with_the_gradient_of_a_shard_map_loss():
+def _tensor_parallel_loss():
     # tensor parallel over "model" (w1's columns, w2's rows, a psum), data parallel over
     # "data" (a pmean of the blocks' losses), the gradient taken outside the shard_map
     def body(w1, b1, w2, xb, yb):
         pred = lax.psum(jnp.tanh(xb @ w1 + b1) @ w2, "model")
         return lax.pmean(jnp.mean((pred - yb) ** 2), "data")
-    loss = smap(body, mesh=MESH, in_specs=(P(None, "model"), P("model"), P("model", None),
+    return smap(body, mesh=MESH, in_specs=(P(None, "model"), P("model"), P("model", None),
                                            P("data"), P("data")), out_specs=P())
+
+
+def test_training_step_with_the_gradient_of_a_shard_map_loss():
+    loss = _tensor_parallel_loss()
 
     @funcgrad.jit
     def step(ps, x, y):
@@ -242,7 +372,16 @@ def test_layouts_and_values_match_jax_live():
         both = lib_smap(lambda a: (a * 2.0, lax_of(np_).psum(a.sum(), ("data", "model"))),
                         mesh=mesh, in_specs=spec("data", "model"),
                         out_specs=(spec("data", "model"), spec()))
-        return [lambda a, b: np_.tanh(sm(a * 2.0, b)) + 1.0, lambda a, b: both(a)]
+        lx = lax_of(np_)
+
+        def steps(a, b):        # a shard_map in a scan body, in a cond branch, in a fori_loop
+            def step(c, _):
+                y = np_.tanh(c + sm(a, b))
+                return y, y.sum()
+            return lx.scan(step, np_.zeros((8, 4)), None, length=3)
+        return [lambda a, b: np_.tanh(sm(a * 2.0, b)) + 1.0, lambda a, b: both(a), steps,
+                lambda a, b: lx.cond(a.sum() > 0, lambda: sm(a, b), lambda: (a @ b) * 2.0),
+                lambda a, b: lx.fori_loop(0, 3, lambda i, c: c + sm(a, b), np_.zeros((8, 4)))]
 
     def lax_of(np_):
         return jax.lax if np_ is jax.numpy else lax

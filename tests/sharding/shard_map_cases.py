@@ -16,6 +16,7 @@ import pytest
 import funcgrad
 import funcgrad.numpy as jnp
 from funcgrad import lax
+from funcgrad.lowering.executable import compile_closed_jaxpr
 from funcgrad.sharding import NamedSharding, P
 
 N = 4
@@ -268,16 +269,31 @@ def test_jit_of_shard_map_and_jit_with_shardings():
     assert "all-reduce" in text and "f32[4,3]" in text    # the (4, 3) blocks of a * 2
 
 
+def on_one_device(f, *args):
+    """``f(*args)`` compiled into one single-device program, each shard_map lowered into it as
+    its emulated region (the body batched over the mesh axes): how a jit that also holds a
+    ``pmap`` (so runs in pieces) computes a shard_map inside a loop or branch body."""
+    closed = funcgrad.make_jaxpr(f)(*args)
+    exe = compile_closed_jaxpr(closed, funcgrad.local_devices()[0], "one_device")
+    outs = exe(list(closed.consts) + list(args))
+    return outs[0] if len(outs) == 1 else outs
+
+
 def test_shard_map_inside_a_jitted_loop():
-    # lowered into a single-device program (a scan body under plain jit): the values of the
-    # body batched over the mesh axes, on one device
+    # under plain jit the scan is one program over the mesh (the region inside the loop
+    # body); lowered into a single-device program, the values of the emulated region
     x, w = matmul_case()
     f = smap(blockwise_matmul, mesh=MESH, in_specs=(P("data", "model"), P("model", None)),
              out_specs=P("data", None))
 
     def loop(a, b):
         return lax.scan(lambda c, _: (c + f(a, b), None), jnp.zeros((8, 4)), None, length=2)[0]
-    close(funcgrad.jit(loop)(x, w), 2 * (x @ w))
+    out = funcgrad.jit(loop)(x, w)
+    close(out, 2 * (x @ w))
+    assert out.sharding == NamedSharding(MESH, P("data"))
+    out = on_one_device(loop, x, w)
+    close(out, 2 * (x @ w))
+    assert len(out.sharding.device_set) == 1
 
 
 def test_vmap_of_shard_map():
@@ -422,19 +438,24 @@ def _device_number(b):
     return b * 0 + me.astype(b.dtype)
 
 
-@pytest.mark.parametrize("where", ["eager", "jitted scan"])
+@pytest.mark.parametrize("where", ["eager", "jitted scan", "one device"])
 def test_specs_over_two_axes_order_blocks_major_first(where):
     x = np.zeros(8, np.float32)
     want = {("data", "model"): [0, 0, 1, 1, 2, 2, 3, 3],
             ("model", "data"): [0, 0, 2, 2, 1, 1, 3, 3]}
     for axes, expected in want.items():
         f = smap(_device_number, mesh=MESH, in_specs=P(axes), out_specs=P(axes))
+
+        def loop(v):
+            return lax.scan(lambda c, _: (f(c), None), v, None, length=1)[0]
         if where == "eager":
             out = f(x)
             assert out.sharding.spec == P(axes)
+        elif where == "jitted scan":    # one program over the mesh, the region in the body
+            out = funcgrad.jit(loop)(x)
+            assert out.sharding.spec == P(axes)
         else:       # lowered into a single-device program: the emulated region
-            out = funcgrad.jit(lambda v: lax.scan(lambda c, _: (f(c), None), v, None,
-                                                  length=1)[0])(x)
+            out = on_one_device(loop, x)
         np.testing.assert_array_equal(np.asarray(out), expected)
 
 
@@ -475,11 +496,16 @@ def test_collectives_over_both_mesh_axes():
     for got, name in zip((gathered, idx, shifted, scattered),
                          ("all_gather", "axis_index", "ppermute", "psum_scatter")):
         close(got, REF["two_axes"][name])
-    # computed on one device (in a loop body under plain jit) these are refused
+    # in a loop body under plain jit they run over the mesh; computed on one device (the
+    # emulated region) they are refused
     f = smap(lambda b: lax.all_gather(b, ("data", "model"), tiled=True), mesh=MESH,
              in_specs=spec, out_specs=P())
+
+    def loop(v):
+        return lax.scan(lambda c, _: (c, f(c)), v, None, length=1)[1]
+    close(funcgrad.jit(loop)(x), x[None])
     with pytest.raises(Exception, match="several axes at once"):
-        funcgrad.jit(lambda v: lax.scan(lambda c, _: (c, f(c)), v, None, length=1)[1])(x)
+        on_one_device(loop, x)
 
 
 def test_jvp_second_order_and_grad_in_a_jitted_loop():
@@ -499,7 +525,7 @@ def test_jvp_second_order_and_grad_in_a_jitted_loop():
         return lambda b: jnp.sum(funcgrad.grad(of, argnums=1)(x, b) ** 2)
     close(funcgrad.grad(grad_norm(loss))(w), funcgrad.grad(grad_norm(ref_loss))(w), 1e-4)
 
-    def loop(a, b):     # the forward and backward regions computed on one device
+    def loop(a, b):     # the forward and backward regions in one program over the mesh
         step = funcgrad.grad(loss, argnums=1)
         return lax.scan(lambda c, _: (c + step(a, b), None), jnp.zeros_like(b), None,
                         length=2)[0]
