@@ -15,11 +15,13 @@ replicate the value over them.
   manual axes bound (``lax.mesh_axes.MeshAxisEnv``: collectives over them address the
   partitions of the mesh with device-id groups); each output goes back through
   ``@Sharding`` (manual) and ``@SPMDShardToFullShape`` (its out spec's sharding).
-- lowering into a single-device program (a loop body under plain ``jit``): the same values
-  computed on that device, the body batched over each manual axis as ``vmap`` with its name.
+- lowering into a single-device program (a loop body of a ``jit`` split in pieces by a
+  ``pmap``): the same values computed on that device, the body batched over each manual axis
+  as ``vmap`` with its name.
 - impl (eager): a jitted program over the mesh with the specs' shardings (``spmd_dispatch``). A
-  plain ``jit`` holding the equation is one program over the mesh (``program_mesh``); only
-  beside a ``pmap`` does it run as a program of its own (``own_program``, as ``pmap``).
+  plain ``jit`` holding the equation (loop and branch bodies included) is one program over
+  the mesh (``program_mesh``); only beside a ``pmap`` does it run as a program of its own
+  (``own_program``, as ``pmap``).
 - jvp: two shard_maps, the known half of the body's JVP (primal outputs and residuals, each
   device's residual a block of a value split over all the manual axes) and the linear half.
 - transpose: a shard_map of the transposed body. An output replicated over manual axes hands

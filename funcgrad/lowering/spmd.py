@@ -19,8 +19,9 @@ collective launches one at a time, in order).
 A jitted function whose Jaxpr holds a ``pmap`` equation at its top level (or a nested ``jit``
 holding one) is compiled in pieces (``split_program``): the runs of equations between them as
 single-device programs, each ``pmap`` as its own program over its devices. One holding
-``shard_map`` equations there instead runs as one program partitioned over their mesh
-(``program_mesh`` finds it; ``spmd_dispatch.py`` compiles and runs it).
+``shard_map`` equations instead (there, or in loop and branch bodies) runs as one program
+partitioned over their mesh (``program_mesh`` finds it; ``spmd_dispatch.py`` compiles and
+runs it).
 """
 import numpy as np
 from jaxlib import _jax
