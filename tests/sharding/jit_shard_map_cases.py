@@ -184,11 +184,15 @@ def test_scan_with_a_shard_map_in_its_body_is_one_program_over_the_mesh():
     again, _ = f(x, w)                          # the fast table, no retrace
     close(again, c)
     assert f.trace_count == 1 and len(f._caches.spmd) == 1
-    # the eager (not jitted) scan runs over the mesh too, as JAX's
+    # the eager (not jitted) scan runs over the mesh too, as JAX's; so do its gradient's
     carry, sums = loop(x, w)
     close(carry, c)
     close(sums, want, 1e-4)
     assert carry.sharding == NamedSharding(MESH, P("data"))
+    single, _ = psum_steps(lambda a, b: a @ b)
+    grad = funcgrad.grad(lambda a: loop(a, w)[0].sum())(x)
+    close(grad, funcgrad.grad(lambda a: single(a, w)[0].sum())(x), 1e-4)
+    assert grad.sharding == NamedSharding(MESH, P("data", "model"))
 
 
 def test_cond_switch_while_and_checkpoint_holding_a_shard_map():
