@@ -13,7 +13,7 @@ Example:
 """
 _OPS = {}
 
-_NAMES = ("add", "convert_element_type", "zeros", "broadcast_in_dim", "transpose")
+_NAMES = ("add", "convert_element_type", "zeros", "broadcast_in_dim", "transpose", "pvary")
 
 
 def register(**fns):
@@ -57,3 +57,9 @@ def broadcast_in_dim(x, shape, broadcast_dimensions):
 def transpose(x, permutation):
     """``x`` with its axes permuted."""
     return _op("transpose")(x, tuple(permutation))
+
+
+def pvary(x, axes):
+    """``x`` typed as varying over the manual mesh ``axes`` too (the identity; see
+    ``core/vma.py``)."""
+    return _op("pvary")(x, tuple(axes))
