@@ -20,12 +20,18 @@ replicate the value over them.
 - impl (eager): a jitted program over the mesh with the specs' shardings (``spmd_dispatch``); at
   the top level of a plain ``jit`` the equation runs as such a program of its own
   (``own_program``, as ``pmap``).
+- types (``check_rep``/``check_vma=True``): the body's values are typed by the manual axes
+  they vary over (``aval.vma``, ``core/vma.py``; the body's operands by the axes their specs
+  name), with ``pvary`` where a replicated operand meets a varying one; every rule below
+  stages its bodies typed the same way.
 - jvp: two shard_maps, the known half of the body's JVP (primal outputs and residuals, each
-  device's residual a block of a value split over all the manual axes) and the linear half.
-- transpose: a shard_map of the transposed body. An output replicated over manual axes hands
-  each device its cotangent divided by their size, and an operand replicated over manual axes
-  gets the ``psum`` of the devices' cotangents over them: so ``psum`` into a replicated output
-  transposes to a broadcast, as JAX's ``shard_map`` with its replication checks.
+  device's residual a block of a value split over the manual axes it varies over) and the
+  linear half.
+- transpose: a shard_map of the transposed body. Typed: the cotangents cross the boundary as
+  they are (inside, ``pvary`` transposes to ``psum`` and ``psum`` to ``pvary``), as JAX's
+  ``check_vma=True``. Unchecked: an output replicated over manual axes hands each device its
+  cotangent divided by their size, and an operand replicated over manual axes gets the
+  ``psum`` of the devices' cotangents over them, as JAX's ``check_vma=False``.
 - batch (``vmap`` of ``shard_map``): the vmap axis becomes a leading dimension no mesh axis
   splits (``None`` prepended to the specs), the body is batched.
 - dce: unused outputs (then operands) of the body are pruned.
@@ -38,7 +44,7 @@ Example:
     >>> print(funcgrad.make_jaxpr(f)(jnp.ones(2)))
     { lambda ; a:f32[2]. let
         b:f32[2] = shard_map[jaxpr=
-            { lambda ; a:f32[2]. let
+            { lambda ; a:f32[2]{V:x}. let
                 b:f32[2] = psum[axis_name=('x',)] a
               in (b,) } mesh=Mesh('x': 1) in_specs=(PartitionSpec('x'),) out_specs=(PartitionSpec(),) manual_axes=('x',) check_rep=True name='<lambda>'] a
       in (b,) }
