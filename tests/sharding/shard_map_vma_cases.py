@@ -87,7 +87,51 @@ def cases(ns, spec, mesh, ring):
         return ns.grad(lambda u: jnp.sum(lax.all_gather(u, "i", tiled=True) * c))(v)
     out["all_gather"] = ns.shard_map(gathered, mesh=ring, in_specs=(spec("i"), spec()),
                                      out_specs=spec("i"))(d["c"], d["c"])
+    # transformations and control flow inside the differentiated function
+    out.update(_inner_transforms(ns, spec, ring, d, varying_init=lambda v: lax.pcast(
+        v, "i", to="varying")))
     return {k: np.asarray(v).tolist() for k, v in out.items()}
+
+
+def _inner_transforms(ns, spec, ring, d, varying_init):
+    """grad of bodies holding jit, checkpoint, scan, cond, vmap and ppermute; hessian and
+    linearize. ``varying_init(v)``: ``v`` typed varying over "i" (JAX requires it of a scan
+    carry and a cond branch result that meet varying values; funcgrad does it itself)."""
+    lax, jnp = ns.lax, ns.numpy
+    x, p = d["x"], d["p"]
+    ring4 = [(i, (i + 1) % 4) for i in range(4)]
+    losses = {
+        "jit": lambda q, x: lax.psum(ns.jit(lambda a, b: jnp.sum(jnp.sin(a * b)))(q, x), "i"),
+        "checkpoint": lambda q, x: lax.psum(
+            ns.checkpoint(lambda a: jnp.sum(jnp.sin(a * x)))(q), "i"),
+        "scan": lambda q, x: lax.pmean(lax.scan(
+            lambda c, r: (c + jnp.sum(jnp.tanh(q * r)), None),
+            varying_init(jnp.zeros((), jnp.float32)), x)[0], "i"),
+        "cond": lambda q, x: lax.psum(lax.cond(
+            q[0] > 0, lambda a: jnp.sum(a * x),
+            lambda a: varying_init(jnp.sum(a * a)), q), "i"),
+        "vmap": lambda q, x: lax.pmean(jnp.sum(ns.vmap(lambda r: jnp.tanh(q * r))(x)), "i"),
+        "ppermute": lambda q, x: lax.psum(jnp.sum(lax.ppermute(q * x, "i", ring4) * x), "i"),
+    }
+    out = {}
+    for name, loss in losses.items():
+        for sign in (1, -1):        # both branches of the cond
+            out[f"{name}{'' if sign > 0 else '_neg'}"] = ns.shard_map(
+                lambda q, x, loss=loss: ns.grad(loss)(q, x), mesh=ring,
+                in_specs=(spec(), spec("i")), out_specs=spec())(sign * p, x)
+
+    def hess(q, x):
+        return ns.hessian(lambda a: lax.pmean(jnp.sum(jnp.tanh(a * x)), "i"))(q)
+    out["hessian"] = ns.shard_map(hess, mesh=ring, in_specs=(spec(), spec("i")),
+                                  out_specs=spec())(p, x)
+
+    def lin(q, x, t):
+        y, f = ns.linearize(lambda a: lax.psum(jnp.sum(jnp.tanh(a * x)), "i"), q)
+        return y, f(t)
+    out["linearize_primal"], out["linearize_tangent"] = ns.shard_map(
+        lin, mesh=ring, in_specs=(spec(), spec("i"), spec()), out_specs=(spec(), spec()))(
+        p, x, d["t"])
+    return out
 
 
 def jax_cases():
@@ -184,6 +228,16 @@ def test_live_jax_values():
     live = jax_cases()
     for name, value in got().items():
         close(value, live[name], 1e-5)
+
+
+def test_loop_carries_and_branches_are_typed_without_a_pcast():
+    # funcgrad widens a scan carry and a branch result to the type they meet (JAX raises
+    # and asks for a pcast, as the cases above do): the same values
+    d = data()
+    ring = funcgrad.make_mesh((4,), ("i",))
+    plain = _inner_transforms(funcgrad, P, ring, d, varying_init=lambda v: v)
+    for name, value in plain.items():
+        close(value, got()[name])
 
 
 def test_make_jaxpr_shows_pvary_like_jax():
