@@ -33,7 +33,7 @@ import contextlib
 import contextvars
 
 from funcgrad.core import array_ops
-from funcgrad.core.jaxpr import subjaxprs
+from funcgrad.core.jaxpr import ClosedJaxpr, Eqn, Jaxpr, subjaxprs
 from funcgrad.core.primitive import rule_table
 
 _NONE = frozenset()
@@ -57,13 +57,6 @@ def typing(axes):
         _typed.reset(token)
 
 
-@contextlib.contextmanager
-def untyped():
-    """No typing inside the ``with`` block (a ``check_vma=False`` body)."""
-    with typing(()):
-        yield
-
-
 def vma_of(x):
     """The vma of ``x`` (empty for concrete values and anything not typed)."""
     aval = getattr(x, "aval", None)
@@ -84,12 +77,11 @@ def _default_rule(prim, in_vmas, params):
 
 
 def subjaxprs_of(prim, params):
-    from funcgrad.core.jaxpr import Eqn
+    """The bodies an equation of ``prim`` with ``params`` would carry."""
     return subjaxprs(Eqn(prim, [], params, [], None)) if _has_jaxpr_param(params) else []
 
 
 def _has_jaxpr_param(params):
-    from funcgrad.core.jaxpr import ClosedJaxpr, Jaxpr
     for v in params.values():
         if isinstance(v, (ClosedJaxpr, Jaxpr)):
             return True
@@ -139,5 +131,4 @@ def _body_out_vmas(prim, params, n_out):
     return found
 
 
-__all__ = ["typed_axes", "typing", "untyped", "vma_of", "vary", "match_operands",
-           "typed_avals"]
+__all__ = ["typed_axes", "typing", "vma_of", "vary", "match_operands", "typed_avals"]

@@ -163,6 +163,26 @@ def _linear_jvp(prim):
     return rule
 
 
+def _typed(names):
+    return frozenset(names) & vma.typed_axes()
+
+
+def _vma_reducing(ins, axis_name):
+    # psum: the operand varies over the summed axes (pvary first where it does not)
+    need = ins[0] | _typed(axis_name)
+    return [need], need - frozenset(axis_name)
+
+
+def _vma_extreme(ins, axis_name):
+    return [None], ins[0] - frozenset(axis_name)
+
+
+def _vma_varying(ins, axis_name, **_):
+    # all_gather, psum_scatter, ppermute, all_to_all: varying in, varying out (as JAX types them)
+    need = ins[0] | _typed(axis_name)
+    return [need], need
+
+
 # --- psum / pmax / pmin --------------------------------------------------------------------------
 def _allreduce(kind):
     prim = Primitive(f"p{kind}")
@@ -223,6 +243,7 @@ psum_p = _allreduce("sum")
 psum_p.def_rule("collective", _allreduce_collective(psum_p, "sum"))
 psum_p.def_batch(_passthrough_batch(psum_p))
 psum_p.def_jvp(_linear_jvp(psum_p))
+psum_p.def_rule("vma", _vma_reducing)
 
 
 def _psum_transpose(ct, x, axis_name):
@@ -246,11 +267,13 @@ pmax_p = _allreduce("max")
 pmax_p.def_rule("collective", _allreduce_collective(pmax_p, "max"))
 pmax_p.def_batch(_passthrough_batch(pmax_p))
 pmax_p.def_jvp(_pextreme_jvp(pmax_p))
+pmax_p.def_rule("vma", _vma_extreme)
 
 pmin_p = _allreduce("min")
 pmin_p.def_rule("collective", _allreduce_collective(pmin_p, "min"))
 pmin_p.def_batch(_passthrough_batch(pmin_p))
 pmin_p.def_jvp(_pextreme_jvp(pmin_p))
+pmin_p.def_rule("vma", _vma_extreme)
 
 
 def psum(x, axis_name):
@@ -368,6 +391,7 @@ def _all_gather_batch(args, dims, axis, **params):
 
 all_gather_p.def_rule("collective", _one_axis(_all_gather_collective, "all_gather"))
 all_gather_p.def_batch(_all_gather_batch)
+all_gather_p.def_rule("vma", _vma_varying)
 
 
 def all_gather(x, axis_name, *, axis=0, tiled=False):
@@ -414,6 +438,7 @@ def _axis_index_collective(axis, args, dims, axis_name):
 axis_index_p.def_rule("collective", _one_axis(_axis_index_collective, "axis_index"))
 axis_index_p.def_batch(lambda args, dims, axis_name: (axis_index_p.bind(axis_name=axis_name),
                                                       _bu.not_mapped))
+axis_index_p.def_rule("vma", lambda ins, axis_name: ([], _typed(axis_name)))
 
 
 def axis_index(axis_name):
@@ -480,6 +505,7 @@ def _ppermute_collective(axis, args, dims, axis_name, perm):
 
 ppermute_p.def_rule("collective", _one_axis(_ppermute_collective, "ppermute"))
 ppermute_p.def_batch(_passthrough_batch(ppermute_p))
+ppermute_p.def_rule("vma", _vma_varying)
 
 
 def ppermute(x, axis_name, perm):
@@ -575,6 +601,7 @@ def _psum_scatter_batch(args, dims, scatter_dimension, **params):
 
 psum_scatter_p.def_rule("collective", _one_axis(_psum_scatter_collective, "psum_scatter"))
 psum_scatter_p.def_batch(_psum_scatter_batch)
+psum_scatter_p.def_rule("vma", _vma_varying)
 
 
 def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False):
@@ -658,6 +685,7 @@ def _all_to_all_batch(args, dims, split_axis, concat_axis, **params):
 
 all_to_all_p.def_rule("collective", _one_axis(_all_to_all_collective, "all_to_all"))
 all_to_all_p.def_batch(_all_to_all_batch)
+all_to_all_p.def_rule("vma", _vma_varying)
 
 
 def all_to_all(x, axis_name, split_axis, concat_axis, *, tiled=False):
@@ -720,6 +748,7 @@ def _pvary_collective(axis, args, dims, axis_name):
 
 
 pvary_p.def_rule("collective", _pvary_collective)
+pvary_p.def_rule("vma", lambda ins, axis_name: ([None], ins[0] | frozenset(axis_name)))
 
 
 def pvary(x, axis_name):
@@ -752,32 +781,3 @@ def pvary(x, axis_name):
 
 
 array_ops.register(pvary=lambda x, axes: pvary_p.bind(x, axis_name=tuple(axes)))
-
-
-def _typed(names):
-    return frozenset(names) & vma.typed_axes()
-
-
-def _vma_reducing(ins, axis_name):
-    # psum: the operand varies over the summed axes (pvary first where it does not)
-    need = ins[0] | _typed(axis_name)
-    return [need], need - frozenset(axis_name)
-
-
-def _vma_extreme(ins, axis_name):
-    return [None], ins[0] - frozenset(axis_name)
-
-
-def _vma_varying(ins, axis_name, **_):
-    # all_gather, psum_scatter, ppermute, all_to_all: varying in, varying out (as JAX types them)
-    need = ins[0] | _typed(axis_name)
-    return [need], need
-
-
-psum_p.def_rule("vma", _vma_reducing)
-pmax_p.def_rule("vma", _vma_extreme)
-pmin_p.def_rule("vma", _vma_extreme)
-for _p in (all_gather_p, psum_scatter_p, ppermute_p, all_to_all_p):
-    _p.def_rule("vma", _vma_varying)
-axis_index_p.def_rule("vma", lambda ins, axis_name: ([], _typed(axis_name)))
-pvary_p.def_rule("vma", lambda ins, axis_name: ([None], ins[0] | frozenset(axis_name)))

@@ -1,7 +1,9 @@
 """Replication in ``shard_map`` bodies: over which mesh axes is each value of a body known to
-be the same on every device? ``funcgrad.shard_map``'s check of its out specs, the specs of the
-residuals its JVP passes between regions, and the transpose's ``psum`` of replicated values
-(a multiplication) read it.
+be the same on every device, whatever the bodies' types (``core/vma.py``) say? The check of
+``funcgrad.shard_map``'s out specs accepts an axis that this analysis or the output's type
+finds replicated (``all_gather``'s result is typed varying but is replicated); in unchecked
+bodies (``check_rep=False``, no types) the specs of the residuals a JVP passes between regions
+and the transpose's ``psum`` of replicated values (a multiplication) read it.
 
 A forward pass over the body's Jaxpr keeps, per value, the set of manual mesh axes it is
 replicated over. An operand starts with the manual axes its in spec does not name; constants

@@ -172,7 +172,10 @@ def shard_map(f=None, mesh=None, in_specs=None, out_specs=None, check_rep=None, 
     over the mesh's axis names (one name or a tuple of them). ``out_specs`` says how the
     devices' output blocks form the results: a mesh axis an out spec does not name means the
     output is the same on every device along it, which ``check_rep`` (default True; JAX's newer
-    name ``check_vma`` is accepted too) verifies when tracing. ``in_specs`` / ``out_specs`` are
+    name ``check_vma`` is accepted too) verifies when tracing: it types the body's values by
+    the mesh axes they vary over (JAX 0.10's ``check_vma``; ``funcgrad.core.vma``), which also
+    makes ``grad`` taken inside the body sum the devices' cotangents of replicated values
+    (``pvary`` transposes to ``psum``, ``psum`` to ``pvary``). ``in_specs`` / ``out_specs`` are
     pytree prefixes of the arguments tuple / the outputs (a single ``P(...)`` applies to all).
     ``mesh`` defaults to the one of an enclosing ``with mesh:``; ``axis_names`` (a set of mesh
     axis names) makes only those axes manual, the others left to the partitioner (JAX's
