@@ -75,6 +75,18 @@ def cases(ns, spec, mesh, ring):
                            out_specs=spec("i"))
     out["unreduced_outside"] = ns.grad(lambda p: jnp.sum(stacked(p, d["x"]) ** 2))(d["p"])
 
+    # grad of whole shard_maps from outside, typed and unchecked (JAX splits a replicated
+    # output's cotangent over the devices and sums a replicated operand's when unchecked)
+    for check in (True, False):
+        outer = ns.shard_map(lambda p, x: lax.pmean(jnp.sum(jnp.tanh(p * x)), "i"), mesh=ring,
+                             in_specs=(spec(), spec("i")), out_specs=spec(), check_vma=check)
+        total = ns.shard_map(lambda p, x: lax.psum(p * x, "i"), mesh=ring,
+                             in_specs=(spec(), spec("i")), out_specs=spec(), check_vma=check)
+        tag = "" if check else "_unchecked"
+        out["outside_pmean" + tag] = ns.grad(lambda p: outer(p, d["x"]))(d["p"])
+        out["outside_psum" + tag] = ns.grad(lambda p: jnp.sum(jnp.sin(total(p, d["x"]))))(
+            d["p"])
+
     # (4) jvp inside the body
     def fwd(p, x, t):
         return ns.jvp(lambda q: lax.psum(jnp.sum(jnp.tanh(q * x)), "i"), (p,), (t,))
@@ -201,6 +213,16 @@ def test_replicated_times_varying_without_a_collective():
     close(got()["unreduced"], np.tile(total, 4), 1e-4)
     close(got()["unreduced_outside"], 2 * (d["p"] * d["x"].astype(np.float64) ** 2).sum(0),
           1e-4)
+
+
+def test_grad_from_outside_typed_and_unchecked():
+    d = data()
+    x, p = d["x"].astype(np.float64), d["p"].astype(np.float64)
+    mean = _fd(lambda q: np.mean([np.tanh(q * b).sum() for b in np.split(x, 4)]), p)
+    summed = _fd(lambda q: np.sin(sum(q * b for b in np.split(x, 4))).sum(), p)
+    for tag in ("", "_unchecked"):
+        close(got()["outside_pmean" + tag], mean, 1e-4)
+        close(got()["outside_psum" + tag], summed, 1e-4)
 
 
 def test_jvp_inside_the_body():
