@@ -13,7 +13,8 @@ Example:
 """
 _OPS = {}
 
-_NAMES = ("add", "convert_element_type", "zeros", "broadcast_in_dim", "transpose", "pvary")
+_NAMES = ("add", "convert_element_type", "zeros", "broadcast_in_dim", "transpose", "pvary",
+          "psum")
 
 
 def register(**fns):
@@ -63,3 +64,8 @@ def pvary(x, axes):
     """``x`` typed as varying over the manual mesh ``axes`` too (the identity; see
     ``core/vma.py``)."""
     return _op("pvary")(x, tuple(axes))
+
+
+def psum(x, axes):
+    """``x`` summed over the devices along the named ``axes``."""
+    return _op("psum")(x, tuple(axes))

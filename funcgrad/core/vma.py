@@ -69,6 +69,15 @@ def vary(x, axes):
     return array_ops.pvary(x, tuple(sorted(missing))) if missing else x
 
 
+def summed_like(ct, aval):
+    """A cotangent that varies over typed axes its primal (of ``aval``) does not, summed over
+    them: the primal is the same on every device, so the devices' parts of its cotangent add
+    up (what a ``pvary`` would have transposed to; a ``custom_vjp`` backward rule, for one,
+    can return such a cotangent)."""
+    extra = (vma_of(ct) - aval.vma) & typed_axes()
+    return array_ops.psum(ct, tuple(sorted(extra))) if extra else ct
+
+
 def _default_rule(prim, in_vmas, params):
     if subjaxprs_of(prim, params):
         return None, None
@@ -131,4 +140,5 @@ def _body_out_vmas(prim, params, n_out):
     return found
 
 
-__all__ = ["typed_axes", "typing", "vma_of", "vary", "match_operands", "typed_avals"]
+__all__ = ["typed_axes", "typing", "vma_of", "vary", "summed_like", "match_operands",
+           "typed_avals"]

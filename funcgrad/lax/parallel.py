@@ -780,4 +780,5 @@ def pvary(x, axis_name):
     return _tree_apply(one, x)
 
 
-array_ops.register(pvary=lambda x, axes: pvary_p.bind(x, axis_name=tuple(axes)))
+array_ops.register(pvary=lambda x, axes: pvary_p.bind(x, axis_name=tuple(axes)),
+                   psum=lambda x, axes: psum_p.bind(x, axis_name=tuple(axes)))

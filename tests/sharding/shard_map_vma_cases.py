@@ -112,6 +112,7 @@ def _inner_transforms(ns, spec, ring, d, varying_init):
     lax, jnp = ns.lax, ns.numpy
     x, p = d["x"], d["p"]
     ring4 = [(i, (i + 1) % 4) for i in range(4)]
+    softplus, scaled_sin = _custom_rules(ns)
     losses = {
         "jit": lambda q, x: lax.psum(ns.jit(lambda a, b: jnp.sum(jnp.sin(a * b)))(q, x), "i"),
         "checkpoint": lambda q, x: lax.psum(
@@ -124,6 +125,9 @@ def _inner_transforms(ns, spec, ring, d, varying_init):
             lambda a: varying_init(jnp.sum(a * a)), q), "i"),
         "vmap": lambda q, x: lax.pmean(jnp.sum(ns.vmap(lambda r: jnp.tanh(q * r))(x)), "i"),
         "ppermute": lambda q, x: lax.psum(jnp.sum(lax.ppermute(q * x, "i", ring4) * x), "i"),
+        "custom_jvp": lambda q, x: lax.pmean(jnp.sum(softplus(q * x)), "i"),
+        "custom_vjp": lambda q, x: lax.pmean(jnp.sum(scaled_sin(q * x, x)), "i"),
+        "softmax": lambda q, x: lax.pmean(jnp.sum(ns.nn.softmax(q * x) * x), "i"),
     }
     out = {}
     for name, loss in losses.items():
@@ -146,6 +150,33 @@ def _inner_transforms(ns, spec, ring, d, varying_init):
     return out
 
 
+def _custom_rules(ns):
+    """A custom_jvp softplus and a custom_vjp ``sin(a) * b`` in ``ns``."""
+    jnp = ns.numpy
+
+    @ns.custom_jvp
+    def softplus(a):
+        return jnp.log1p(jnp.exp(a))
+
+    @softplus.defjvp
+    def _softplus_jvp(primals, tangents):
+        (a,), (t,) = primals, tangents
+        return softplus(a), t / (1 + jnp.exp(-a))
+
+    @ns.custom_vjp
+    def scaled_sin(a, b):
+        return jnp.sin(a) * b
+
+    def fwd(a, b):
+        return scaled_sin(a, b), (a, b)
+
+    def bwd(res, g):
+        a, b = res
+        return jnp.cos(a) * b * g, jnp.sin(a) * g
+    scaled_sin.defvjp(fwd, bwd)
+    return softplus, scaled_sin
+
+
 def jax_cases():
     """The cases in JAX 0.10 (4 host devices)."""
     import jax
@@ -161,6 +192,7 @@ _GOT = {}
 
 def got():
     if not _GOT:
+        import funcgrad.nn  # noqa: F401
         import funcgrad.numpy  # noqa: F401
         from funcgrad import lax  # noqa: F401
         mesh = funcgrad.make_mesh((2, 2), ("data", "model"))
@@ -260,6 +292,24 @@ def test_loop_carries_and_branches_are_typed_without_a_pcast():
     plain = _inner_transforms(funcgrad, P, ring, d, varying_init=lambda v: v)
     for name, value in plain.items():
         close(value, got()[name])
+
+
+def test_a_custom_vjp_cotangent_that_varies_more_than_its_primal_is_summed():
+    # sin(q) * x with q replicated and x varying inside one custom_vjp: its backward rule
+    # returns a varying cotangent for the replicated q (JAX raises), which funcgrad sums over
+    # the devices, as the pvary JAX asks for would
+    from funcgrad import lax
+    import funcgrad.numpy as jnp
+    d = data()
+    _, scaled_sin = _custom_rules(funcgrad)
+    ring = funcgrad.make_mesh((4,), ("i",))
+
+    def body(q, x):
+        return funcgrad.grad(lambda a: lax.pmean(jnp.sum(
+            scaled_sin(jnp.broadcast_to(a, x.shape), x)), "i"))(q)
+    g = funcgrad.shard_map(body, mesh=ring, in_specs=(P(), P("i")), out_specs=P())(
+        d["p"], d["x"])
+    close(g, np.cos(d["p"]) * d["x"].astype(np.float64).sum(0) / 4, 1e-5)
 
 
 def test_make_jaxpr_shows_pvary_like_jax():
