@@ -87,6 +87,16 @@ def cases(ns, spec, mesh, ring):
         out["outside_psum" + tag] = ns.grad(lambda p: jnp.sum(jnp.sin(total(p, d["x"]))))(
             d["p"])
 
+    # a body taking a gradient, itself vmapped, jitted with shardings and differentiated
+    sm = ns.shard_map(dp, mesh=ring, in_specs=(spec(), spec("i")), out_specs=spec())
+    named = ns.sharding.NamedSharding
+    out["vmap_of_inner_grad"] = ns.vmap(sm, in_axes=(0, None))(
+        np.stack([d["p"], d["t"]]), d["x"])
+    out["jit_shardings_inner_grad"] = ns.jit(
+        sm, in_shardings=(named(ring, spec()), named(ring, spec("i"))),
+        out_shardings=named(ring, spec()))(d["p"], d["x"])
+    out["grad_of_inner_grad"] = ns.grad(lambda q: jnp.sum(sm(q, d["x"]) ** 2))(d["p"])
+
     # (4) jvp inside the body
     def fwd(p, x, t):
         return ns.jvp(lambda q: lax.psum(jnp.sum(jnp.tanh(q * x)), "i"), (p,), (t,))
@@ -222,6 +232,8 @@ def test_data_parallel_grad_of_pmean_inside_the_body():
     own = np.concatenate([_fd(lambda q, b=b: np.tanh(q * b).sum(), d["p"])
                           for b in np.split(x, 4)])
     close(got()["dp_pmean_unchecked"], own, 1e-4)
+    close(got()["jit_shardings_inner_grad"], want, 1e-4)
+    close(got()["vmap_of_inner_grad"][0], want, 1e-4)
 
 
 def test_tensor_parallel_grad_inside_the_body_equals_the_single_device_gradient():
