@@ -97,6 +97,20 @@ def cases(ns, spec, mesh, ring):
         out_shardings=named(ring, spec()))(d["p"], d["x"])
     out["grad_of_inner_grad"] = ns.grad(lambda q: jnp.sum(sm(q, d["x"]) ** 2))(d["p"])
 
+    # the other collectives differentiated inside (a replicated q against a varying x)
+    q, xq = rand(4, 4, seed=33), rand(16, 4, seed=34)
+    collectives = {
+        "psum_scatter": lambda a, b: jnp.sum(jnp.sin(lax.psum_scatter(
+            a * b, "i", scatter_dimension=0, tiled=True))),
+        "all_to_all": lambda a, b: jnp.sum(jnp.sin(lax.all_to_all(a * b, "i", 0, 0,
+                                                                  tiled=True)) * b),
+        "axis_index": lambda a, b: jnp.sum(a * lax.axis_index("i").astype(jnp.float32)),
+        "psum_of_replicated": lambda a, b: jnp.sum(lax.psum(a, "i") * b),
+    }
+    for name, loss in collectives.items():
+        out[name] = ns.shard_map(lambda a, b, loss=loss: ns.grad(loss)(a, b), mesh=ring,
+                                 in_specs=(spec(), spec("i")), out_specs=spec("i"))(q, xq)
+
     # (4) jvp inside the body
     def fwd(p, x, t):
         return ns.jvp(lambda q: lax.psum(jnp.sum(jnp.tanh(q * x)), "i"), (p,), (t,))
@@ -322,6 +336,20 @@ def test_a_custom_vjp_cotangent_that_varies_more_than_its_primal_is_summed():
     g = funcgrad.shard_map(body, mesh=ring, in_specs=(P(), P("i")), out_specs=P())(
         d["p"], d["x"])
     close(g, np.cos(d["p"]) * d["x"].astype(np.float64).sum(0) / 4, 1e-5)
+
+
+def test_grad_through_pmax_inside_the_body():
+    # JAX has no derivative of pmax; funcgrad's: the winning device's term, on every device
+    from funcgrad import lax
+    import funcgrad.numpy as jnp
+    ring = funcgrad.make_mesh((4,), ("i",))
+    q, x = rand(4, 4, seed=31), rand(16, 4, seed=32)
+    g = funcgrad.shard_map(
+        lambda q, x: funcgrad.grad(lambda a: jnp.sum(lax.pmax(a * x, "i")))(q), mesh=ring,
+        in_specs=(P(), P("i")), out_specs=P())(q, x)
+    blocks = x.reshape(4, 4, 4)
+    win = np.argmax(q * blocks, axis=0)
+    close(g, np.take_along_axis(blocks, win[None], 0)[0])
 
 
 def test_make_jaxpr_shows_pvary_like_jax():
