@@ -24,7 +24,7 @@ Example:
 import numpy as np
 
 from funcgrad import tree_util
-from funcgrad.core import array_ops, dtypes, errors, interpreters, primitive, source_info
+from funcgrad.core import array_ops, dtypes, errors, interpreters, primitive, source_info, vma
 from funcgrad.core.ad_util import (UndefinedPrimal, Zero, add_tangents, instantiate,
                                    is_undefined_primal, tangent_aval)
 from funcgrad.core.dce import dce_closed_jaxpr
@@ -231,8 +231,12 @@ def _backward_pass_eqns(jaxpr, linear, lin_eqns, read, env, interp, cts, evaluat
 
     ct_env = {}
 
+    typed = vma.typed_axes()
+
     def add_ct(v, ct):
         if type(v) is Var and v in linear and ct is not None and type(ct) is not Zero:
+            if typed:       # in a typed shard_map body (core/vma.py)
+                ct = vma.summed_like(ct, v.aval)
             prev = ct_env.get(v)
             ct_env[v] = ct if prev is None else add_tangents(prev, ct)
 

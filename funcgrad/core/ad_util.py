@@ -55,7 +55,7 @@ def tangent_aval(aval):
     dt = dtypes.tangent_dtype(aval.dtype)
     if dt == aval.dtype:
         return aval
-    return ShapedArray(aval.shape, dt, False)
+    return ShapedArray(aval.shape, dt, False, aval.vma)
 
 
 def float0_zeros(shape):

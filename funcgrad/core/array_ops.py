@@ -13,7 +13,8 @@ Example:
 """
 _OPS = {}
 
-_NAMES = ("add", "convert_element_type", "zeros", "broadcast_in_dim", "transpose")
+_NAMES = ("add", "convert_element_type", "zeros", "broadcast_in_dim", "transpose", "pvary",
+          "psum")
 
 
 def register(**fns):
@@ -57,3 +58,14 @@ def broadcast_in_dim(x, shape, broadcast_dimensions):
 def transpose(x, permutation):
     """``x`` with its axes permuted."""
     return _op("transpose")(x, tuple(permutation))
+
+
+def pvary(x, axes):
+    """``x`` typed as varying over the manual mesh ``axes`` too (the identity; see
+    ``core/vma.py``)."""
+    return _op("pvary")(x, tuple(axes))
+
+
+def psum(x, axes):
+    """``x`` summed over the devices along the named ``axes``."""
+    return _op("psum")(x, tuple(axes))

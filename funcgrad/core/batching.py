@@ -63,7 +63,8 @@ class BatchTracer(Tracer):
     def __init__(self, interp, val, bdim):
         self._interp, self.val, self.bdim = interp, val, bdim
         a = aval_of(val)
-        self.aval = ShapedArray(a.shape[:bdim] + a.shape[bdim + 1:], a.dtype, a.weak_type)
+        self.aval = ShapedArray(a.shape[:bdim] + a.shape[bdim + 1:], a.dtype, a.weak_type,
+                                a.vma)
 
     def __repr__(self):
         return (f"BatchTracer<{self.aval.str_short()}, batch axis {self.bdim} of size "
@@ -134,7 +135,7 @@ def _batched_aval(aval, d, size):
         return aval
     shape = list(aval.shape)
     shape.insert(d, size)
-    return ShapedArray(shape, aval.dtype, aval.weak_type)
+    return ShapedArray(shape, aval.dtype, aval.weak_type, aval.vma)
 
 
 def batch_jaxpr(closed, axis_size, in_dims, out_dims=None, axis_name=None):

@@ -6,7 +6,7 @@ primal computation (done now) and the linear tangent computation (recorded).
 """
 import numpy as np
 
-from funcgrad.core import interpreters
+from funcgrad.core import interpreters, vma
 from funcgrad.core.interpreters import Interpreter, Tracer, Value
 from funcgrad.core.jaxpr import ClosedJaxpr, Eqn, Jaxpr, Var, literal
 from funcgrad.core.primitive import out_avals
@@ -65,8 +65,14 @@ class StagingInterpreter(Interpreter):
         if self.forward_known and not any(self.is_own(a) for a in args):
             return self.forward_to_parent(prim, args, params)
         self._current_prim = prim
+        typed = vma.typed_axes()
+        if typed:       # inside a checked shard_map body: values are typed by their vma
+            args, out_vmas = vma.match_operands(prim, args, params)
+            self._current_prim = prim
         atoms = [self.to_atom(a) for a in args]
         avals = out_avals(prim, [a.aval for a in atoms], params)
+        if typed:
+            avals = vma.typed_avals(prim, avals, params, out_vmas, [a.aval.vma for a in atoms])
         outvars = [Var(a) for a in avals]
         self.eqns.append(Eqn(prim, atoms, params, outvars, here(2)))
         outs = [StagingTracer(self, v.aval, v) for v in outvars]

@@ -30,7 +30,7 @@ from funcgrad.lax.windowed import (
     reduce_window, reduce_window_max, reduce_window_min, reduce_window_sum)
 from funcgrad.lax.parallel import (
     all_gather, all_to_all, axis_index, axis_size, pmax, pmean, pmin, ppermute, psum,
-    psum_scatter)
+    psum_scatter, pvary)
 from funcgrad.lax.control_flow import (
     associative_scan, cond, fori_loop, map, scan, switch, while_loop)
 from funcgrad.lax.sorting import argsort, sort, sort_key_val, top_k

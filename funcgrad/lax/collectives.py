@@ -72,8 +72,9 @@ _PCAST_TO = ("varying", "reduced", "unreduced")
 
 
 def pcast(x, axis_name, *, to):
-    """JAX's cast between axis types (``to`` one of 'varying', 'reduced', 'unreduced'). funcgrad
-    does not track which values vary along a named axis, so the values pass unchanged.
+    """JAX's cast between axis types (``to`` one of 'varying', 'reduced', 'unreduced').
+    ``to='varying'`` is ``lax.pvary`` (inside a checked ``shard_map`` body); funcgrad has no
+    reduced or unreduced types, so those casts pass the values unchanged.
 
     Example:
         >>> funcgrad.vmap(lambda v: lax.pcast(v, "i", to="varying"), axis_name="i")(jnp.ones(2))
@@ -86,4 +87,4 @@ def pcast(x, axis_name, *, to):
         raise ValueError(f"lax.pcast: to={to!r}; expected one of {_PCAST_TO}")
     for name in axis_name if isinstance(axis_name, tuple) else (axis_name,):
         parallel.axis_size(name)     # raises for an axis that is not bound
-    return x
+    return parallel.pvary(x, axis_name) if to == "varying" else x

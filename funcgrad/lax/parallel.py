@@ -33,7 +33,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
 from funcgrad import tree_util
-from funcgrad.core import ad_util, dtypes, interpreters
+from funcgrad.core import ad_util, array_ops, dtypes, interpreters, vma
 from funcgrad.core.batching import BatchInterpreter
 from funcgrad.core import batching_util as _bu
 from funcgrad.core.avals import ShapedArray
@@ -163,6 +163,26 @@ def _linear_jvp(prim):
     return rule
 
 
+def _typed(names):
+    return frozenset(names) & vma.typed_axes()
+
+
+def _vma_reducing(ins, axis_name):
+    # psum: the operand varies over the summed axes (pvary first where it does not)
+    need = ins[0] | _typed(axis_name)
+    return [need], need - frozenset(axis_name)
+
+
+def _vma_extreme(ins, axis_name):
+    return [None], ins[0] - frozenset(axis_name)
+
+
+def _vma_varying(ins, axis_name, **_):
+    # all_gather, psum_scatter, ppermute, all_to_all: varying in, varying out (as JAX types them)
+    need = ins[0] | _typed(axis_name)
+    return [need], need
+
+
 # --- psum / pmax / pmin --------------------------------------------------------------------------
 def _allreduce(kind):
     prim = Primitive(f"p{kind}")
@@ -223,13 +243,22 @@ psum_p = _allreduce("sum")
 psum_p.def_rule("collective", _allreduce_collective(psum_p, "sum"))
 psum_p.def_batch(_passthrough_batch(psum_p))
 psum_p.def_jvp(_linear_jvp(psum_p))
+psum_p.def_rule("vma", _vma_reducing)
 
 
 def _psum_transpose(ct, x, axis_name):
-    # every member's input contributes to every member's output
+    # every member's input contributes to every member's output. Over the typed axes of a
+    # checked shard_map body a psum takes a varying value to a replicated one, and the
+    # cotangent of the replicated result is already the one of every member's input: a pvary
     if ad_util.is_zero(ct):
         return [ct]
-    return [psum_p.bind(ct, axis_name=axis_name)]
+    typed = [n for n in axis_name if n in vma.typed_axes()]
+    rest = tuple(n for n in axis_name if n not in typed)
+    if rest:
+        ct = psum_p.bind(ct, axis_name=rest)
+    if typed:
+        ct = pvary_p.bind(ct, axis_name=tuple(typed))
+    return [ct]
 
 
 psum_p.def_transpose(_psum_transpose)
@@ -238,11 +267,13 @@ pmax_p = _allreduce("max")
 pmax_p.def_rule("collective", _allreduce_collective(pmax_p, "max"))
 pmax_p.def_batch(_passthrough_batch(pmax_p))
 pmax_p.def_jvp(_pextreme_jvp(pmax_p))
+pmax_p.def_rule("vma", _vma_extreme)
 
 pmin_p = _allreduce("min")
 pmin_p.def_rule("collective", _allreduce_collective(pmin_p, "min"))
 pmin_p.def_batch(_passthrough_batch(pmin_p))
 pmin_p.def_jvp(_pextreme_jvp(pmin_p))
+pmin_p.def_rule("vma", _vma_extreme)
 
 
 def psum(x, axis_name):
@@ -360,6 +391,7 @@ def _all_gather_batch(args, dims, axis, **params):
 
 all_gather_p.def_rule("collective", _one_axis(_all_gather_collective, "all_gather"))
 all_gather_p.def_batch(_all_gather_batch)
+all_gather_p.def_rule("vma", _vma_varying)
 
 
 def all_gather(x, axis_name, *, axis=0, tiled=False):
@@ -406,6 +438,7 @@ def _axis_index_collective(axis, args, dims, axis_name):
 axis_index_p.def_rule("collective", _one_axis(_axis_index_collective, "axis_index"))
 axis_index_p.def_batch(lambda args, dims, axis_name: (axis_index_p.bind(axis_name=axis_name),
                                                       _bu.not_mapped))
+axis_index_p.def_rule("vma", lambda ins, axis_name: ([], _typed(axis_name)))
 
 
 def axis_index(axis_name):
@@ -472,6 +505,7 @@ def _ppermute_collective(axis, args, dims, axis_name, perm):
 
 ppermute_p.def_rule("collective", _one_axis(_ppermute_collective, "ppermute"))
 ppermute_p.def_batch(_passthrough_batch(ppermute_p))
+ppermute_p.def_rule("vma", _vma_varying)
 
 
 def ppermute(x, axis_name, perm):
@@ -567,6 +601,7 @@ def _psum_scatter_batch(args, dims, scatter_dimension, **params):
 
 psum_scatter_p.def_rule("collective", _one_axis(_psum_scatter_collective, "psum_scatter"))
 psum_scatter_p.def_batch(_psum_scatter_batch)
+psum_scatter_p.def_rule("vma", _vma_varying)
 
 
 def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False):
@@ -650,6 +685,7 @@ def _all_to_all_batch(args, dims, split_axis, concat_axis, **params):
 
 all_to_all_p.def_rule("collective", _one_axis(_all_to_all_collective, "all_to_all"))
 all_to_all_p.def_batch(_all_to_all_batch)
+all_to_all_p.def_rule("vma", _vma_varying)
 
 
 def all_to_all(x, axis_name, split_axis, concat_axis, *, tiled=False):
@@ -685,3 +721,64 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, tiled=False):
                                 concat_axis=q, axis_size=size)
         return squeeze(out, (st,))
     return _tree_apply(one, x)
+
+
+# --- pvary and the varying-manual-axes types (core/vma.py) -------------------------------------
+pvary_p = Primitive("pvary")
+pvary_p.def_abstract_eval(lambda x, axis_name: ShapedArray(x.shape, x.dtype, x.weak_type))
+pvary_p.def_lowering(lambda ctx, x, axis_name: x)
+pvary_p.def_jvp(_linear_jvp(pvary_p))
+pvary_p.def_batch(_passthrough_batch(pvary_p))
+
+
+def _pvary_transpose(ct, x, axis_name):
+    # the devices' cotangents of the one replicated value add up
+    if ad_util.is_zero(ct):
+        return [ad_util.Zero(x.aval)]
+    return [psum_p.bind(ct, axis_name=axis_name)]
+
+
+pvary_p.def_transpose(_pvary_transpose)
+
+
+def _pvary_collective(axis, args, dims, axis_name):
+    rest = _rest(axis_name, axis)
+    x = args[0]
+    return (pvary_p.bind(x, axis_name=rest) if rest else x), dims[0]
+
+
+pvary_p.def_rule("collective", _pvary_collective)
+pvary_p.def_rule("vma", lambda ins, axis_name: ([None], ins[0] | frozenset(axis_name)))
+
+
+def pvary(x, axis_name):
+    """``x`` (a pytree) typed as varying over the manual mesh axes ``axis_name`` of the
+    enclosing ``shard_map``: the same values, but reverse mode now adds the devices'
+    cotangents of ``x`` (its transpose is ``psum``). funcgrad inserts it where a replicated
+    value meets a varying one (JAX's ``jax.lax.pvary``); outside a checked body it is the
+    identity.
+
+    Example:
+        >>> from funcgrad.sharding import P
+        >>> mesh = funcgrad.make_mesh((1,), ("x",), devices=funcgrad.local_devices()[:1])
+        >>> f = funcgrad.shard_map(lambda a: lax.pvary(a, "x"), mesh=mesh, in_specs=P(),
+        ...                        out_specs=P("x"))
+        >>> f(jnp.ones(2))
+        Array([1., 1.], dtype=float32)
+        >>> print(funcgrad.make_jaxpr(f)(jnp.ones(2)).eqns[0].params["jaxpr"])
+        { lambda ; a:f32[2]. let
+            b:f32[2]{V:x} = pvary[axis_name=('x',)] a
+          in (b,) }
+    """
+    names = _names(axis_name)
+    for n in names:
+        axis_size(n)
+
+    def one(v):
+        missing = tuple(n for n in names if n in vma.typed_axes() and n not in vma.vma_of(v))
+        return pvary_p.bind(v, axis_name=missing) if missing else v
+    return _tree_apply(one, x)
+
+
+array_ops.register(pvary=lambda x, axes: pvary_p.bind(x, axis_name=tuple(axes)),
+                   psum=lambda x, axes: psum_p.bind(x, axis_name=tuple(axes)))

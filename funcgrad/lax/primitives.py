@@ -21,7 +21,7 @@ from funcgrad.lax.elementwise import (
     round_p, rsqrt_p, select_n_p, shift_left_p, shift_right_arithmetic_p,
     shift_right_logical_p, sign_p, sin_p, sinh_p, sqrt_p, sub_p, tan_p, tanh_p, xor_p)
 from funcgrad.lax.parallel import (
-    all_gather_p, all_to_all_p, axis_index_p, pmax_p, pmin_p, ppermute_p, psum_p)
+    all_gather_p, all_to_all_p, axis_index_p, pmax_p, pmin_p, ppermute_p, psum_p, pvary_p)
 from funcgrad.lax.reductions import (
     argmax_p, argmin_p, cummax_p, cummin_p, cumprod_p, cumsum_p, reduce_and_p, reduce_max_p,
     reduce_min_p, reduce_or_p, reduce_prod_p, reduce_sum_p, reduce_xor_p)
@@ -61,7 +61,7 @@ __all__ = [
     'igammac_p', 'imag_p', 'integer_pow_p', 'iota_p', 'is_finite_p', 'le_p', 'lgamma_p',
     'log1p_p', 'log_p', 'logistic_p', 'lt_p', 'max_p', 'min_p', 'mul_p', 'ne_p', 'neg_p',
     'nextafter_p', 'not_p', 'or_p', 'pad_p', 'pmax_p', 'pmin_p', 'polygamma_p',
-    'population_count_p', 'pow_p', 'ppermute_p', 'psum_p', 'real_p', 'reduce_and_p',
+    'population_count_p', 'pow_p', 'ppermute_p', 'psum_p', 'pvary_p', 'real_p', 'reduce_and_p',
     'reduce_max_p', 'reduce_min_p', 'reduce_or_p', 'reduce_prod_p', 'reduce_sum_p',
     'reduce_window_max_p', 'reduce_window_min_p', 'reduce_window_sum_p', 'reduce_xor_p',
     'rem_p', 'reshape_p', 'rev_p', 'round_p', 'rsqrt_p', 'scan_p', 'scatter_add_p',

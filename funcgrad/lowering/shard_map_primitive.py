@@ -22,12 +22,18 @@ replicate the value over them.
   plain ``jit`` holding the equation (loop and branch bodies included) is one program over
   the mesh (``program_mesh``); only beside a ``pmap`` does it run as a program of its own
   (``own_program``, as ``pmap``).
+- types (``check_rep``/``check_vma=True``): the body's values are typed by the manual axes
+  they vary over (``aval.vma``, ``core/vma.py``; the body's operands by the axes their specs
+  name), with ``pvary`` where a replicated operand meets a varying one; every rule below
+  stages its bodies typed the same way.
 - jvp: two shard_maps, the known half of the body's JVP (primal outputs and residuals, each
-  device's residual a block of a value split over all the manual axes) and the linear half.
-- transpose: a shard_map of the transposed body. An output replicated over manual axes hands
-  each device its cotangent divided by their size, and an operand replicated over manual axes
-  gets the ``psum`` of the devices' cotangents over them: so ``psum`` into a replicated output
-  transposes to a broadcast, as JAX's ``shard_map`` with its replication checks.
+  device's residual a block of a value split over the manual axes it varies over) and the
+  linear half.
+- transpose: a shard_map of the transposed body. Typed: the cotangents cross the boundary as
+  they are (inside, ``pvary`` transposes to ``psum`` and ``psum`` to ``pvary``), as JAX's
+  ``check_vma=True``. Unchecked: an output replicated over manual axes hands each device its
+  cotangent divided by their size, and an operand replicated over manual axes gets the
+  ``psum`` of the devices' cotangents over them, as JAX's ``check_vma=False``.
 - batch (``vmap`` of ``shard_map``): the vmap axis becomes a leading dimension no mesh axis
   splits (``None`` prepended to the specs), the body is batched.
 - dce: unused outputs (then operands) of the body are pruned.
@@ -40,7 +46,7 @@ Example:
     >>> print(funcgrad.make_jaxpr(f)(jnp.ones(2)))
     { lambda ; a:f32[2]. let
         b:f32[2] = shard_map[jaxpr=
-            { lambda ; a:f32[2]. let
+            { lambda ; a:f32[2]{V:x}. let
                 b:f32[2] = psum[axis_name=('x',)] a
               in (b,) } mesh=Mesh('x': 1) in_specs=(PartitionSpec('x'),) out_specs=(PartitionSpec(),) manual_axes=('x',) check_rep=True name='<lambda>'] a
       in (b,) }
@@ -51,7 +57,7 @@ import weakref
 
 import numpy as np
 
-from funcgrad.core import ad, batching, dtypes
+from funcgrad.core import ad, batching, dtypes, vma
 from funcgrad.core.ad_util import Zero
 from funcgrad.core.avals import ShapedArray
 from funcgrad.core.batching_util import batch_size, bdim_to_front, not_mapped
@@ -88,12 +94,13 @@ def manual_splits(mesh, spec, manual, ndim):
     return [math.prod(sizes[a] for a in spec.axes_of(d) if a in manual) for d in range(ndim)]
 
 
-def block_aval(aval, mesh, spec, manual):
+def block_aval(aval, mesh, spec, manual, typed=False):
     """The aval of one device's block of a value of ``aval`` laid out by ``spec`` (the
-    inverse of ``global_aval``)."""
+    inverse of ``global_aval``); ``typed``: varying over the manual axes ``spec`` names
+    (its type in a body with ``check_vma=True``)."""
     splits = manual_splits(mesh, spec, manual, aval.ndim)
     return ShapedArray(tuple(s // n for s, n in zip(aval.shape, splits)), aval.dtype,
-                       aval.weak_type)
+                       aval.weak_type, spec_named(spec, manual) if typed else frozenset())
 
 
 def global_aval(aval, mesh, spec, manual):
@@ -103,13 +110,15 @@ def global_aval(aval, mesh, spec, manual):
                        aval.weak_type)
 
 
-def bind_mesh_axes(mesh, manual):
+def bind_mesh_axes(mesh, manual, typed=False):
     """A context manager binding each manual axis name to its size (for ``lax.axis_size``
-    and the collectives while a body is staged or transformed)."""
+    and the collectives while a body is staged or transformed), values typed by the manual
+    axes they vary over if ``typed`` (``check_vma=True``; ``core/vma.py``)."""
     stack = contextlib.ExitStack()
     for a in mesh.axis_names:
         if a in manual:
             stack.enter_context(bound_axis(a, mesh.shape[a]))
+    stack.enter_context(vma.typing(manual if typed else ()))
     return stack
 
 
@@ -124,6 +133,11 @@ def spec_unnamed(spec, manual):
     """
     named = {a for d in range(len(spec)) for a in spec.axes_of(d)}
     return tuple(a for a in manual if a not in named)
+
+
+def spec_named(spec, manual):
+    """The manual axes ``spec`` names, as a frozenset: the axes such a block varies over."""
+    return frozenset(manual) - frozenset(spec_unnamed(spec, manual))
 
 
 # --- the primitive ---------------------------------------------------------------------------
@@ -148,9 +162,11 @@ def _bind_like(params, operands, jaxpr, in_specs, out_specs, name=None):
                             name=name or params["name"])
 
 
-def stage_body(fun, in_avals, mesh, manual, name):
-    """``fun`` (flat blocks -> flat blocks) staged with the manual axes bound: (body, consts)."""
-    with bind_mesh_axes(mesh, manual):
+def stage_body(fun, in_avals, mesh, manual, name, typed=False):
+    """``fun`` (flat blocks -> flat blocks) staged with the manual axes bound (values typed
+    by their varying axes if ``typed``; the avals' ``vma`` gives the inputs'): (body,
+    consts)."""
+    with bind_mesh_axes(mesh, manual, typed):
         closed, _ = trace_to_jaxpr(fun, list(in_avals), debug_name=name)
     return consts_as_args(closed)
 
@@ -278,39 +294,43 @@ def _lowering(ctx, *args, jaxpr, mesh, in_specs, out_specs, manual_axes, check_r
 _jvp_cache = weakref.WeakKeyDictionary()
 
 
-def _residual_specs(known, n_consts, in_specs, n_out, manual):
+def _residual_specs(known, n_consts, in_specs, n_out, manual, typed):
     """The spec of each residual of ``known`` (given a leading unit dimension): split over
-    the manual axes it varies over, so that the linear half knows it is replicated over the
-    others (and nothing is stored twice)."""
-    in_reps = [frozenset(manual)] * n_consts + [frozenset(spec_unnamed(s, manual))
-                                                for s in in_specs]
-    reps = replicated_axes(known.jaxpr, in_reps, manual)[n_out:]
-    return tuple(P(tuple(a for a in manual if a not in r) or None) for r in reps)
+    the manual axes it varies over (its type where ``typed``), so that the linear half knows
+    it is replicated over the others (and nothing is stored twice)."""
+    if typed:
+        varying = [a.vma for a in known.out_avals[n_out:]]
+    else:
+        in_reps = [frozenset(manual)] * n_consts + [frozenset(spec_unnamed(s, manual))
+                                                    for s in in_specs]
+        reps = replicated_axes(known.jaxpr, in_reps, manual)[n_out:]
+        varying = [frozenset(manual) - r for r in reps]
+    return tuple(P(tuple(a for a in manual if a in v) or None) for v in varying)
 
 
-def _expand_residuals(known, n_out, mesh, manual, name):
+def _expand_residuals(known, n_out, mesh, manual, name, typed):
     """``known`` with each residual (a per-device block) given a leading unit dimension, so
     that it leaves the region as one block of a value split over the axes it varies over."""
     def fun(*xs):
         outs = known(*xs)
         return list(outs[:n_out]) + [shapes.expand_dims(r, (0,)) for r in outs[n_out:]]
-    body, consts = stage_body(fun, known.in_avals, mesh, manual, f"jvp_known({name})")
+    body, consts = stage_body(fun, known.in_avals, mesh, manual, f"jvp_known({name})", typed)
     assert not consts
     return body
 
 
-def _squeeze_residuals(linear, n_static, n_res, mesh, manual, name):
+def _squeeze_residuals(linear, n_static, n_res, mesh, manual, name, typed):
     in_avals = list(linear.in_avals)
     for i in range(n_static, n_static + n_res):
         a = in_avals[i]
-        in_avals[i] = ShapedArray((1,) + tuple(a.shape), a.dtype, a.weak_type)
+        in_avals[i] = a.update(shape=(1,) + tuple(a.shape))
 
     def fun(*xs):
         xs = list(xs)
         for i in range(n_static, n_static + n_res):
             xs[i] = shapes.squeeze(xs[i], (0,))
         return linear(*xs)
-    body, consts = stage_body(fun, in_avals, mesh, manual, f"jvp_linear({name})")
+    body, consts = stage_body(fun, in_avals, mesh, manual, f"jvp_linear({name})", typed)
     assert not consts
     return body
 
@@ -318,20 +338,21 @@ def _squeeze_residuals(linear, n_static, n_res, mesh, manual, name):
 def _jvp(primals, tangents, **params):
     jaxpr, in_specs, out_specs, name = (params["jaxpr"], params["in_specs"],
                                         params["out_specs"], params["name"])
-    mesh, manual = params["mesh"], params["manual_axes"]
+    mesh, manual, typed = params["mesh"], params["manual_axes"], params["check_rep"]
     in_nz = tuple(type(t) is not Zero and dtypes.is_inexact(a.dtype)
                   for t, a in zip(tangents, jaxpr.in_avals))
     per_body = _jvp_cache.setdefault(jaxpr, {})    # the residuals' specs depend on the specs
-    key = (in_nz, in_specs, mesh, manual)
+    key = (in_nz, in_specs, mesh, manual, typed)
     entry = per_body.get(key)
     if entry is None:
-        with bind_mesh_axes(mesh, manual):
+        with bind_mesh_axes(mesh, manual, typed):
             known, known_consts, n_out, linear, static_vals, out_nz, t_avals = \
                 _linearize_body(jaxpr, in_nz)
         n_res = len(known.out_avals) - n_out
-        res_specs = _residual_specs(known, len(known_consts), in_specs, n_out, manual)
-        known = _expand_residuals(known, n_out, mesh, manual, name)
-        linear = _squeeze_residuals(linear, len(static_vals), n_res, mesh, manual, name)
+        res_specs = _residual_specs(known, len(known_consts), in_specs, n_out, manual, typed)
+        known = _expand_residuals(known, n_out, mesh, manual, name, typed)
+        linear = _squeeze_residuals(linear, len(static_vals), n_res, mesh, manual, name,
+                                    typed)
         entry = per_body[key] = (known, known_consts, n_out, res_specs, linear, static_vals,
                                    out_nz, t_avals)
     known, known_consts, n_out, res_specs, linear, static_vals, out_nz, t_avals = entry
@@ -357,26 +378,46 @@ shard_map_p.def_jvp(_jvp)
 _transpose_cache = weakref.WeakKeyDictionary()
 
 
-def _transposed_body(jaxpr, linear, cts_nz, in_specs, out_specs, mesh, manual, name):
-    t = ad.transpose_jaxpr(jaxpr, linear, cts_nz)
+def _transposed_body(jaxpr, linear, cts_nz, in_specs, out_specs, mesh, manual, name, typed):
+    """The body of the transposed shard_map. Unchecked (as JAX's ``check_vma=False``): an
+    output replicated over manual axes hands each device its cotangent divided by their
+    size, and an operand replicated over some gets the ``psum`` of the devices' cotangents.
+    Typed: the cotangents are taken as they are (the body's ``pvary``/``psum`` transposes
+    did the sums), except over axes an output's type varies over that its spec does not
+    name (a value replicated without the type saying so, e.g. from ``all_gather``)."""
+    with bind_mesh_axes(mesh, manual, typed):
+        t = ad.transpose_jaxpr(jaxpr, linear, cts_nz)
     n_nonlin = sum(not lin for lin in linear)
     ct_specs = [s for s, nz in zip(out_specs, cts_nz) if nz]
+    ct_types = [a.vma for a, nz in zip(jaxpr.out_avals, cts_nz) if nz]
     lin_specs = [s for s, lin in zip(in_specs, linear) if lin]
 
     def fun(*args):
         cts = []
-        for c, s in zip(args[n_nonlin:], ct_specs):
-            rep = spec_unnamed(s, manual)
+        for c, s, v in zip(args[n_nonlin:], ct_specs, ct_types):
+            rep = [a for a in spec_unnamed(s, manual) if not typed or a in v]
             n = math.prod(mesh.shape[a] for a in rep)
-            cts.append(c if n == 1 else ew.mul(c, np.asarray(1 / n, c.dtype)))
+            c = c if n == 1 else ew.mul(c, np.asarray(1 / n, c.dtype))
+            if typed:   # an output stacked over axes its value does not vary over
+                stacked = tuple(a for a in manual if a in spec_named(s, manual) - v)
+                c = vma.vary(psum_p.bind(c, axis_name=stacked) if stacked else c, v)
+            cts.append(c)
         outs = t(*args[:n_nonlin], *cts)
         res = []
         for o, s in zip(outs, lin_specs):
-            rep = spec_unnamed(s, manual)
-            res.append(psum_p.bind(o, axis_name=rep) if rep else o)
+            rep = tuple(a for a in spec_unnamed(s, manual)
+                        if not typed or a in vma.vma_of(o))
+            o = psum_p.bind(o, axis_name=rep) if rep else o
+            res.append(vma.vary(o, spec_named(s, manual)) if typed else o)
         return res
 
-    body, consts = stage_body(fun, t.in_avals, mesh, manual, f"transpose({name})")
+    in_avals = list(t.in_avals)
+    if typed:   # the non-linear operands and the cotangents typed by their specs
+        specs = [s for s, lin in zip(in_specs, linear) if not lin] + ct_specs
+        in_avals = [a.update(vma=spec_named(s, manual)) for a, s in zip(in_avals, specs)]
+    body, consts = stage_body(fun, in_avals, mesh, manual, f"transpose({name})", typed)
+    if typed:
+        return body, consts
     specs = ([P()] * len(consts) + [s for s, lin in zip(in_specs, linear) if not lin]
              + ct_specs)
     return _psums_of_replicated_values(body, specs, mesh, manual), consts
@@ -419,11 +460,12 @@ def _psums_of_replicated_values(body, specs, mesh, manual):
 
 def _transpose(cts, *args, **params):
     jaxpr, in_specs, out_specs = params["jaxpr"], params["in_specs"], params["out_specs"]
-    mesh, manual = params["mesh"], params["manual_axes"]
+    mesh, manual, typed = params["mesh"], params["manual_axes"], params["check_rep"]
     per_body = _transpose_cache.setdefault(jaxpr, {})    # per specs, then per flags
     linear, cts_nz, entry = transpose_flags(
-        per_body, (in_specs, out_specs, mesh, manual), cts, args, lambda lin, nz: _transposed_body(
-            jaxpr, lin, nz, in_specs, out_specs, mesh, manual, params["name"]))
+        per_body, (in_specs, out_specs, mesh, manual, typed), cts, args,
+        lambda lin, nz: _transposed_body(jaxpr, lin, nz, in_specs, out_specs, mesh, manual,
+                                         params["name"], typed))
     if entry is None:
         return [Zero(a.aval) if lin else None for a, lin in zip(args, linear)]
     body, consts = entry
@@ -449,7 +491,7 @@ def _batch(args, dims, **params):
     size = batch_size(args, dims)
     moved = [a if d is not_mapped else bdim_to_front(a, d) for a, d in zip(args, dims)]
     body_dims = [None if d is not_mapped else 0 for d in dims]
-    with bind_mesh_axes(mesh, manual):
+    with bind_mesh_axes(mesh, manual, params["check_rep"]):
         _, natural = batching.batch_jaxpr(jaxpr, size, body_dims)
         forced = [None if d is None else 0 for d in natural]
         batched, out_dims = batching.batch_jaxpr(jaxpr, size, body_dims, forced)
@@ -474,4 +516,4 @@ shard_map_p.def_rule("program_mesh",
 shard_map_p.def_rule("own_program", lambda eqn: True)
 
 __all__ = ["shard_map_p", "block_aval", "global_aval", "manual_splits",
-           "stage_body", "bind_mesh_axes", "spec_unnamed"]
+           "stage_body", "bind_mesh_axes", "spec_unnamed", "spec_named"]

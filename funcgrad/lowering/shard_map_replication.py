@@ -1,14 +1,16 @@
 """Replication in ``shard_map`` bodies: over which mesh axes is each value of a body known to
-be the same on every device? ``funcgrad.shard_map``'s check of its out specs, the specs of the
-residuals its JVP passes between regions, and the transpose's ``psum`` of replicated values
-(a multiplication) read it.
+be the same on every device, whatever the bodies' types (``core/vma.py``) say? The check of
+``funcgrad.shard_map``'s out specs accepts an axis that this analysis or the output's type
+finds replicated (``all_gather``'s result is typed varying but is replicated); in unchecked
+bodies (``check_rep=False``, no types) the specs of the residuals a JVP passes between regions
+and the transpose's ``psum`` of replicated values (a multiplication) read it.
 
 A forward pass over the body's Jaxpr keeps, per value, the set of manual mesh axes it is
 replicated over. An operand starts with the manual axes its in spec does not name; constants
 and literals are replicated over every axis; an ordinary operation's result is replicated over
 the axes all its operands are; ``psum``/``pmax``/``pmin``/``all_gather`` over some axes make
-their result replicated over them too; ``axis_index``, ``ppermute``, ``psum_scatter`` and
-``all_to_all`` make it vary over theirs. Bodies of ``jit``, ``remat`` and custom-derivative
+their result replicated over them too; ``axis_index``, ``ppermute``, ``psum_scatter``,
+``all_to_all`` and ``pvary`` (a value typed varying, ``core/vma.py``) make it vary over theirs. Bodies of ``jit``, ``remat`` and custom-derivative
 calls are followed; ``cond`` takes the axes every branch (and the index) agree on; the carries
 of ``scan`` and ``while_loop`` keep the axes every iteration keeps (a fixed point); other
 higher-order equations take what their operands share (pass ``check_rep=False`` where that is
@@ -25,7 +27,7 @@ Example:
 from funcgrad.core.jaxpr import Literal, subjaxprs
 
 _REPLICATING = frozenset({"psum", "pmax", "pmin", "all_gather"})
-_VARYING = frozenset({"ppermute", "psum_scatter", "all_to_all"})
+_VARYING = frozenset({"ppermute", "psum_scatter", "all_to_all", "pvary"})
 _FOLLOWED = frozenset({"jit", "remat", "custom_jvp_call", "custom_vjp_call", "name"})
 
 

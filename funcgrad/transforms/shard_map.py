@@ -15,8 +15,10 @@ from funcgrad import tree_util
 from funcgrad.core.interpreters import Tracer
 from funcgrad.core.values import aval_of
 from funcgrad.lowering.mesh import Mesh, PartitionSpec, check_spec, current_mesh
+from funcgrad.core.vma import vary
 from funcgrad.lowering.shard_map_primitive import (block_aval, global_aval, manual_splits,
-                                                   shard_map_p, spec_unnamed, stage_body)
+                                                   shard_map_p, spec_named, spec_unnamed,
+                                                   stage_body)
 from funcgrad.lowering.shard_map_replication import replicated_axes
 
 P = PartitionSpec
@@ -113,17 +115,21 @@ class ShardMapFunction:
 
     def _trace(self, treedef, avals, in_specs, where):
         """Stage the body for these blocks: (body, consts, output tree, out spec per leaf)."""
-        mesh, manual = self.mesh, self.manual
-        blocks = [block_aval(a, mesh, s, manual) for a, s in zip(avals, in_specs)]
+        mesh, manual, typed = self.mesh, self.manual, bool(self.check_rep)
+        blocks = [block_aval(a, mesh, s, manual, typed) for a, s in zip(avals, in_specs)]
         out_tree = []
 
         def flat_body(*xs):
             out = self.f(*tree_util.tree_unflatten(treedef, xs))
             out_leaves, tree = tree_util.tree_flatten(out)
             out_tree.append((tree, out))
+            if typed:   # an output stacked over an axis varies over it (as JAX types it)
+                specs = _spec_leaves(self.out_specs, out, "out_specs", where)
+                out_leaves = [vary(o, spec_named(s, manual)) if isinstance(s, P) else o
+                              for o, s in zip(out_leaves, specs)]
             return out_leaves
 
-        body, consts = stage_body(flat_body, blocks, mesh, manual, self.__name__)
+        body, consts = stage_body(flat_body, blocks, mesh, manual, self.__name__, typed)
         tree, example = out_tree[0]
         out_specs = _spec_leaves(self.out_specs, example, "out_specs", where)
         out_labels = [f"output{lab}" for lab in _labels(example)]
@@ -139,9 +145,12 @@ class ShardMapFunction:
         n_consts = len(body.in_avals) - len(in_specs)
         in_reps = [frozenset(manual)] * n_consts + [frozenset(spec_unnamed(s, manual))
                                                      for s in in_specs]
+        # an axis counts as replicated where the output's type does not vary over it, or
+        # where its value is the same on every device anyway (all_gather's result, which
+        # JAX types as varying)
         reps = replicated_axes(body.jaxpr, in_reps, manual)
         for spec, rep, aval, label in zip(out_specs, reps, body.out_avals, out_labels):
-            missing = [a for a in spec_unnamed(spec, manual) if a not in rep]
+            missing = [a for a in spec_unnamed(spec, manual) if a not in rep and a in aval.vma]
             if missing:
                 full = global_aval(aval, self.mesh, spec, manual)
                 raise ValueError(
@@ -163,7 +172,10 @@ def shard_map(f=None, mesh=None, in_specs=None, out_specs=None, check_rep=None, 
     over the mesh's axis names (one name or a tuple of them). ``out_specs`` says how the
     devices' output blocks form the results: a mesh axis an out spec does not name means the
     output is the same on every device along it, which ``check_rep`` (default True; JAX's newer
-    name ``check_vma`` is accepted too) verifies when tracing. ``in_specs`` / ``out_specs`` are
+    name ``check_vma`` is accepted too) verifies when tracing: it types the body's values by
+    the mesh axes they vary over (JAX 0.10's ``check_vma``; ``funcgrad.core.vma``), which also
+    makes ``grad`` taken inside the body sum the devices' cotangents of replicated values
+    (``pvary`` transposes to ``psum``, ``psum`` to ``pvary``). ``in_specs`` / ``out_specs`` are
     pytree prefixes of the arguments tuple / the outputs (a single ``P(...)`` applies to all).
     ``mesh`` defaults to the one of an enclosing ``with mesh:``; ``axis_names`` (a set of mesh
     axis names) makes only those axes manual, the others left to the partitioner (JAX's

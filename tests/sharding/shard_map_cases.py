@@ -195,13 +195,30 @@ def test_data_parallel_grad_outside_and_inside():
     for a, b in zip(g, REF["dp_grads"]):
         close(a, b)
 
-    # inside: each device's gradient, averaged with pmean (the usual data-parallel step)
+    # inside, typed (check_vma=True, as JAX 0.10): the gradient of the pmean'd loss is the
+    # averaged gradient on every device; that of a device's own loss with respect to the
+    # replicated parameters is already the sum of the devices' gradients (pvary's transpose)
     def step(p, a, b):
+        lval, gr = funcgrad.value_and_grad(
+            lambda q: lax.pmean(mlp_loss(q, a, b), "data"))(p)
+        own = funcgrad.grad(mlp_loss)(p, a, b)
+        return lval, tuple(q - 0.1 * d for q, d in zip(p, gr)), own
+    new_loss, new_params, summed = funcgrad.jit(smap(step, mesh=ring, in_specs=spec,
+                                                     out_specs=(P(), P(), P())))(params, x, y)
+    close(new_loss, ref_loss)
+    for q, p, d, s in zip(new_params, params, ref_g, summed):
+        close(q, p - 0.1 * d, 2e-5)
+        close(s, 4 * d, 1e-3)
+
+    # unchecked (check_vma=False, JAX's values too): grad is per device, pmean the
+    # devices' gradients of their own losses (the usual data-parallel step)
+    def old_step(p, a, b):
         lval, gr = funcgrad.value_and_grad(mlp_loss)(p, a, b)
         gr = lax.pmean(gr, "data")
         return lax.pmean(lval, "data"), tuple(q - 0.1 * d for q, d in zip(p, gr))
-    new_loss, new_params = funcgrad.jit(smap(step, mesh=ring, in_specs=spec,
-                                             out_specs=(P(), P())))(params, x, y)
+    new_loss, new_params = funcgrad.jit(smap(old_step, mesh=ring, in_specs=spec,
+                                             out_specs=(P(), P()), check_vma=False))(
+        params, x, y)
     close(new_loss, ref_loss)
     for q, p, d in zip(new_params, params, ref_g):
         close(q, p - 0.1 * d, 2e-5)
@@ -410,6 +427,9 @@ def jax_values():
         np.arange(8.0, dtype=np.float32))
     out["two_axes"] = dict(zip(("all_gather", "axis_index", "ppermute", "psum_scatter"),
                                (np.asarray(t).tolist() for t in two)))
+    import shard_map_vma_cases      # grad / jvp inside typed bodies
+    out["vma"] = shard_map_vma_cases.jax_cases()
+
     def plain(v):
         if isinstance(v, dict):
             return v

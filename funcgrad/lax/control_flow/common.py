@@ -3,7 +3,7 @@ bodies by structure, carry checks, and the Jaxpr surgery their rules do."""
 import numpy as np
 
 from funcgrad import tree_util
-from funcgrad.core import dtypes, interpreters
+from funcgrad.core import dtypes, interpreters, vma
 from funcgrad.core.ad_util import Zero, instantiate
 from funcgrad.core.jaxpr import ClosedJaxpr, Jaxpr, consts_as_args, pretty_print
 from funcgrad.core.staging import trace_to_jaxpr
@@ -112,6 +112,18 @@ def _to_strong(x, aval):
 
 def _carry_avals(leaves):
     return [_strong(a) for a in _abstractify(leaves)]
+
+
+def _widen_carry(leaves, avals, out_avals):
+    """In a typed ``shard_map`` body (``core/vma.py``): the carry made to vary over every
+    mesh axis its new value varies over, where it does not yet (JAX asks for a ``pcast`` of
+    the initial value instead), as (leaves, avals) to trace the loop body again; None when
+    the types agree."""
+    wider = [a.vma | o.vma for a, o in zip(avals, out_avals)]
+    if all(w == a.vma for w, a in zip(wider, avals)):
+        return None
+    return ([vma.vary(x, w) for x, w in zip(leaves, wider)],
+            [a.update(vma=w) for a, w in zip(avals, wider)])
 
 
 def _check_carry(name, what, in_tree, in_avals, out_tree, out_avals):

@@ -8,7 +8,7 @@ from jaxlib.mlir.dialects import stablehlo
 
 from funcgrad import tree_util
 from funcgrad.core import batching_util as bu
-from funcgrad.core import dtypes
+from funcgrad.core import dtypes, vma
 from funcgrad.core.ad import jvp_jaxpr, transpose_jaxpr
 from funcgrad.core.ad_util import Zero, is_undefined_primal, tangent_aval
 from funcgrad.core.batching import batch_jaxpr
@@ -168,12 +168,34 @@ def _bind_cond(name, index, branches, operands):
     for i, (jaxpr, _, tree) in enumerate(traced[1:], 1):
         if tree != tree0 or not _same_types(jaxpr.out_avals, avals0):
             raise _branch_error(name, i, tree, jaxpr.out_avals, tree0, avals0)
+    if vma.typed_axes():
+        traced = _typed_alike(name, index, branches, traced, in_tree, in_avals)
     # Every branch takes (all branches' consts..., operands...).
     padded, all_consts = _share_consts([(jaxpr, consts) for jaxpr, consts, _ in traced],
                                        len(leaves))
     outs = cond_p.bind(index, *all_consts, *leaves,
                        branches=tuple(_intern(br) for br in padded))
     return tree_util.tree_unflatten(tree0, outs)
+
+
+def _typed_alike(name, index, branches, traced, in_tree, in_avals):
+    """In a typed ``shard_map`` body (``core/vma.py``): every branch's outputs made to vary
+    over the axes any branch's (or the index) varies over, so that reverse mode sums the
+    devices' cotangents of a branch's replicated result (JAX asks for a ``pcast``)."""
+    want = [vma.vma_of(index).union(*(j.out_avals[k].vma for j, _, _ in traced))
+            for k in range(len(traced[0][0].out_avals))]
+    out = []
+    for i, (fn, entry) in enumerate(zip(branches, traced)):
+        if [a.vma for a in entry[0].out_avals] == want:
+            out.append(entry)
+            continue
+
+        def widened(*ops, fn=fn):
+            leaves, tree = tree_util.tree_flatten(fn(*ops))
+            return tree_util.tree_unflatten(tree, [vma.vary(x, w)
+                                                   for x, w in zip(leaves, want)])
+        out.append(_trace(widened, in_tree, in_avals, f"{name} branch {i}"))
+    return out
 
 
 def _scalar_index(name, x, n):

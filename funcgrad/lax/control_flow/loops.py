@@ -22,7 +22,7 @@ from funcgrad.lax import elementwise as ew
 from funcgrad.lax.control_flow.common import (
     _abstractify, _carry_avals, _check_carry, _groups, _inexact, _intern, _nonzero, _parts,
     _permute, _split_linearize, _strong, _to_strong, _trace, _types_str,
-    _zero_tangents_to_values)
+    _widen_carry, _zero_tangents_to_values)
 from funcgrad.lax.control_flow.scans import scan
 
 
@@ -169,7 +169,15 @@ def while_loop(cond_fun, body_fun, init_val):
     if len(outs) != 1 or outs[0].shape != () or outs[0].dtype != dtypes.bool_:
         raise TypeError(f"while_loop: cond_fun must return a boolean scalar, got "
                         f"{cond_tree} with types {_types_str(outs)}")
-    body_jaxpr, body_consts, body_tree = _trace(body_fun, wrapped, avals, "while_loop body_fun")
+    while True:
+        body_jaxpr, body_consts, body_tree = _trace(body_fun, wrapped, avals,
+                                                    "while_loop body_fun")
+        wider = _widen_carry(leaves, avals, body_jaxpr.out_avals)
+        if wider is None:
+            break
+        leaves, avals = wider
+        cond_jaxpr, cond_consts, cond_tree = _trace(cond_fun, wrapped, avals,
+                                                    "while_loop cond_fun")
     _check_carry("while_loop", "body_fun's output", tree, avals, body_tree,
                  body_jaxpr.out_avals)
     outs = while_p.bind(*cond_consts, *body_consts, *leaves, cond_jaxpr=_intern(cond_jaxpr),

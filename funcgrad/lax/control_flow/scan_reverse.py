@@ -175,7 +175,7 @@ def _scan_jvp(primals, tangents, jaxpr, num_consts, num_carry, length, reverse, 
             carry_avals = avals[n_c:n_c + n_k]
             t_out = [next(t_carry_it) if z else Zero(tangent_aval(a))
                      for a, z in zip(carry_avals, nz_k)]
-            ys_full = [ShapedArray((length,) + a.shape, a.dtype) for a in y_avals]
+            ys_full = [ShapedArray((length,) + a.shape, a.dtype, False, a.vma) for a in y_avals]
             t_out += [next(t_ys_it) if z else Zero(tangent_aval(a))
                       for a, z in zip(ys_full, y_nz)]
             return p_out, t_out
@@ -190,7 +190,7 @@ def _scan_jvp(primals, tangents, jaxpr, num_consts, num_carry, length, reverse, 
     carry_avals = avals[n_c:n_c + n_k]
     t_out = [next(t_carry_it) if z else Zero(tangent_aval(a))
              for a, z in zip(carry_avals, nz_k)]
-    ys_full = [ShapedArray((length,) + a.shape, a.dtype) for a in y_avals]
+    ys_full = [ShapedArray((length,) + a.shape, a.dtype, False, a.vma) for a in y_avals]
     t_out += [next(t_ys_it) if z else Zero(tangent_aval(a)) for a, z in zip(ys_full, y_nz)]
     p_out = list(p_carry) + list(p_ys)
     if _split_linearize():

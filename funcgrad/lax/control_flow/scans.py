@@ -16,7 +16,8 @@ from funcgrad.core.values import aval_of
 from funcgrad.lax import shapes
 from funcgrad.lax import elementwise as ew
 from funcgrad.lax.control_flow.common import (
-    _abstractify, _carry_avals, _check_carry, _intern, _parts, _strong, _to_strong, _trace)
+    _abstractify, _carry_avals, _check_carry, _intern, _parts, _strong, _to_strong, _trace,
+    _widen_carry)
 
 
 scan_p = Primitive("scan", multiple_results=True)
@@ -31,7 +32,7 @@ def _scan_abstract(*args, jaxpr, num_consts, num_carry, length, reverse, unroll)
             raise TypeError(f"scan: every xs leaf needs leading dimension {length}, got "
                             f"{x.str_short()}")
     ys = jaxpr.out_avals[num_carry:]
-    return [_strong(a) for a in carry] + [ShapedArray((length,) + y.shape, y.dtype)
+    return [_strong(a) for a in carry] + [ShapedArray((length,) + y.shape, y.dtype, False, y.vma)
                                           for y in ys]
 
 
@@ -111,7 +112,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     c_leaves, c_tree = tree_util.tree_flatten(init)
     c_avals = _carry_avals(c_leaves)
     c_leaves = [_to_strong(x, a) for x, a in zip(c_leaves, _abstractify(c_leaves))]
-    slice_avals = [ShapedArray(a.shape[1:], a.dtype) for a in x_avals]
+    slice_avals = [ShapedArray(a.shape[1:], a.dtype, False, a.vma) for a in x_avals]
     in_tree = tree_util.tree_structure((tree_util.tree_unflatten(c_tree, c_leaves),
                                         tree_util.tree_unflatten(x_tree, x_leaves)))
     out_trees = []
@@ -127,7 +128,12 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
         out_trees.append((c_out_tree, y_tree))
         return tuple(c_out) + tuple(y_out)
 
-    jaxpr, consts, _ = _trace(body, in_tree, c_avals + slice_avals, "scan f")
+    while True:
+        jaxpr, consts, _ = _trace(body, in_tree, c_avals + slice_avals, "scan f")
+        wider = _widen_carry(c_leaves, c_avals, jaxpr.out_avals[:len(c_avals)])
+        if wider is None:
+            break
+        c_leaves, c_avals = wider
     c_out_tree, y_tree = out_trees[0]
     _check_carry("scan", "f's new carry", c_tree, c_avals, c_out_tree,
                  jaxpr.out_avals[:len(c_avals)])
