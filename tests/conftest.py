@@ -29,8 +29,12 @@ def run_on_four_devices():
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
     def run(*paths, timeout=300, env=None, allow_skips=False):
+        # (a jax imported by the cases for live comparisons gets 4 host devices too)
+        xla_flags = os.environ.get("XLA_FLAGS", "")
+        if "xla_force_host_platform_device_count" not in xla_flags:
+            xla_flags = (xla_flags + " --xla_force_host_platform_device_count=4").strip()
         full_env = dict(os.environ, FUNCGRAD_CPU_DEVICES="4", FUNCGRAD_PLATFORM="cpu",
-                        PYTHONPATH=repo, **(env or {}))
+                        PYTHONPATH=repo, XLA_FLAGS=xla_flags, **(env or {}))
         proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p",
                                "no:cacheprovider", "-rs", *paths], env=full_env, cwd=repo,
                               capture_output=True, text=True, timeout=timeout)
