@@ -202,6 +202,9 @@ def test_every_core_primitive_has_a_loop_case():
 
 
 def test_collective_primitives_covered_elsewhere():
-    # psum_scatter and all_to_all: tests/parallel (under vmap and pmap, against NumPy)
+    # psum_scatter and all_to_all: tests/parallel (under vmap and pmap, against NumPy); pvary
+    # (typed shard_map bodies): tests/sharding/shard_map_vma_cases.py, a vmapped body
+    # (vmap_of_inner_grad) and a vmap inside one, against JAX
     assert {lpar.psum_p, lpar.pmax_p, lpar.pmin_p, lpar.all_gather_p, lpar.axis_index_p,
-            lpar.ppermute_p, lpar.psum_scatter_p, lpar.all_to_all_p} == _family_primitives(lpar)
+            lpar.ppermute_p, lpar.psum_scatter_p, lpar.all_to_all_p,
+            lpar.pvary_p} == _family_primitives(lpar)
