@@ -24,12 +24,20 @@ the rounds, the ratio the median of the per-round ratios, and the last column th
 round of each (the least disturbed by other jobs). The load average is printed
 before and after. With 4 devices on a few cores only the ratio means anything.
 
+``--separate`` runs each library in its own process instead (the processes alternating, the
+order flipping every pair), so neither library's device threads share the process or the
+cores' caches with the other's: for each training case, each process times its rounds and
+reports its median per call; the table gives the median over the processes and the median
+of the per-pair ratios.
+
 Run: ``python bench/sharding.py`` (``--quick`` for fewer rounds, ``--runs N`` to repeat the
-whole measurement N times and print every table).
+whole measurement N times and print every table, ``--separate [--pairs N]``).
 """
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -281,11 +289,63 @@ def measure(number, rounds):
     return rows
 
 
+def one_library(lib, case, number, rounds):
+    """Time one case of one library in this process: JSON of the median µs per awaited call
+    over ``rounds`` rounds of ``number`` calls, and the loss after them."""
+    make = dict((n, m) for n, m, _ in CASES)[case]
+    run_step, value = make(lib)[:2]
+    for _ in range(5):
+        run_step()
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            run_step()
+        times.append((time.perf_counter() - t0) / number * 1e6)
+    print(json.dumps({"us": statistics.median(times), "value": value()}))
+
+
+def separate(pairs, number, rounds):
+    """Each library in its own process, alternating (see the module docstring)."""
+    print(f"load average {os.getloadavg()[0]:.2f} before ({os.cpu_count()} cores); each "
+          f"library in its own process, {pairs} pairs x {rounds} rounds x {number} calls")
+    print("| case | funcgrad | JAX | funcgrad / JAX (median of pairs) | per pair |\n"
+          "| --- | --- | --- | --- | --- |")
+    for name, _, share in CASES[1:]:
+        got = {"funcgrad": [], "jax": []}
+        values = {}
+        for pair in range(pairs):
+            for lib in (("funcgrad", "jax") if pair % 2 == 0 else ("jax", "funcgrad")):
+                out = subprocess.run(
+                    [sys.executable, os.path.abspath(__file__), "--one", lib, name,
+                     "--number", str(max(int(number * share), 3)), "--rounds", str(rounds)],
+                    capture_output=True, text=True, timeout=600, check=True)
+                res = json.loads(out.stdout.strip().splitlines()[-1])
+                got[lib].append(res["us"])
+                values[lib] = res["value"]
+        ratios = [f / j for f, j in zip(got["funcgrad"], got["jax"])]
+        print(f"| {name} | {statistics.median(got['funcgrad']):.0f} µs | "
+              f"{statistics.median(got['jax']):.0f} µs | {statistics.median(ratios):.2f} | "
+              f"{', '.join(f'{r:.2f}' for r in ratios)} |")
+        print(f"|   (loss after the timed calls: funcgrad {values['funcgrad']:.6f}, JAX "
+              f"{values['jax']:.6f}) | | | | |")
+    print(f"load average {os.getloadavg()[0]:.2f} after")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--separate", action="store_true")
+    ap.add_argument("--pairs", type=int, default=4)
+    ap.add_argument("--one", nargs=2, metavar=("LIBRARY", "CASE"), help=argparse.SUPPRESS)
+    ap.add_argument("--number", type=int, default=100, help=argparse.SUPPRESS)
+    ap.add_argument("--rounds", type=int, default=15, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.one:
+        return one_library(*args.one, args.number, args.rounds)
+    if args.separate:
+        return separate(args.pairs, *((20, 5) if args.quick else (100, 15)))
     number, rounds = (20, 5) if args.quick else (100, 15)
     for run in range(args.runs):
         load = os.getloadavg()[0]
