@@ -337,9 +337,18 @@ class Optimizer:
         self.state = {}
         for i, s in state_dict["state"].items():
             p = params[int(i)]
-            self.state[p] = _placed_like(
-                {k: (v if _is_number(v) else jnp.asarray(np.asarray(v))) for k, v in s.items()},
-                p.data)
+            # PyTorch writes None for state it has not made yet (SGD's momentum buffer
+            # before the first step, or without momentum): nothing to restore
+            st = {k: (v if _is_number(v) else jnp.asarray(np.asarray(v)))
+                  for k, v in s.items() if v is not None}
+            st = self._completed_state(st, p.data)
+            if st:
+                self.state[p] = _placed_like(st, p.data)
+
+    def _completed_state(self, st, p):
+        """Per-parameter state loaded from a state dict, with what this optimizer keeps
+        beyond PyTorch's entries filled in (``SGD`` overrides it)."""
+        return st
 
     def __repr__(self):
         lines = [f"{type(self).__name__} ("]

@@ -73,6 +73,13 @@ class SGD(Optimizer):
         # so a jitted training step is traced once.
         return {"momentum_buffer": jnp.zeros_like(p), "step": _f32(0.0)}
 
+    def _completed_state(self, st, p):
+        # PyTorch's SGD state holds the momentum buffer alone: a loaded buffer has seen a
+        # step (the next update decays it), and one that was never made starts anew
+        if "momentum_buffer" in st and "step" not in st:
+            st = dict(st, step=_f32(1.0))
+        return st
+
     def _update(self, p, g, st, h, f):
         p, g = _decayed(p, g, h, f, decoupled=False)
         st = dict(st)

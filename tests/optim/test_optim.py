@@ -221,6 +221,44 @@ def test_optimizer_state_dict_roundtrip(rng):
     np.testing.assert_allclose(np.asarray(p.data), np.asarray(q.data), rtol=1e-6)
 
 
+def _torch_sgd_state_dict(momentum, buffers):
+    """A state dict as PyTorch's SGD writes it (its format: the momentum buffer alone, None
+    before the first step or without momentum; its extra group entries)."""
+    return {"state": {i: {"momentum_buffer": b} for i, b in enumerate(buffers)},
+            "param_groups": [{"lr": 0.1, "momentum": momentum, "dampening": 0.25,
+                              "weight_decay": 0.0, "nesterov": False, "maximize": False,
+                              "foreach": None, "differentiable": False, "fused": None,
+                              "params": list(range(len(buffers)))}]}
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_sgd_loads_pytorch_state_dict(momentum, rng):
+    p0, g1, g2 = (rng.normal(size=3).astype(np.float32) for _ in range(3))
+    # PyTorch after one step: buf = g1, p = p0 - lr * g1; its state dict, then one more step
+    p1 = p0 - 0.1 * g1
+    sd = _torch_sgd_state_dict(momentum, [g1.copy() if momentum else None])
+    box = nn.Parameter(jnp.asarray(p1))
+    box._name = "w"
+    opt = optim.SGD([box], lr=0.5)
+    opt.load_state_dict(sd)
+    opt.step({"w": jnp.asarray(g2)})
+    buf = momentum * g1 + (1 - 0.25) * g2 if momentum else g2
+    np.testing.assert_allclose(np.asarray(box.data), p1 - 0.1 * buf, rtol=1e-6)
+    if momentum:
+        np.testing.assert_allclose(np.asarray(opt.state_dict()["state"][0]["momentum_buffer"]),
+                                   buf, rtol=1e-6)
+    try:
+        import torch
+    except ImportError:
+        return
+    w = torch.nn.Parameter(torch.tensor(p0))
+    topt = torch.optim.SGD([w], lr=0.1, momentum=momentum, dampening=0.25)
+    for g in (g1, g2):
+        w.grad = torch.tensor(g)
+        topt.step()
+    np.testing.assert_allclose(np.asarray(box.data), w.detach().numpy(), rtol=1e-6)
+
+
 def test_schedulers_closed_forms():
     def make():
         p = nn.Parameter(jnp.ones(1))
