@@ -227,6 +227,8 @@ class NamedSharding(_jax.GSPMDSharding):
         self.mesh, self.spec = mesh, spec
         self._ndim = len(spec) if _ndim is None else _ndim
         self._by_rank = {}
+        # (mesh and spec never change: hashed once, since runtime calls hash it per argument)
+        self._hash = hash((mesh, _normalized(spec)))
         super().__init__(mesh._device_list, spec_hlo_sharding(mesh, spec, self._ndim))
 
     def with_rank(self, ndim, where="device_put"):
@@ -331,7 +333,7 @@ class NamedSharding(_jax.GSPMDSharding):
                                  and _normalized(self.spec) == _normalized(other.spec))
 
     def __hash__(self):
-        return hash((self.mesh, _normalized(self.spec)))
+        return self._hash
 
     def __repr__(self):
         return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r})"
