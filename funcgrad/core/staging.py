@@ -72,7 +72,7 @@ class StagingInterpreter(Interpreter):
         atoms = [self.to_atom(a) for a in args]
         avals = out_avals(prim, [a.aval for a in atoms], params)
         if typed:
-            avals = vma.typed_avals(prim, avals, params, out_vmas, [a.aval.vma for a in atoms])
+            avals = vma.typed_avals(prim, avals, params, out_vmas)
         outvars = [Var(a) for a in avals]
         self.eqns.append(Eqn(prim, atoms, params, outvars, here(2)))
         outs = [StagingTracer(self, v.aval, v) for v in outvars]

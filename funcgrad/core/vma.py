@@ -15,8 +15,10 @@ empty and nothing here runs.
 A ``vma`` rule takes the operands' vmas (and the equation's params) and returns ``(needed,
 outs)``: per operand the axes it must vary over (``None``: as they are) and per result its
 vma (or one frozenset for all). Primitives without one: results vary over the union of the operands' axes, which every
-operand is made to vary over; higher-order ones (``jit``, ``cond``, loops...) take their
-bodies' output types, whose operands were typed when the bodies were staged.
+operand is made to vary over; higher-order ones (``jit``, ``remat``, custom rules...) take
+their bodies' output types, whose operands were typed when the bodies were staged (``cond``
+and ``while`` have rules that add their index's or predicate's type: a varying one makes
+every result vary).
 
 Example:
     >>> from funcgrad.core import vma
@@ -114,31 +116,31 @@ def match_operands(prim, args, params):
     return args, outs
 
 
-def typed_avals(prim, avals, params, outs, in_vmas):
+def typed_avals(prim, avals, params, outs):
     """The output avals of an equation with their vmas set."""
     if outs is None:     # a higher-order primitive: its bodies' output types
         outs = _body_out_vmas(prim, params, len(avals))
         if outs is None:
             return avals
-        # a branch index or a loop predicate that varies makes every result vary
-        control = in_vmas[0] if prim.name == "cond" and in_vmas else _NONE
-        cond = params.get("cond_jaxpr")
-        if cond is not None:
-            control = control.union(*(vma_of(v) for v in cond.jaxpr.outvars))
-        outs = [v | control for v in outs]
     if isinstance(outs, frozenset):
         outs = [outs] * len(avals)
     return [a if a.vma == v else a.update(vma=v) for a, v in zip(avals, outs)]
 
 
-def _body_out_vmas(prim, params, n_out):
+def out_vmas(jaxprs):
+    """Per output, the union of the vmas of that output of each of ``jaxprs`` (Jaxprs or
+    ClosedJaxprs with the same number of outputs): a ``cond``'s branches, a loop's body."""
     found = None
-    for j in subjaxprs_of(prim, params):
-        if len(j.outvars) == n_out:
-            vmas = [vma_of(v) for v in j.outvars]
-            found = vmas if found is None else [a | b for a, b in zip(found, vmas)]
+    for j in jaxprs:
+        vmas = [vma_of(v) for v in getattr(j, "jaxpr", j).outvars]
+        found = vmas if found is None else [a | b for a, b in zip(found, vmas)]
     return found
 
 
+def _body_out_vmas(prim, params, n_out):
+    bodies = [j for j in subjaxprs_of(prim, params) if len(j.outvars) == n_out]
+    return out_vmas(bodies) if bodies else None
+
+
 __all__ = ["typed_axes", "typing", "vma_of", "vary", "summed_like", "match_operands",
-           "typed_avals"]
+           "typed_avals", "out_vmas"]

@@ -96,6 +96,10 @@ def _cond_jvp(primals, tangents, branches):
 
 
 # the branch index must be known; the outputs are linear when any branch makes them so
+# in a typed shard_map body (core/vma.py): a result varies over the axes it varies over in any
+# branch, and over the index's (devices taking different branches)
+cond_p.def_rule("vma", lambda in_vmas, branches: (
+    None, [v | in_vmas[0] for v in vma.out_vmas(branches)]))
 cond_p.def_rule("linear_outputs", lambda eqn, reads: None if reads[0] else
                 linear_branch_outputs(eqn.params["branches"], reads[1:]))
 

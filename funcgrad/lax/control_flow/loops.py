@@ -9,7 +9,7 @@ from jaxlib.mlir.dialects import stablehlo
 
 from funcgrad import tree_util
 from funcgrad.core import batching_util as bu
-from funcgrad.core import dtypes
+from funcgrad.core import dtypes, vma
 from funcgrad.core.ad import jvp_jaxpr
 from funcgrad.core.ad_util import Zero, tangent_aval
 from funcgrad.core.batching import batch_jaxpr
@@ -33,6 +33,12 @@ while_p = Primitive("while", multiple_results=True)
 def _while_abstract(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     carry = args[cond_nconsts + body_nconsts:]
     return [_strong(a) for a in carry]
+
+
+# in a typed shard_map body (core/vma.py): the body's output types, and the predicate's (a
+# predicate that varies lets devices stop at different steps)
+while_p.def_rule("vma", lambda in_vmas, cond_jaxpr, body_jaxpr, **_: (
+    None, [v | vma.out_vmas([cond_jaxpr])[0] for v in vma.out_vmas([body_jaxpr])]))
 
 
 @while_p.def_lowering
