@@ -116,10 +116,18 @@ def _fast_key(prefix, leaves):
 
 
 def _with_scalars(fast, bufs):
-    """The argument buffers of a fast-table hit, Python scalars replaced by their device copies."""
-    entry, scalars, _ = fast
-    for i in scalars:
-        bufs[i] = _scalar_buffer(bufs[i], entry.shardings[i])
+    """The argument buffers of a fast-table hit, Python scalars replaced by their device copies
+    (the record keeps each scalar's last object and copy: an optimizer's hyper-parameters are
+    the same objects call after call, so the usual case is one identity test)."""
+    entry, scalars, _, last = fast
+    for j, i in enumerate(scalars):
+        value = bufs[i]
+        seen = last[j]
+        if seen is not None and seen[0] is value:
+            bufs[i] = seen[1]
+        else:
+            buf = bufs[i] = _scalar_buffer(value, entry.shardings[i])
+            last[j] = (value, buf)
     return bufs
 
 
@@ -173,7 +181,7 @@ def call(jitted, args, kwargs, flat, traced=None):
         # objects (held by the table, so their ids stay theirs) take the fast path
         if len(table) >= _FAST_ENTRIES:
             table.clear()
-        table[key] = (entry, tuple(scalars), held)
+        table[key] = (entry, tuple(scalars), held, [None] * len(scalars))
     return out
 
 

@@ -22,6 +22,8 @@ returns (``funcgrad.core.mutable_state``). Outside jit, ``step`` runs one fused 
 The pure form, for fully functional code: ``state = opt.init(params)`` and
 ``params, state = opt.update(grads, state, params)`` over any pytrees of arrays.
 """
+from operator import is_
+
 import numpy as np
 
 from funcgrad import tree_util
@@ -442,9 +444,18 @@ def _group_plan(opt, gi, group):
     """(names of the group's numeric (traced) hyper-parameters, the others as sorted (name,
     value) pairs, the sorted static flags) for a pytree flatten of ``opt``. Computed once per
     set of hyper-parameter values (types included: True is static, 1 is traced) and kept on
-    the optimizer: every eager call of a jitted training step flattens it."""
-    items = tuple([(k, type(v), v) for k, v in group.items() if k != "params"])
+    the optimizer: every eager call of a jitted training step flattens it. The group's last
+    values are kept with their plan, so a group whose values are the very same objects as at
+    the last flatten (the usual training step) costs one identity test per value."""
     d = opt.__dict__
+    values = [*group.values()]
+    recent = d.get("_recent_plans")
+    if recent is not None:
+        hit = recent.get(gi)
+        if hit is not None and len(hit[0]) == len(values) and all(map(is_, hit[0], values)) \
+                and hit[1] == [*group]:
+            return hit[2]
+    items = tuple([(k, type(v), v) for k, v in group.items() if k != "params"])
     # none kept on the copies made inside a trace (they carry "_group_flags")
     plans = None if "_group_flags" in d else d.setdefault("_flatten_plans", {})
     try:
@@ -463,6 +474,8 @@ def _group_plan(opt, gi, group):
             if len(plans) >= _PLANS_PER_OPTIMIZER:
                 plans.clear()
             plans[(gi, items)] = plan
+    if plans is not None:       # hashable values only (a list changed in place is not seen)
+        d.setdefault("_recent_plans", {})[gi] = (values, [*group], plan)
     return plan
 
 
@@ -470,7 +483,7 @@ def _unflatten_opt(aux, children):
     cls, origin, layout = aux
     opt = cls.__new__(cls)
     opt.__dict__.update({k: v for k, v in origin.__dict__.items()
-                         if k not in ("_compiled", "_flatten_plans")})
+                         if k not in ("_compiled", "_flatten_plans", "_recent_plans")})
     opt._origin = origin
     opt.param_groups = []
     opt.state = {}

@@ -520,3 +520,36 @@ def test_one_call_path_fast_table_for_module_steps_and_explicit_shardings(mesh, 
     assert ga.sharding == rows
     np.testing.assert_allclose(np.asarray(ga), np.asarray(funcgrad.grad(
         lambda a, b: jnp.tanh(a @ b).sum())(jnp.asarray(xs), jnp.asarray(w))), **TOL)
+
+
+def test_hyper_parameters_changed_between_fast_calls(mesh):
+    # the fast path keeps an optimizer group's flatten plan and its scalars' device copies while
+    # the group holds the very same objects: a new learning rate (a new float) and new static
+    # flags (nesterov: traced anew) take effect at the next call. The reference is NumPy's SGD
+    # (PyTorch's formula) on gradients taken on one device.
+    model = parallelize_module(_mlp(), mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()},
+                               axis="model")
+    ref = _mlp()
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    step = _training_step()
+    hyper = dict(lr=0.1, momentum=0.0, nesterov=False)
+    velocity = {}
+    changes = [{}, {}, {"lr": 0.05}, {}, {"momentum": 0.5, "nesterov": True}, {}, {"lr": 0.2}]
+    for i, change in enumerate(changes):
+        opt.param_groups[0].update(change)
+        hyper.update(change)
+        x, y = _rand(8, 8, seed=40 + i), _rand(8, 4, seed=60 + i)
+        want, grads = funcgrad.value_and_grad(lambda m: F.mse_loss(m(x), y))(ref)
+        got = step(model, opt, _put(x, mesh, "data"), _put(y, mesh, "data"))
+        np.testing.assert_allclose(float(got), float(want), err_msg=f"step {i}", **TOL)
+        for (name, p), (_, g) in zip(ref.named_parameters(), grads.named_parameters()):
+            g = np.asarray(g)
+            if hyper["momentum"]:
+                v = velocity[name] = hyper["momentum"] * velocity[name] + g \
+                    if name in velocity else g
+                g = g + hyper["momentum"] * v if hyper["nesterov"] else v
+            ref.get_parameter(name).data = jnp.asarray(np.asarray(p) - hyper["lr"] * g)
+    for (name, p), (_, q) in zip(model.named_parameters(), ref.named_parameters()):
+        np.testing.assert_allclose(np.asarray(p), np.asarray(q), err_msg=name, **TOL)
+    # traced anew for nesterov, then for the momentum buffers its first step creates
+    assert step.trace_count == 3
