@@ -19,6 +19,7 @@ Example:
     ((slice(0, 1, None), slice(None, None, None)), Array([[0, 0, 0]], dtype=int32))
 """
 import contextlib
+import itertools
 import sys
 import weakref
 
@@ -162,6 +163,33 @@ def mapped_sharding(devices, ndim, axis):
     return s
 
 
+_signatures = {}      # (aval key, id(sharding)) -> (number, sharding): the sharding held
+_signature_numbers = itertools.count(1)
+
+
+def layout_signature(aval, sharding):
+    """A number standing for ``aval``'s shape and dtype (its key) and the very ``sharding``
+    object: what the eager jit's fast table keys an argument by, one int per leaf where a pair
+    would be built and hashed per call. Numbers are never reused and an Array never changes,
+    so a number kept on an Array (``signature_of``) cannot go stale."""
+    k = (aval.key, id(sharding))
+    hit = _signatures.get(k)
+    if hit is None:
+        if len(_signatures) >= 4096:
+            _signatures.clear()
+        hit = _signatures[k] = (next(_signature_numbers), sharding)
+    return hit[0]
+
+
+def signature_of(a):
+    """``layout_signature`` of the ShardedArray ``a``, computed once and kept on it."""
+    try:
+        return a._sig
+    except AttributeError:
+        sig = a._sig = layout_signature(a.aval, a._buf._sharding)
+        return sig
+
+
 class ShardedArray(Array):
     """A ``funcgrad.Array`` whose value lies over several devices (``pmap``'s outputs,
     ``device_put_sharded``, ``device_put_replicated``).
@@ -175,7 +203,7 @@ class ShardedArray(Array):
         True
     """
 
-    __slots__ = ()
+    __slots__ = ("_sig",)     # its layout_signature, once a jitted call has asked for it
 
     @property
     def device(self):

@@ -37,7 +37,7 @@ from funcgrad.core.values import aval_of
 from funcgrad.lax.sharding import sharding_constraint_p
 from funcgrad.lowering import dispatch, mlir, spmd
 from funcgrad.lowering.mesh import NamedSharding
-from funcgrad.lowering.sharding import ShardedArray, put_named
+from funcgrad.lowering.sharding import ShardedArray, put_named, signature_of
 from funcgrad.lowering.spmd_jit import SpmdExecutable, _replicated
 
 _PY_SCALARS = (float, int, bool)
@@ -83,7 +83,7 @@ def call_one(jitted, a):
     flatten and the loop (the time between one step's end and the next launch is what a
     program waiting on its devices' threads pays for most)."""
     buf = a._buf
-    fast = jitted._caches.spmd_fast.get((_ONE_LEAF, a.aval.key, id(buf._sharding)))
+    fast = jitted._caches.spmd_fast.get((_ONE_LEAF, signature_of(a)))
     if fast is None or (_donating[0] and buf.is_deleted()):
         args = (a,)
         return call_fast(jitted, args, [a], _ONE_LEAF)
@@ -91,9 +91,9 @@ def call_one(jitted, a):
 
 
 def _fast_key(prefix, leaves):
-    """(the fast table's key: ``prefix`` and, per leaf, its aval key and the id of its sharding
-    object, a Python scalar its type; the leaves' buffers and scalars), or (None, None) when a
-    leaf is something else or a donated buffer."""
+    """(the fast table's key: ``prefix`` and, per leaf, its ``layout_signature`` (its aval key
+    and sharding object), a Python scalar its type; the leaves' buffers and scalars), or
+    (None, None) when a leaf is something else or a donated buffer."""
     key = [prefix]
     bufs = []
     add_key, add_buf = key.append, bufs.append     # (this loop runs once per leaf per call)
@@ -104,8 +104,10 @@ def _fast_key(prefix, leaves):
             buf = leaf._buf
             if donating and buf.is_deleted():   # the runtime would crash on a donated buffer
                 return None, None               # the general path names it
-            add_key(leaf.aval.key)
-            add_key(id(buf._sharding))
+            try:
+                add_key(leaf._sig)
+            except AttributeError:
+                add_key(signature_of(leaf))
             add_buf(buf)
         elif t in _PY_SCALARS:
             add_key(t)

@@ -27,7 +27,7 @@ from funcgrad.lowering.executable import _option_overrides
 from funcgrad.lowering.jaxlib_compat import array_result_handler
 from funcgrad.lowering.mesh import NamedSharding, PartitionSpec, named_sharding_from_hlo
 from funcgrad.lowering import spmd
-from funcgrad.lowering.sharding import ShardedArray, put_named
+from funcgrad.lowering.sharding import ShardedArray, layout_signature, put_named
 
 
 _new_sharded = ShardedArray.__new__
@@ -230,6 +230,8 @@ class SpmdExecutable:
         self._collective = has_collectives(self.as_text())
         self._handlers = [array_result_handler(_BufferAval(a), s)
                           for a, s in zip(self.out_avals, out_shardings)]
+        # the outputs carry these aval and sharding objects: their signatures, known now
+        self._outs = [(a, layout_signature(a, s)) for a, s in zip(self.out_avals, out_shardings)]
 
     def __call__(self, bufs):
         if self._collective:
@@ -241,10 +243,11 @@ class SpmdExecutable:
         else:
             outs = self._execute(bufs).consume_with_handlers(self._handlers)
         out = []
-        for aval, buf in zip(self.out_avals, outs):
+        for (aval, sig), buf in zip(self._outs, outs):
             a = _new_sharded(ShardedArray)     # no __init__ call: this is the hot path
             a.aval = aval
             a._buf = buf
+            a._sig = sig
             out.append(a)
         return out
 
