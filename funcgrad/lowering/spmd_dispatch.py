@@ -14,7 +14,7 @@ step written for one device runs unchanged on a mesh.
 
 Eager calls: a call whose leaves are sharded Arrays (and Python scalars) with sharding objects
 seen before is one flatten, one dictionary lookup (``call_fast``: the tree structure and, per
-leaf, its aval key and the id of its sharding object) and the launch; other calls resolve
+leaf, its ``layout_signature``, a number for its aval key and sharding object) and the launch; other calls resolve
 each leaf's sharding, place what is laid out otherwise and fill that table. Under a
 transformation a jit with shardings binds one ``jit`` equation whose body constrains its
 arguments and results to those shardings (``bind``), so ``grad``, ``vmap``, control flow and
