@@ -135,7 +135,8 @@ _ON_MESH = object()     # _op_cache's value for an operation that runs over a me
 
 
 def _run(prim, params, bufs, avals, keys, sharding, args):
-    key = (prim, _params_key(params), tuple(keys), sharding)
+    params_key = _params_key(params)
+    key = (prim, params_key, tuple(keys), sharding)
     exe = _op_cache.get(key)
     if exe is None:
         closed = single_op_jaxpr(prim, avals, params)
@@ -144,7 +145,7 @@ def _run(prim, params, bufs, avals, keys, sharding, args):
         exe = _op_cache[key] = _ON_MESH if spmd.meshes_in(closed) else \
             compile_closed_jaxpr(closed, sharding._device, name=prim.name)
     if exe is _ON_MESH:
-        return eager_partitioned.run_partitioned(prim, params, _params_key(params), args)
+        return eager_partitioned.run_partitioned(prim, params, params_key, args)
     try:
         outs = exe.loaded.execute_sharded(bufs).consume_with_handlers(exe._handlers)
     except Exception as exc:

@@ -104,7 +104,7 @@ def _fast_key(prefix, leaves):
             buf = leaf._buf
             if donating and buf.is_deleted():   # the runtime would crash on a donated buffer
                 return None, None               # the general path names it
-            try:
+            try:                # signature_of, inlined: this runs per leaf per call
                 add_key(leaf._sig)
             except AttributeError:
                 add_key(signature_of(leaf))
@@ -121,7 +121,7 @@ def _with_scalars(fast, bufs):
     """The argument buffers of a fast-table hit, Python scalars replaced by their device copies
     (the record keeps each scalar's last object and copy: an optimizer's hyper-parameters are
     the same objects call after call, so the usual case is one identity test)."""
-    entry, scalars, _, last = fast
+    entry, scalars, last = fast
     for j, i in enumerate(scalars):
         value = bufs[i]
         seen = last[j]
@@ -176,14 +176,13 @@ def call(jitted, args, kwargs, flat, traced=None):
         buf = put_named(leaf, s, where)._buf
         placed = placed and t is ShardedArray and buf is leaf._buf
         bufs.append(buf)
-    held = [leaf._buf._sharding for leaf in leaves if type(leaf) is ShardedArray]
     out = _launch(jitted, entry, bufs, leaves)
     if key is not None and placed:
         # every argument was laid out as the program wants: later calls with these sharding
-        # objects (held by the table, so their ids stay theirs) take the fast path
+        # objects (their layout signatures) take the fast path
         if len(table) >= _FAST_ENTRIES:
             table.clear()
-        table[key] = (entry, tuple(scalars), held, [None] * len(scalars))
+        table[key] = (entry, tuple(scalars), [None] * len(scalars))
     return out
 
 

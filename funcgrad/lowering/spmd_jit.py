@@ -231,7 +231,7 @@ class SpmdExecutable:
         self._handlers = [array_result_handler(_BufferAval(a), s)
                           for a, s in zip(self.out_avals, out_shardings)]
         # the outputs carry these aval and sharding objects: their signatures, known now
-        self._outs = [(a, layout_signature(a, s)) for a, s in zip(self.out_avals, out_shardings)]
+        self._out_sigs = [layout_signature(a, s) for a, s in zip(self.out_avals, out_shardings)]
 
     def __call__(self, bufs):
         if self._collective:
@@ -243,7 +243,7 @@ class SpmdExecutable:
         else:
             outs = self._execute(bufs).consume_with_handlers(self._handlers)
         out = []
-        for (aval, sig), buf in zip(self._outs, outs):
+        for aval, sig, buf in zip(self.out_avals, self._out_sigs, outs):
             a = _new_sharded(ShardedArray)     # no __init__ call: this is the hot path
             a.aval = aval
             a._buf = buf

@@ -437,44 +437,34 @@ def _flatten_opt(opt):
     return children, (type(opt), opt._origin or opt, tuple(layout))
 
 
-_PLANS_PER_OPTIMIZER = 64
-
-
 def _group_plan(opt, gi, group):
     """(names of the group's numeric (traced) hyper-parameters, the others as sorted (name,
-    value) pairs, the sorted static flags) for a pytree flatten of ``opt``. Computed once per
-    set of hyper-parameter values (types included: True is static, 1 is traced) and kept on
-    the optimizer: every eager call of a jitted training step flattens it. The group's last
-    values are kept with their plan, so a group whose values are the very same objects as at
-    the last flatten (the usual training step) costs one identity test per value."""
+    value) pairs, the sorted static flags) for a pytree flatten of ``opt`` (types count: True
+    is static, 1 is traced). Every eager call of a jitted training step flattens the
+    optimizer, so the plan is kept on it with the group's values: a group whose values are the
+    very same objects as at its last flatten reuses it after one identity test per value."""
     d = opt.__dict__
     values = [*group.values()]
     recent = d.get("_recent_plans")
-    if recent is not None:
-        hit = recent.get(gi)
-        if hit is not None and len(hit[0]) == len(values) and all(map(is_, hit[0], values)) \
-                and hit[1] == [*group]:
-            return hit[2]
-    items = tuple([(k, type(v), v) for k, v in group.items() if k != "params"])
-    # none kept on the copies made inside a trace (they carry "_group_flags")
-    plans = None if "_group_flags" in d else d.setdefault("_flatten_plans", {})
-    try:
-        plan = plans.get((gi, items)) if plans is not None else None
-    except TypeError:             # an unhashable hyper-parameter (an Array): classified anew
-        plans = plan = None
-    if plan is None:
-        numeric, fixed = [], []
-        for k, _, v in items:
+    hit = recent.get(gi) if recent is not None else None
+    if hit is not None and len(hit[0]) == len(values) and all(map(is_, hit[0], values)) \
+            and hit[1] == [*group]:
+        return hit[2]
+    numeric, fixed = [], []
+    for k, v in group.items():
+        if k != "params":
             if _is_numeric_tree(v):
                 numeric.append(k)
             else:
                 fixed.append((k, v))
-        plan = (tuple(numeric), tuple(sorted(fixed)), tuple(sorted(opt._flags_for(gi).items())))
-        if plans is not None:
-            if len(plans) >= _PLANS_PER_OPTIMIZER:
-                plans.clear()
-            plans[(gi, items)] = plan
-    if plans is not None:       # hashable values only (a list changed in place is not seen)
+    plan = (tuple(numeric), tuple(sorted(fixed)), tuple(sorted(opt._flags_for(gi).items())))
+    # kept where every value is hashable (a list changed in place would not be seen), and not
+    # on the copies made inside a trace (they carry "_group_flags")
+    if "_group_flags" not in d:
+        try:
+            hash(tuple(v for k, v in group.items() if k != "params"))
+        except TypeError:         # an unhashable hyper-parameter (an Array): classified anew
+            return plan
         d.setdefault("_recent_plans", {})[gi] = (values, [*group], plan)
     return plan
 
@@ -483,7 +473,7 @@ def _unflatten_opt(aux, children):
     cls, origin, layout = aux
     opt = cls.__new__(cls)
     opt.__dict__.update({k: v for k, v in origin.__dict__.items()
-                         if k not in ("_compiled", "_flatten_plans", "_recent_plans")})
+                         if k not in ("_compiled", "_recent_plans")})
     opt._origin = origin
     opt.param_groups = []
     opt.state = {}
